@@ -1,0 +1,67 @@
+"""The ``faultkit`` command: a click group whose subcommands load lazily.
+
+Each subcommand lives with the package that owns it (``testbed.cli``, ``slo.cli``,
+``reports.cli``, ``faultkit.commands.*``); this module only wires them, so ``faultkit
+--help`` stays fast and a broken optional part cannot break the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import click
+
+from faultkit.errors import FaultkitError
+
+#: name -> "module:attribute" of a click command
+COMMANDS: dict[str, tuple[str, str]] = {
+    "testbed": ("testbed.cli:testbed", "bring the local lab up / down / show its status"),
+    "inventory": ("faultkit.commands.inventory:inventory", "check an inventory file"),
+    "load": ("faultkit.commands.load:load", "run streaming load and print TTFT/TPOT figures"),
+    "inject": ("faultkit.commands.inject:inject", "run one fault against a node for a while"),
+    "sweep": ("faultkit.commands.sweep:sweep", "revert every fault a killed harness left"),
+    "rules": ("slo.cli:rules", "write Prometheus alerting/recording rules for the SLOs"),
+    "budget": ("slo.cli:budget", "SLO error-budget review from Prometheus"),
+    "report": ("reports.cli:report", "re-render a run directory's incident report"),
+    "gate": ("faultkit.commands.gate:gate", "pre-promotion gate for a serving config"),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module_name, attr = COMMANDS[cmd_name][0].split(":")
+        command = getattr(importlib.import_module(module_name), attr)
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except FaultkitError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+@click.group(cls=LazyGroup)
+@click.version_option(package_name="faultkit")
+def cli() -> None:
+    """Chaos and reliability test harness for self-hosted LLM inference."""
+
+
+def main() -> None:
+    sys.exit(cli.main(standalone_mode=True))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Subcommands of the ``faultkit`` CLI that belong to the ``faultkit`` package itself."""

@@ -1,0 +1,112 @@
+"""Every exception faultkit raises, in one place.
+
+Each message says what went wrong *and* what to do about it; data rides along as
+attributes so callers (CLI, pytest plugin) can render it their own way.
+
+Tree::
+
+    FaultkitError
+    ├── InventoryError            malformed or inconsistent inventory file
+    ├── DockerError               the Docker engine or a container misbehaved
+    │   ├── DockerUnavailable     cannot reach the engine at a docker host URL
+    │   └── ContainerNotFound     the node's container does not exist
+    ├── TestbedError              the local lab could not be built or started
+    ├── NodeError                 a node did not answer as expected (readiness, API)
+    │   └── NodeNotReady          readiness deadline passed
+    ├── FaultError                a fault could not be injected or reverted
+    │   ├── FaultRefused          blast-radius policy forbids it (nothing was done)
+    │   ├── FaultAlreadyActive    a second inject of the same fault instance
+    │   └── FaultUnsupported      the kernel / engine lacks what the fault needs
+    ├── JournalError              the fault journal is unreadable or locked
+    └── LoadError                 the load generator could not run (e.g. endpoint unreachable)
+"""
+
+from __future__ import annotations
+
+
+class FaultkitError(Exception):
+    """Base class: anything faultkit raises on purpose."""
+
+
+class InventoryError(FaultkitError):
+    """The inventory file is malformed; ``problems`` lists one line per error."""
+
+    def __init__(self, path: str, problems: list[str]) -> None:
+        self.path = path
+        self.problems = problems
+        super().__init__("\n".join(problems) if problems else f"{path}: invalid inventory")
+
+
+class DockerError(FaultkitError):
+    """A Docker engine call failed."""
+
+
+class DockerUnavailable(DockerError):
+    """No Docker engine answers at ``host``."""
+
+    def __init__(self, host: str, reason: str) -> None:
+        self.host = host
+        self.reason = reason
+        super().__init__(
+            f"cannot reach a Docker engine at {host}: {reason}. "
+            "Is dockerd running? (`faultkit testbed up` starts one on this machine; "
+            "for a remote node check the inventory's docker.host)"
+        )
+
+
+class ContainerNotFound(DockerError):
+    """The node's container does not exist on its Docker host."""
+
+    def __init__(self, host: str, name: str, found: list[str]) -> None:
+        self.host = host
+        self.name = name
+        self.found = found
+        listing = ", ".join(sorted(found)) if found else "no containers"
+        super().__init__(f"no container named {name!r} on {host} (found: {listing})")
+
+
+class TestbedError(FaultkitError):
+    """The local testbed could not be built or started."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+
+class NodeError(FaultkitError):
+    """A node did not behave as an inference server should."""
+
+
+class NodeNotReady(NodeError):
+    """A node's readiness endpoint did not answer OK before the deadline."""
+
+    def __init__(self, node: str, url: str, waited_s: float, last: str) -> None:
+        self.node = node
+        self.url = url
+        self.waited_s = waited_s
+        self.last = last
+        super().__init__(
+            f"node {node!r} not ready after {waited_s:.0f} s at {url} (last answer: {last})"
+        )
+
+
+class FaultError(FaultkitError):
+    """A fault could not be injected or reverted."""
+
+
+class FaultRefused(FaultError):
+    """The blast-radius policy forbids this fault on this node; nothing was done."""
+
+
+class FaultAlreadyActive(FaultError):
+    """``inject()`` was called on a fault instance that is already injected."""
+
+
+class FaultUnsupported(FaultError):
+    """The target lacks what the fault needs (e.g. the kernel has no sch_netem)."""
+
+
+class JournalError(FaultkitError):
+    """The fault journal could not be read or written."""
+
+
+class LoadError(FaultkitError):
+    """The load generator could not run at all."""

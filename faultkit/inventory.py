@@ -1,0 +1,368 @@
+"""The inventory: which nodes exist, how to reach them, and what may be done to them.
+
+Loaded from YAML with ``yaml.safe_load`` semantics and validated with pydantic. Every
+problem is reported as ``FILE:LINE FIELD.PATH: what is wrong (got VALUE; allowed: …)``;
+unknown keys are errors, so a typo is never silently ignored.
+
+Example::
+
+    prometheus:
+      url: http://127.0.0.1:9090
+    slo:                       # defaults for every node
+      availability: 0.99
+    nodes:
+      - name: vllm-a
+        engine: vllm
+        base_url: http://127.0.0.1:8000
+        model: my-model
+        api_key_env: VLLM_API_KEY       # the *name* of an env var, never the key
+        docker: {host: unix:///var/run/docker.sock, container: vllm-a}
+        prometheus: {job: vllm-a}
+        faults: [kill, pause, partition]
+    serving_configs:
+      vllm-a-good: {image: vllm/vllm-openai:v0.26.0, command: [...], memory: 24g}
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from faultkit.errors import InventoryError
+
+Engine = Literal["vllm", "sglang", "llamacpp", "tgi", "sim"]
+RestartPolicy = Literal["no", "on-failure", "always", "unless-stopped"]
+
+#: Every fault kind a node's allowlist may name ("*" allows all of them).
+FAULT_KINDS: tuple[str, ...] = (
+    "kill",
+    "stop",
+    "restart",
+    "pause",
+    "node_restart",
+    "partition",
+    "loss",
+    "bandwidth",
+    "latency",
+    "memory_squeeze",
+    "oversized_context",
+    "flood",
+    "rollout",
+    "bad_input",
+)
+
+_MEMORY_RE = re.compile(r"^\d+(\.\d+)?[bkmg]?$", re.IGNORECASE)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SLOSettings(_Model):
+    """Objectives a node is judged against. Defaults suit the testbed and small clusters.
+
+    Latency thresholds should be histogram bucket boundaries of the engine (bucket-ratio
+    SLIs are exact only there).
+    """
+
+    availability: float = Field(0.99, gt=0, lt=1, description="good/valid requests target")
+    error_ratio_max: float = Field(0.01, ge=0, le=1)
+    ttft_s: float = Field(2.5, gt=0, description="TTFT threshold (bucket boundary)")
+    ttft_target: float = Field(0.95, gt=0, le=1, description="fraction under ttft_s")
+    itl_s: float = Field(0.5, gt=0)
+    itl_target: float = Field(0.95, gt=0, le=1)
+    detection_s_max: float = Field(30.0, gt=0)
+    recovery_s_max: float = Field(120.0, gt=0)
+    lost_max: int | None = Field(None, ge=0, description="max lost requests; None = no limit")
+    recovery_hold_s: float = Field(5.0, gt=0)
+    window_days: int = Field(30, ge=1, le=366)
+
+
+class DockerRef(_Model):
+    host: str = "unix:///var/run/docker.sock"
+    container: str
+
+    @field_validator("host")
+    @classmethod
+    def _known_scheme(cls, value: str) -> str:
+        if not value.startswith(("unix://", "tcp://", "ssh://")):
+            raise ValueError("must start with unix://, tcp:// or ssh://")
+        return value
+
+
+class PrometheusRef(_Model):
+    job: str
+    selector: str = Field("", description="extra PromQL label matchers, e.g. model_name=\"x\"")
+
+
+class Node(_Model):
+    """One inference server the harness may load, observe and (if allowed) break."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    engine: Engine
+    base_url: str
+    model: str
+    api_key_env: str | None = None
+    health_path: str = "/health"
+    docker: DockerRef | None = None
+    prometheus: PrometheusRef | None = None
+    serving_config: str | None = Field(None, description="name of the config it runs now")
+    personality: Literal["vllm", "sglang"] | None = Field(
+        None, description="for engine 'sim': which engine's metrics and health it imitates"
+    )
+    slo: dict[str, Any] = Field(default_factory=dict)
+    faults: list[str] = Field(default_factory=list)
+    protected: bool = False
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value.rstrip("/")
+
+    @field_validator("faults")
+    @classmethod
+    def _known_faults(cls, value: list[str]) -> list[str]:
+        unknown = [f for f in value if f != "*" and f not in FAULT_KINDS]
+        if unknown:
+            raise ValueError(f"unknown fault {unknown[0]!r} (allowed: *, {', '.join(FAULT_KINDS)})")
+        return value
+
+    @property
+    def profile_engine(self) -> str:
+        """The engine whose metric names this node exposes (a sim speaks its personality)."""
+        return (self.personality or "vllm") if self.engine == "sim" else self.engine
+
+    def allows(self, fault: str) -> bool:
+        """True when the blast-radius policy lets ``fault`` run on this node."""
+        return not self.protected and ("*" in self.faults or fault in self.faults)
+
+    def api_key(self) -> str | None:
+        """The API key from the environment variable the inventory names (never stored)."""
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+
+class ServingConfig(_Model):
+    """A named way to run a node's container (used by the rollout fault and the gate)."""
+
+    image: str
+    command: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    memory: str | None = Field(None, description="memory limit, e.g. 512m or 24g")
+    restart: RestartPolicy = "on-failure"
+    restart_max_retries: int = Field(0, ge=0, description="for on-failure; 0 = unlimited")
+    ready_timeout_s: float = Field(120.0, gt=0)
+    description: str = ""
+    apply: str | None = Field(None, description="shell command applying this config (compose)")
+    rollback: str | None = Field(None, description="shell command restoring the previous one")
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, value: str | None) -> str | None:
+        if value is not None and not _MEMORY_RE.match(value):
+            raise ValueError("must look like 512m, 2g or 1073741824")
+        return value
+
+    @model_validator(mode="after")
+    def _apply_pairs(self) -> ServingConfig:
+        if (self.apply is None) != (self.rollback is None):
+            raise ValueError("'apply' and 'rollback' go together: give both or neither")
+        return self
+
+
+class PrometheusSettings(_Model):
+    url: str = "http://127.0.0.1:9090"
+    scrape_interval_s: float = Field(1.0, gt=0)
+
+
+class Inventory(_Model):
+    """The whole inventory file."""
+
+    prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)
+    slo: SLOSettings = Field(default_factory=SLOSettings)
+    nodes: list[Node] = Field(min_length=1)
+    serving_configs: dict[str, ServingConfig] = Field(default_factory=dict)
+    source: str = Field("<memory>", exclude=True, description="file it was loaded from")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Inventory:
+        names = [n.name for n in self.nodes]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"node names must be unique (repeated: {', '.join(dupes)})")
+        for node in self.nodes:
+            if node.serving_config and node.serving_config not in self.serving_configs:
+                raise ValueError(
+                    f"node {node.name!r} names serving_config {node.serving_config!r}, "
+                    f"which is not under serving_configs "
+                    f"(have: {', '.join(sorted(self.serving_configs)) or 'none'})"
+                )
+            if node.engine == "sim" and node.personality is None:
+                raise ValueError(f"node {node.name!r}: engine 'sim' needs personality vllm|sglang")
+            unknown_slo = set(node.slo) - set(SLOSettings.model_fields)
+            if unknown_slo:
+                raise ValueError(
+                    f"node {node.name!r}: unknown slo key {sorted(unknown_slo)[0]!r} "
+                    f"(allowed: {', '.join(SLOSettings.model_fields)})"
+                )
+        return self
+
+    def node(self, name: str) -> Node:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise InventoryError(
+            self.source,
+            [f"{self.source}: no node named {name!r} (have: {', '.join(self.node_names)})"],
+        )
+
+    @property
+    def node_names(self) -> list[str]:
+        return [n.name for n in self.nodes]
+
+    def slo_for(self, node: Node) -> SLOSettings:
+        """The node's objectives: inventory defaults overridden by the node's ``slo``."""
+        try:
+            return SLOSettings.model_validate({**self.slo.model_dump(), **node.slo})
+        except ValidationError as exc:
+            raise InventoryError(self.source, _format_errors(self.source, exc, {})) from exc
+
+    def serving_config(self, name: str) -> ServingConfig:
+        try:
+            return self.serving_configs[name]
+        except KeyError:
+            have = ", ".join(sorted(self.serving_configs)) or "none"
+            raise InventoryError(
+                self.source, [f"{self.source}: no serving config {name!r} (have: {have})"]
+            ) from None
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_inventory(path: str | Path) -> Inventory:
+    """Read and validate an inventory file; raise :class:`InventoryError` listing every problem."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InventoryError(str(path), [f"{path}: no such inventory file"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InventoryError(str(path), [f"{path}: cannot read: {exc}"]) from None
+    return parse_inventory(text, source=str(path))
+
+
+def parse_inventory(text: str, *, source: str = "<string>") -> Inventory:
+    """Validate inventory YAML text; errors name ``source``, the line and the field."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark is not None else source
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InventoryError(source, [f"{where}: not valid YAML: {problem}"]) from None
+    if not isinstance(data, Mapping):
+        kind = "empty" if data is None else f"a {type(data).__name__}"
+        raise InventoryError(
+            source, [f"{source}:1: the inventory must be a mapping with a 'nodes' list (got {kind})"]
+        )
+    lines = _line_index(root)
+    try:
+        inventory = Inventory.model_validate({**data, "source": source})
+    except ValidationError as exc:
+        raise InventoryError(source, _format_errors(source, exc, lines)) from None
+    except (TypeError, ValueError) as exc:  # e.g. unhashable keys deep inside the document
+        raise InventoryError(source, [f"{source}: invalid inventory: {exc}"]) from None
+    return inventory
+
+
+Loc = tuple[str | int, ...]
+
+
+def _line_index(node: yaml.Node | None, loc: Loc = ()) -> dict[Loc, int]:
+    """Map every key path in the YAML document to its 1-based line number."""
+    index: dict[Loc, int] = {}
+    if node is None:
+        return index
+    index[loc] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node)
+            index.update(_line_index(value_node, (*loc, key)))
+            index[(*loc, key)] = key_node.start_mark.line + 1  # the key's line, not the value's
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            index.update(_line_index(item, (*loc, i)))
+    return index
+
+
+def _format_errors(source: str, exc: ValidationError, lines: Mapping[Loc, int]) -> list[str]:
+    problems = []
+    for error in exc.errors(include_url=False):
+        loc: Loc = tuple(error["loc"])
+        line = _nearest_line(loc, lines)
+        where = f"{source}:{line}" if line else source
+        field = _dotted(loc) or "(top level)"
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            parent = _allowed_keys(loc[:-1])
+            message = f"unknown key (allowed here: {parent})" if parent else "unknown key"
+        elif error["type"] != "missing" and "input" in error:
+            message = f"{message} (got {_short(error['input'])})"
+        problems.append(f"{where} {field}: {message}")
+    return problems
+
+
+def _nearest_line(loc: Loc, lines: Mapping[Loc, int]) -> int | None:
+    for cut in range(len(loc), -1, -1):
+        if loc[:cut] in lines:
+            return lines[loc[:cut]]
+    return None
+
+
+def _dotted(loc: Loc) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+_MODELS_BY_PATH: dict[tuple[str, ...], type[BaseModel]] = {
+    (): Inventory,
+    ("prometheus",): PrometheusSettings,
+    ("slo",): SLOSettings,
+    ("nodes",): Node,
+    ("nodes", "docker"): DockerRef,
+    ("nodes", "prometheus"): PrometheusRef,
+    ("serving_configs",): ServingConfig,
+}
+
+
+def _allowed_keys(parent: Loc) -> str:
+    shape = tuple(p for p in parent if isinstance(p, str))
+    if len(shape) == 2 and shape[0] == "serving_configs":
+        shape = ("serving_configs",)
+    model = _MODELS_BY_PATH.get(shape)
+    if model is None:
+        return ""
+    return ", ".join(name for name in model.model_fields if name != "source")

@@ -1,0 +1,163 @@
+"""The two record types every run is made of: requests (the ledger) and events (the timeline).
+
+Time base: every ``t_*`` field and ``Event.t`` is **Unix epoch seconds** (float), so it
+compares directly with Prometheus sample timestamps. The load generator measures with the
+monotonic clock and converts through one anchor taken at start
+(``epoch = anchor_epoch + (monotonic - anchor_monotonic)``), so intervals between fields
+of one process are monotonic-exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+Status = Literal["ok", "fail", "unknown"]
+RequestKind = Literal["chat", "completion", "probe"]
+EventSource = Literal["fault", "observer", "load", "harness"]
+
+#: Error classes a failed request can carry (``RequestRecord.error_class``).
+ERROR_CLASSES: tuple[str, ...] = (
+    "refused",  # TCP connection refused (nothing listening)
+    "reset",  # connection reset / closed by peer before a complete answer
+    "timeout_connect",
+    "timeout_first_token",
+    "timeout_total",
+    "http_4xx",
+    "http_429",
+    "http_5xx",
+    "stream_error",  # error frame after HTTP 200
+    "truncated",  # stream ended without [DONE]
+    "cancelled",  # the harness cancelled it while draining
+    "other",
+)
+
+#: Classes that are clean, fast rejections by a live server (counted apart from drops).
+CLEAN_REJECTIONS: frozenset[str] = frozenset({"http_4xx", "http_429", "http_5xx"})
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """One request, from invoke to its single terminal status.
+
+    ``status`` is ``ok`` (complete answer, ``[DONE]`` seen when streaming), ``fail``
+    (``error_class`` says how) or ``unknown`` (the outcome cannot be known, e.g.
+    cancelled mid-flight). ``itl_s`` holds the gaps between successive content chunks
+    (per chunk, not per token).
+    """
+
+    id: str
+    node: str
+    kind: RequestKind
+    t_invoke: float
+    status: Status
+    t_end: float
+    t_first_byte: float | None = None
+    t_first_token: float | None = None
+    t_last_token: float | None = None
+    http_status: int | None = None
+    error_class: str | None = None
+    error_detail: str | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    output_tokens_from_usage: bool = False
+    chunks: int = 0
+    content_chunks: int = 0
+    itl_s: tuple[float, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RequestRecord:
+        values = dict(data)
+        values["itl_s"] = tuple(values.get("itl_s") or ())
+        return _from_mapping(cls, values)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One timeline event: something the harness did or saw at epoch time ``t``."""
+
+    t: float
+    source: EventSource
+    kind: str
+    node: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Event:
+        return _from_mapping(cls, data)
+
+
+_T = TypeVar("_T")
+
+
+def _from_mapping(cls: type[_T], data: Mapping[str, Any]) -> _T:
+    """Build ``cls`` from a mapping, ignoring keys newer versions may have added."""
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return cls(**{k: v for k, v in data.items() if k in names})
+
+
+class JsonlWriter:
+    """Append JSON lines to a file, flushed per record so a crash loses nothing finished."""
+
+    def __init__(self, path: Path, *, fsync: bool = False) -> None:
+        self.path = path
+        self._fsync = fsync
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = path.open("a", encoding="utf-8")
+
+    def write(self, obj: RequestRecord | Event | Mapping[str, Any]) -> None:
+        data = obj.to_json() if isinstance(obj, RequestRecord | Event) else dict(obj)
+        self._fh.write(json.dumps(data, separators=(",", ":")) + "\n")
+        self._fh.flush()
+        if self._fsync:
+            os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> JsonlWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """Yield each JSON object of a JSON-lines file; a torn last line is skipped."""
+    if not path.exists():
+        return
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line torn by a crash mid-write
+
+
+def read_ledger(path: Path) -> list[RequestRecord]:
+    return [RequestRecord.from_json(d) for d in iter_jsonl(path)]
+
+
+def read_timeline(path: Path) -> list[Event]:
+    return sorted((Event.from_json(d) for d in iter_jsonl(path)), key=lambda e: e.t)
+
+
+def write_jsonl(path: Path, items: Iterable[RequestRecord | Event]) -> None:
+    with JsonlWriter(path) as writer:
+        for item in items:
+            writer.write(item)

@@ -1,0 +1,112 @@
+"""The run directory: every file a scenario run leaves behind, and nothing else.
+
+``runs/<utc-stamp>-<scenario>-<node>/`` holds::
+
+    run.json            scenario, node, engine, serving config, load profile, harness version,
+                        node config hash, Prometheus URL and scrape interval, start/end
+    timeline.jsonl      Event per line (faults, observer, load, harness)
+    ledger.jsonl        RequestRecord per line
+    prometheus.json     {"series": [{"name", "promql", "labels", "values": [[t, v], ...]}],
+                         "alerts": [{"alertname", "state", "activeAt", "t_seen", ...}]}
+    container.json      {"before": state, "after": state, "log_tail": str}
+    measurement.json    slo.Measurement
+    verdict.json        slo.Verdict
+    incident.md, timeline.png   rendered by ``reports``
+
+Everything in a report is derivable from these files (``faultkit report RUN_DIR``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from faultkit.records import Event, JsonlWriter, RequestRecord, read_ledger, read_timeline
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """Paths and readers/writers of one run directory."""
+
+    path: Path
+
+    @classmethod
+    def create(cls, runs_dir: Path, scenario: str, node: str, *, now: datetime | None = None) -> RunDir:
+        stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%S.%fZ")[:-4] + "Z"
+        name = f"{stamp}-{_UNSAFE.sub('_', scenario)}-{_UNSAFE.sub('_', node)}"
+        path = runs_dir / name
+        path.mkdir(parents=True, exist_ok=False)
+        return cls(path)
+
+    # file paths ------------------------------------------------------------------
+    @property
+    def run_json(self) -> Path:
+        return self.path / "run.json"
+
+    @property
+    def timeline_jsonl(self) -> Path:
+        return self.path / "timeline.jsonl"
+
+    @property
+    def ledger_jsonl(self) -> Path:
+        return self.path / "ledger.jsonl"
+
+    @property
+    def prometheus_json(self) -> Path:
+        return self.path / "prometheus.json"
+
+    @property
+    def container_json(self) -> Path:
+        return self.path / "container.json"
+
+    @property
+    def measurement_json(self) -> Path:
+        return self.path / "measurement.json"
+
+    @property
+    def verdict_json(self) -> Path:
+        return self.path / "verdict.json"
+
+    @property
+    def incident_md(self) -> Path:
+        return self.path / "incident.md"
+
+    @property
+    def timeline_png(self) -> Path:
+        return self.path / "timeline.png"
+
+    # writers ----------------------------------------------------------------------
+    def timeline_writer(self) -> JsonlWriter:
+        return JsonlWriter(self.timeline_jsonl)
+
+    def ledger_writer(self) -> JsonlWriter:
+        return JsonlWriter(self.ledger_jsonl)
+
+    def write_json(self, path: Path, data: Any) -> None:
+        """Write JSON atomically (temp file + rename), so a reader never sees half a file."""
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str), encoding="utf-8")
+        os.replace(tmp, path)
+
+    # readers ----------------------------------------------------------------------
+    def read_json(self, path: Path, default: Any = None) -> Any:
+        if not path.exists():
+            return default
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    def ledger(self) -> list[RequestRecord]:
+        return read_ledger(self.ledger_jsonl)
+
+    def timeline(self) -> list[Event]:
+        return read_timeline(self.timeline_jsonl)
+
+    def run_info(self) -> dict[str, Any]:
+        info = self.read_json(self.run_json, {})
+        return info if isinstance(info, dict) else {}

@@ -1,0 +1,1 @@
+"""reports: render run directories into incident reports, gate summaries and budget reviews."""
