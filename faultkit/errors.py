@@ -18,7 +18,9 @@ Tree::
     │   ├── FaultAlreadyActive    a second inject of the same fault instance
     │   └── FaultUnsupported      the kernel / engine lacks what the fault needs
     ├── JournalError              the fault journal is unreadable or locked
-    └── LoadError                 the load generator could not run (e.g. endpoint unreachable)
+    ├── LoadError                 the load generator could not run (e.g. endpoint unreachable)
+    └── ReportError               a report could not be rendered
+        └── NotARunDirectory      the path holds none of a run directory's files
 """
 
 from __future__ import annotations
@@ -110,3 +112,19 @@ class JournalError(FaultkitError):
 
 class LoadError(FaultkitError):
     """The load generator could not run at all."""
+
+
+class ReportError(FaultkitError):
+    """A report (incident, gate, budget) could not be rendered."""
+
+
+class NotARunDirectory(ReportError):
+    """``path`` is not a run directory (it holds none of the files a run leaves)."""
+
+    def __init__(self, path: str, expected: tuple[str, ...]) -> None:
+        self.path = path
+        self.expected = expected
+        super().__init__(
+            f"{path}: not a run directory (expected at least one of {', '.join(expected)}); "
+            "pass a directory under runs/ written by a scenario run"
+        )
