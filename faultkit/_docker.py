@@ -1,0 +1,304 @@
+"""Docker access for nodes: the only module that touches ``docker.errors``.
+
+One :class:`DockerHost` per engine URL (``unix://``, ``tcp://``, ``ssh://``). It finds a
+node's container, reads its state (status, exit code, OOMKilled, restart count, times),
+its main process's host PID, its logs and labels, and performs the container operations
+faults need. Docker SDK exceptions are translated into :mod:`faultkit.errors` with a
+message that says what to do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import docker
+import docker.errors
+import requests.exceptions
+from docker.models.containers import Container
+
+from faultkit.errors import ContainerNotFound, DockerError, DockerUnavailable
+
+#: Every object the harness creates carries this label (value: what created it).
+LABEL_OWNER = "faultkit.owner"
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerSpec:
+    """Everything needed to (re)create a node container; ports map container port → host port."""
+
+    name: str
+    image: str
+    command: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    memory: str | int | None = None
+    restart_policy: str = "on-failure"
+    restart_max_retries: int = 0
+    ports: dict[int, int] = field(default_factory=dict)
+    bind_ip: str = "127.0.0.1"
+    volumes: dict[str, dict[str, str]] = field(default_factory=dict)
+    network: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerState:
+    """A snapshot of one container, times as Unix epoch seconds (None if never)."""
+
+    id: str
+    name: str
+    status: str  # created | running | paused | restarting | exited | dead
+    running: bool
+    paused: bool
+    restarting: bool
+    exit_code: int | None
+    oom_killed: bool
+    restart_count: int
+    started_at: float | None
+    finished_at: float | None
+    pid: int | None
+    image: str
+    restart_policy: str
+    memory_limit: int | None
+    labels: dict[str, str] = field(default_factory=dict)
+    networks: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def _epoch(stamp: str | None) -> float | None:
+    """Docker's RFC 3339 nanosecond stamps → epoch seconds; the zero time → None."""
+    if not stamp or stamp.startswith("0001-"):
+        return None
+    head, _, frac = stamp.rstrip("Z").partition(".")
+    digits = (frac.split("+")[0].split("-")[0] + "000000")[:6]
+    parsed = datetime.fromisoformat(f"{head}.{digits}+00:00")
+    return parsed.timestamp()
+
+
+def state_from_attrs(attrs: Mapping[str, Any]) -> ContainerState:
+    """Build a :class:`ContainerState` from ``docker inspect`` output."""
+    st = attrs.get("State", {})
+    host = attrs.get("HostConfig", {})
+    config = attrs.get("Config", {})
+    memory = host.get("Memory") or None
+    return ContainerState(
+        id=attrs.get("Id", "")[:12],
+        name=attrs.get("Name", "").lstrip("/"),
+        status=st.get("Status", "unknown"),
+        running=bool(st.get("Running")),
+        paused=bool(st.get("Paused")),
+        restarting=bool(st.get("Restarting")),
+        exit_code=st.get("ExitCode"),
+        oom_killed=bool(st.get("OOMKilled")),
+        restart_count=int(attrs.get("RestartCount", 0)),
+        started_at=_epoch(st.get("StartedAt")),
+        finished_at=_epoch(st.get("FinishedAt")),
+        pid=st.get("Pid") or None,
+        image=config.get("Image", ""),
+        restart_policy=(host.get("RestartPolicy") or {}).get("Name") or "no",
+        memory_limit=memory,
+        labels=dict(config.get("Labels") or {}),
+        networks=tuple((attrs.get("NetworkSettings", {}).get("Networks") or {}).keys()),
+    )
+
+
+class DockerHost:
+    """A Docker engine reachable at ``url``; cheap to create, connects lazily."""
+
+    def __init__(self, url: str = "unix:///var/run/docker.sock", *, timeout_s: float = 30.0) -> None:
+        self.url = url
+        self._timeout_s = timeout_s
+        self._client: docker.DockerClient | None = None
+
+    # connection -----------------------------------------------------------------------
+    @property
+    def client(self) -> docker.DockerClient:
+        if self._client is None:
+            with self._mapped():
+                client = docker.DockerClient(base_url=self.url, timeout=int(self._timeout_s))
+                client.ping()
+            self._client = client
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def ping(self) -> bool:
+        """True when the engine answers; never raises."""
+        try:
+            _ = self.client
+        except DockerError:
+            return False
+        return True
+
+    @contextlib.contextmanager
+    def _mapped(self, container: str | None = None) -> Iterator[None]:
+        """Translate docker SDK / transport exceptions into faultkit errors."""
+        try:
+            yield
+        except docker.errors.NotFound as exc:
+            if container is not None:
+                raise ContainerNotFound(self.url, container, self._names_or_empty()) from exc
+            raise DockerError(f"{self.url}: not found: {exc.explanation or exc}") from exc
+        except docker.errors.APIError as exc:
+            raise DockerError(f"{self.url}: Docker API error: {exc.explanation or exc}") from exc
+        except docker.errors.DockerException as exc:
+            raise DockerUnavailable(self.url, str(exc)) from exc
+        except (requests.exceptions.ConnectionError, FileNotFoundError, PermissionError) as exc:
+            raise DockerUnavailable(self.url, str(exc)) from exc
+        except requests.exceptions.ReadTimeout as exc:
+            raise DockerError(f"{self.url}: Docker engine did not answer in time: {exc}") from exc
+
+    def _names_or_empty(self) -> list[str]:
+        try:
+            return [c.name for c in self.client.containers.list(all=True)]
+        except Exception:  # best effort: only used to improve an error message
+            return []
+
+    # lookup -------------------------------------------------------------------------
+    def container(self, name: str) -> Container:
+        with self._mapped(container=name):
+            return self.client.containers.get(name)
+
+    def exists(self, name: str) -> bool:
+        try:
+            self.container(name)
+        except ContainerNotFound:
+            return False
+        return True
+
+    def inspect(self, name: str) -> dict[str, Any]:
+        with self._mapped(container=name):
+            attrs: dict[str, Any] = self.client.api.inspect_container(name)
+            return attrs
+
+    def state(self, name: str) -> ContainerState:
+        return state_from_attrs(self.inspect(name))
+
+    def host_pid(self, name: str) -> int:
+        """The host PID of the container's main process; raises if it is not running."""
+        st = self.state(name)
+        if not st.pid:
+            raise DockerError(f"container {name!r} is not running (status {st.status}); no PID")
+        return st.pid
+
+    def logs(self, name: str, *, tail: int = 200, since: float | None = None) -> str:
+        with self._mapped(container=name):
+            raw = self.client.api.logs(
+                name, stdout=True, stderr=True, tail=tail, since=int(since) if since else None
+            )
+        return raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
+
+    def labelled(self, key: str = LABEL_OWNER, value: str | None = None) -> list[Container]:
+        selector = key if value is None else f"{key}={value}"
+        with self._mapped():
+            containers: list[Container] = self.client.containers.list(
+                all=True, filters={"label": selector}
+            )
+            return containers
+
+    # operations used by faults and the testbed -------------------------------------------
+    def pause(self, name: str) -> None:
+        with self._mapped(container=name):
+            self.client.api.pause(name)
+
+    def unpause(self, name: str) -> None:
+        with self._mapped(container=name):
+            self.client.api.unpause(name)
+
+    def stop(self, name: str, *, timeout_s: int = 10) -> None:
+        with self._mapped(container=name):
+            self.client.api.stop(name, timeout=timeout_s)
+
+    def start(self, name: str) -> None:
+        with self._mapped(container=name):
+            self.client.api.start(name)
+
+    def restart(self, name: str, *, timeout_s: int = 10) -> None:
+        with self._mapped(container=name):
+            self.client.api.restart(name, timeout=timeout_s)
+
+    def docker_kill(self, name: str, signal: str = "SIGKILL") -> None:
+        """``docker kill``: a *manual* stop — Docker's restart policy does not act on it."""
+        with self._mapped(container=name):
+            self.client.api.kill(name, signal=signal)
+
+    def update_memory(self, name: str, limit_bytes: int, swap_bytes: int | None = None) -> None:
+        with self._mapped(container=name):
+            self.client.api.update_container(
+                name, mem_limit=limit_bytes, memswap_limit=swap_bytes or limit_bytes
+            )
+
+    def remove(self, name: str, *, force: bool = True) -> None:
+        with self._mapped(container=name):
+            self.client.api.remove_container(name, force=force, v=False)
+
+    def create(self, spec: ContainerSpec, *, start: bool = True) -> Container:
+        """Create (and by default start) a container from ``spec``; ports bind to ``spec.bind_ip``."""
+        restart: dict[str, Any] = {"Name": spec.restart_policy}
+        if spec.restart_policy == "on-failure" and spec.restart_max_retries:
+            restart["MaximumRetryCount"] = spec.restart_max_retries
+        with self._mapped():
+            container: Container = self.client.containers.create(
+                spec.image,
+                list(spec.command) or None,
+                name=spec.name,
+                environment=dict(spec.env),
+                mem_limit=spec.memory,
+                memswap_limit=spec.memory,
+                restart_policy=restart if spec.restart_policy != "no" else None,
+                ports={f"{c}/tcp": (spec.bind_ip, h) for c, h in spec.ports.items()},
+                volumes=dict(spec.volumes),
+                network=spec.network,
+                labels=dict(spec.labels),
+                init=True,
+            )
+            if start:
+                container.start()
+            return container
+
+    def ensure_network(self, name: str, labels: Mapping[str, str]) -> None:
+        """Create a bridge network ``name`` unless it exists."""
+        with self._mapped():
+            if not self.client.networks.list(names=[name]):
+                self.client.networks.create(name, driver="bridge", labels=dict(labels))
+
+    def remove_labelled(self, key: str = LABEL_OWNER) -> tuple[list[str], list[str]]:
+        """Remove every container and network carrying label ``key``; return their names."""
+        containers = [c.name for c in self.labelled(key)]
+        for name in containers:
+            with contextlib.suppress(ContainerNotFound):
+                self.remove(name)
+        with self._mapped():
+            networks = self.client.networks.list(filters={"label": key})
+            names = [n.name for n in networks]
+            for network in networks:
+                network.remove()
+        return containers, names
+
+    def wait_exit(self, name: str, timeout_s: float) -> int | None:
+        """Block until the container exits (its exit code), or None on timeout."""
+        try:
+            with self._mapped(container=name):
+                result = self.client.api.wait(name, timeout=timeout_s)
+        except DockerError as exc:
+            if "timed out" in str(exc).lower() or "read timeout" in str(exc).lower():
+                return None
+            raise
+        return int(result.get("StatusCode", -1))
+
+
+@functools.cache
+def docker_host(url: str) -> DockerHost:
+    """A shared :class:`DockerHost` per URL within this process."""
+    return DockerHost(url)

@@ -1,0 +1,63 @@
+"""``faultkit testbed up | down | status``: the local lab from the command line."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from testbed.lab import DEFAULT_INVENTORY, OPTIONAL_NODES, Lab
+
+
+def _progress(message: str) -> None:
+    click.echo(f"[testbed {time.strftime('%H:%M:%S')}] {message}", err=True)
+
+
+@click.group()
+@click.option(
+    "--inventory", "inventory_path", type=click.Path(dir_okay=False, path_type=Path),
+    default=DEFAULT_INVENTORY, show_default=True, help="the lab's inventory",
+)
+@click.pass_context
+def testbed(ctx: click.Context, inventory_path: Path) -> None:
+    """The local lab: a real llama.cpp node, simulated vLLM/SGLang nodes, real Prometheus."""
+    ctx.obj = inventory_path
+
+
+@testbed.command()
+@click.option("--with", "with_nodes", multiple=True, type=click.Choice(sorted(OPTIONAL_NODES)),
+              help="also start an optional node (e.g. the real vLLM node)")
+@click.pass_obj
+def up(inventory_path: Path, with_nodes: tuple[str, ...]) -> None:
+    """Install what is missing and start every node and Prometheus (idempotent)."""
+    Lab(inventory_path, progress=_progress).up(frozenset(with_nodes))
+
+
+@testbed.command()
+@click.pass_obj
+def down(inventory_path: Path) -> None:
+    """Remove every container and network the testbed created, and stop Prometheus."""
+    Lab(inventory_path, progress=_progress).down()
+
+
+@testbed.command()
+@click.pass_obj
+def status(inventory_path: Path) -> None:
+    """One row per node: container state, readiness, Prometheus target health."""
+    lab = Lab(inventory_path, progress=_progress)
+    rows = lab.status()
+    headers = ("NODE", "ENGINE", "CONTAINER", "STATE", "RESTARTS", "READY", "TARGET", "STARTED")
+    table = [headers] + [
+        (r.name, r.engine, r.container, r.state, "-" if r.restarts is None else str(r.restarts),
+         r.ready, r.target, r.started)
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(len(headers))]
+    for row in table:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    prom = "ready" if lab.prometheus_ready() else "NOT READY"
+    click.echo(f"Prometheus {lab.inventory.prometheus.url}: {prom}")
+    if not all(r.ready == "ready" for r in rows if r.state not in ("absent",)):
+        sys.exit(1)

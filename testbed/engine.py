@@ -1,0 +1,37 @@
+"""Make sure a Docker engine answers on this machine, installing and starting one if needed."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+from faultkit._docker import DockerHost
+from faultkit.errors import TestbedError
+from testbed._shell import Progress, ensure_commands
+from testbed.paths import home
+
+LOCAL_DOCKER = "unix:///var/run/docker.sock"
+
+
+def ensure_docker_engine(progress: Progress, *, timeout_s: float = 60.0) -> DockerHost:
+    """Return a connected local DockerHost; install Debian's docker.io and start dockerd if needed."""
+    host = DockerHost(LOCAL_DOCKER)
+    if host.ping():
+        return host
+    ensure_commands({"dockerd": "docker.io", "iptables": "iptables"}, progress)
+    log = home() / "dockerd.log"
+    progress(f"starting dockerd in the background (log: {log})")
+    with log.open("ab") as out:
+        subprocess.Popen(
+            ["dockerd"], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        host = DockerHost(LOCAL_DOCKER)
+        if host.ping():
+            progress("dockerd is up")
+            return host
+    tail = "\n".join(log.read_text(errors="replace").splitlines()[-10:])
+    raise TestbedError(f"dockerd did not answer within {timeout_s:.0f} s; last log lines:\n{tail}")

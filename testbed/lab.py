@@ -1,0 +1,249 @@
+"""The local lab: bring the testbed inventory's nodes and Prometheus up, down, or report them.
+
+``Lab.up()`` is idempotent: an existing container whose config hash matches is kept
+(started if it had stopped), a changed one is recreated. ``Lab.down()`` removes every
+container and network carrying a ``faultkit.owner`` label — never anything found by name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+
+from faultkit._docker import LABEL_OWNER, ContainerSpec, DockerHost
+from faultkit.errors import ContainerNotFound, DockerError, TestbedError
+from faultkit.health import probe, wait_ready
+from faultkit.inventory import Inventory, Node, ServingConfig, load_inventory
+from testbed import llama
+from testbed._shell import Progress
+from testbed.engine import ensure_docker_engine
+from testbed.images import ensure_base_image
+from testbed.paths import home, state_dir
+from testbed.prometheus import ensure_prometheus, is_ready, stop_prometheus
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_INVENTORY = Path(__file__).resolve().parent / "inventory.yaml"
+LAB_NETWORK = "faultkit-lab"
+LAB_LABELS = {LABEL_OWNER: "testbed"}
+#: Nodes that start only with ``testbed up --with NAME`` (heavier than the rest).
+OPTIONAL_NODES = frozenset({"vllm"})
+DEFAULT_CONTAINER_PORTS = {"llamacpp": 8080, "vllm": 8000, "sglang": 30000, "tgi": 80}
+
+
+def config_hash(config: ServingConfig, extra: object = None) -> str:
+    """A short stable hash of a serving config (and lab extras): changes force a recreate."""
+    blob = json.dumps([config.model_dump(mode="json"), extra], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def container_port(node: Node, config: ServingConfig) -> int:
+    """The port the engine listens on inside the container (``--port N`` in its command)."""
+    cmd = config.command
+    for i, arg in enumerate(cmd[:-1]):
+        if arg == "--port":
+            return int(cmd[i + 1])
+    engine = node.personality if node.engine == "sim" and node.personality else node.engine
+    return DEFAULT_CONTAINER_PORTS.get(engine, 8000)
+
+
+def lab_mounts(node: Node, progress: Progress) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """What the lab mounts into a node's container beyond its serving config (volumes, env)."""
+    if node.engine == "llamacpp":
+        return (
+            {
+                str(llama.ensure_llama_server(progress)): {"bind": "/opt/llama", "mode": "ro"},
+                str(llama.ensure_model(progress)): {"bind": "/models", "mode": "ro"},
+            },
+            {},
+        )
+    if node.engine == "sim":
+        sim_state = state_dir(f"sim/{node.name}")
+        return (
+            {
+                str(REPO_ROOT): {"bind": "/opt/faultkit", "mode": "ro"},
+                str(sim_state): {"bind": "/var/lib/simnode", "mode": "rw"},
+            },
+            {"PYTHONPATH": "/opt/faultkit"},
+        )
+    if node.engine == "vllm":
+        from testbed import vllm_node
+
+        vllm_node.ensure_vllm_env(progress)
+        vllm_node.ensure_vllm_model(progress)
+        return vllm_node.vllm_container_mounts(), vllm_node.vllm_container_env()
+    raise TestbedError(f"the testbed cannot run engine {node.engine!r} (node {node.name!r})")
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    name: str
+    engine: str
+    container: str
+    state: str
+    restarts: int | None
+    ready: str
+    target: str
+    started: str
+
+
+class Lab:
+    """The testbed described by an inventory file (default: ``testbed/inventory.yaml``)."""
+
+    def __init__(
+        self,
+        inventory_path: Path = DEFAULT_INVENTORY,
+        progress: Progress = print,
+    ) -> None:
+        self.inventory_path = inventory_path
+        self.inventory: Inventory = load_inventory(inventory_path)
+        self.progress = progress
+
+    def lab_nodes(self, with_optional: frozenset[str] = frozenset()) -> list[Node]:
+        return [
+            n for n in self.inventory.nodes
+            if n.docker is not None and n.serving_config
+            and (n.name not in OPTIONAL_NODES or n.name in with_optional)
+        ]
+
+    # up -------------------------------------------------------------------------------
+    def up(self, with_optional: frozenset[str] = frozenset()) -> float:
+        """Bring everything up; return the seconds it took."""
+        start = time.monotonic()
+        host = ensure_docker_engine(self.progress)
+        image = ensure_base_image(host, self.progress)
+        host.ensure_network(LAB_NETWORK, LAB_LABELS)
+        nodes = self.lab_nodes(with_optional)
+        for node in nodes:
+            self._ensure_node(host, node, image)
+        ensure_prometheus(self.inventory, self.progress)
+        for node in nodes:
+            config = self.inventory.serving_config(node.serving_config or "")
+            self.progress(f"waiting for {node.name} to be ready at {node.base_url}{node.health_path}")
+            asyncio.run(wait_ready(node, timeout_s=config.ready_timeout_s))
+        elapsed = time.monotonic() - start
+        self.progress(f"testbed up in {elapsed:.1f} s: {', '.join(n.name for n in nodes)}; "
+                      f"Prometheus {self.inventory.prometheus.url}")
+        return elapsed
+
+    def _ensure_node(self, host: DockerHost, node: Node, image: str) -> None:
+        assert node.docker is not None and node.serving_config
+        config = self.inventory.serving_config(node.serving_config)
+        volumes, env = lab_mounts(node, self.progress)
+        wanted = config_hash(config, [volumes, env, node.base_url])
+        name = node.docker.container
+        if host.exists(name):
+            state = host.state(name)
+            if state.labels.get("faultkit.config-hash") == wanted:
+                if state.paused:
+                    host.unpause(name)
+                if not state.running:
+                    self.progress(f"starting existing container {name}")
+                    host.start(name)
+                return
+            self.progress(f"recreating {name} (its config changed)")
+            host.remove(name)
+        host_port = urlsplit(node.base_url).port
+        if host_port is None:
+            raise TestbedError(f"node {node.name}: base_url {node.base_url} needs an explicit port")
+        self.progress(f"creating container {name} ({node.engine}, config {node.serving_config})")
+        host.create(
+            ContainerSpec(
+                name=name,
+                image=config.image if config.image != "faultkit/base:bookworm" else image,
+                command=tuple(config.command),
+                env={**config.env, **env},
+                memory=config.memory,
+                restart_policy=config.restart,
+                restart_max_retries=config.restart_max_retries,
+                ports={container_port(node, config): host_port},
+                volumes=volumes,
+                network=LAB_NETWORK,
+                labels={
+                    **LAB_LABELS,
+                    "faultkit.node": node.name,
+                    "faultkit.serving-config": node.serving_config,
+                    "faultkit.config-hash": wanted,
+                },
+            )
+        )
+
+    # down -----------------------------------------------------------------------------
+    def down(self) -> None:
+        host = DockerHost()
+        if host.ping():
+            containers, networks = host.remove_labelled(LABEL_OWNER)
+            self.progress(f"removed containers: {', '.join(containers) or 'none'}; "
+                          f"networks: {', '.join(networks) or 'none'}")
+        else:
+            self.progress("no Docker engine answers: no containers to remove")
+        if stop_prometheus():
+            self.progress("stopped Prometheus")
+        shutil.rmtree(home() / "state", ignore_errors=True)
+
+    # status ---------------------------------------------------------------------------
+    def status(self) -> list[NodeStatus]:
+        host = DockerHost()
+        docker_ok = host.ping()
+        targets = _prometheus_targets(self.inventory.prometheus.url)
+        rows = []
+        for node in self.inventory.nodes:
+            state, restarts, started = "no docker", None, "-"
+            if docker_ok and node.docker is not None:
+                try:
+                    st = host.state(node.docker.container)
+                    state, restarts = st.status, st.restart_count
+                    if st.started_at:
+                        started = time.strftime("%H:%M:%S", time.gmtime(st.started_at)) + "Z"
+                except ContainerNotFound:
+                    state = "absent"
+                except DockerError as exc:
+                    state = f"error: {exc}"[:40]
+            result = asyncio.run(_probe_once(node))
+            job = node.prometheus.job if node.prometheus else None
+            target = targets.get(job, "not scraped") if job else "-"
+            rows.append(NodeStatus(node.name, node.engine, node.docker.container if node.docker else "-",
+                                   state, restarts, result, target, started))
+        return rows
+
+    def prometheus_ready(self) -> bool:
+        return is_ready(self.inventory.prometheus.url)
+
+
+async def _probe_once(node: Node) -> str:
+    async with httpx.AsyncClient() as client:
+        result = await probe(node, client, timeout_s=2.0)
+    return "ready" if result.ok else f"not ready ({result.detail})"[:48]
+
+
+def _prometheus_targets(url: str) -> dict[str, str]:
+    """job → target health ('up'/'down'/'unknown'), or 'Prometheus down' for every job."""
+    try:
+        data = httpx.get(f"{url}/api/v1/targets", timeout=2.0).json()
+    except (httpx.HTTPError, ValueError):
+        return _Missing("Prometheus down")
+    out: dict[str, str] = {}
+    for target in data.get("data", {}).get("activeTargets", []):
+        job = target.get("labels", {}).get("job") or target.get("scrapePool", "")
+        out[job] = target.get("health", "unknown")
+    return out
+
+
+class _Missing(dict[str, str]):
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def get(self, key: str, default: str | None = None) -> str:  # type: ignore[override]
+        return self.text
+
+
+ProgressFactory = Callable[[], Progress]

@@ -1,0 +1,145 @@
+"""The testbed's Prometheus: Debian's ``prometheus`` binary on loopback, 1 s scrape/eval.
+
+The scrape config is generated from the inventory (one job per node that names a
+Prometheus job, target = the host:port of its base_url); alert rules come from
+:func:`slo.rules.render_rules` (node down, error ratio, burn rates). Data lives under the
+testbed state dir; the PID is kept in a file so ``down`` can stop it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import yaml
+
+from faultkit.errors import TestbedError
+from faultkit.inventory import Inventory
+from testbed._shell import Progress, ensure_commands, run
+from testbed.paths import state_dir
+
+FALLBACK_RULES = """\
+groups:
+  - name: faultkit-testbed
+    rules:
+      - alert: FaultkitNodeDown
+        expr: up == 0
+        labels: {severity: page}
+        annotations: {summary: "{{ $labels.job }} is not answering scrapes"}
+"""
+
+
+def scrape_config(inventory: Inventory) -> dict[str, object]:
+    """A prometheus.yml for the inventory's nodes (scrape and evaluation every interval)."""
+    interval = f"{inventory.prometheus.scrape_interval_s:g}s"
+    jobs = []
+    for node in inventory.nodes:
+        if node.prometheus is None:
+            continue
+        target = urlsplit(node.base_url).netloc
+        jobs.append(
+            {
+                "job_name": node.prometheus.job,
+                "metrics_path": "/metrics",
+                "static_configs": [{"targets": [target], "labels": {"node": node.name}}],
+            }
+        )
+    return {
+        "global": {"scrape_interval": interval, "evaluation_interval": interval},
+        "rule_files": ["rules.yml"],
+        "scrape_configs": jobs,
+    }
+
+
+def render_rules_for(inventory: Inventory) -> str:
+    try:
+        from slo.rules import render_rules
+    except ImportError:  # the SLO rules module is optional for the lab itself
+        return FALLBACK_RULES
+    return render_rules(inventory)
+
+
+def _listen(inventory: Inventory) -> tuple[str, int]:
+    parts = urlsplit(inventory.prometheus.url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 9090
+    if host not in ("127.0.0.1", "localhost"):
+        raise TestbedError(f"the testbed's Prometheus must listen on loopback, not {host}")
+    return "127.0.0.1", port
+
+
+def is_ready(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/-/ready", timeout=1.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def ensure_prometheus(inventory: Inventory, progress: Progress, *, timeout_s: float = 30.0) -> str:
+    """Write config + rules, start Prometheus (or reload it if running), wait until ready."""
+    ensure_commands({"prometheus": "prometheus", "promtool": "prometheus"}, progress)
+    directory = state_dir("prometheus")
+    (directory / "prometheus.yml").write_text(yaml.safe_dump(scrape_config(inventory), sort_keys=False))
+    (directory / "rules.yml").write_text(render_rules_for(inventory))
+    run(["promtool", "check", "config", str(directory / "prometheus.yml")], what="promtool check config")
+    url = inventory.prometheus.url.rstrip("/")
+    if is_ready(url):
+        httpx.post(f"{url}/-/reload", timeout=5.0).raise_for_status()
+        return url
+    host, port = _listen(inventory)
+    log = directory / "prometheus.log"
+    progress(f"starting Prometheus on {host}:{port} (log: {log})")
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [
+                "prometheus",
+                f"--config.file={directory / 'prometheus.yml'}",
+                f"--storage.tsdb.path={directory / 'data'}",
+                f"--web.listen-address={host}:{port}",
+                "--web.enable-lifecycle",
+                "--storage.tsdb.retention.time=7d",
+            ],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+    (directory / "prometheus.pid").write_text(str(proc.pid))
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-8:])
+            raise TestbedError(f"Prometheus exited with code {proc.returncode}:\n{tail}")
+        if is_ready(url):
+            return url
+        time.sleep(0.3)
+    raise TestbedError(f"Prometheus not ready at {url} after {timeout_s:.0f} s (log: {log})")
+
+
+def stop_prometheus() -> bool:
+    """Stop the Prometheus the testbed started (by its PID file); True if one was running."""
+    pid_file = state_dir("prometheus") / "prometheus.pid"
+    if not pid_file.exists():
+        return False
+    pid = int(pid_file.read_text().strip() or 0)
+    pid_file.unlink()
+    if not pid or not _is_prometheus(pid):
+        return False
+    os.kill(pid, signal.SIGTERM)
+    for _ in range(50):
+        if not _is_prometheus(pid):
+            return True
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    return True
+
+
+def _is_prometheus(pid: int) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"prometheus" in cmdline and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
