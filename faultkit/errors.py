@@ -19,6 +19,7 @@ Tree::
     │   └── FaultUnsupported      the kernel / engine lacks what the fault needs
     ├── JournalError              the fault journal is unreadable or locked
     ├── LoadError                 the load generator could not run (e.g. endpoint unreachable)
+    │   └── LedgerInvariantError  a request lacks exactly one terminal record (a harness bug)
     └── ReportError               a report could not be rendered
         └── NotARunDirectory      the path holds none of a run directory's files
 """
@@ -127,4 +128,16 @@ class NotARunDirectory(ReportError):
         super().__init__(
             f"{path}: not a run directory (expected at least one of {', '.join(expected)}); "
             "pass a directory under runs/ written by a scenario run"
+        )
+
+
+class LedgerInvariantError(LoadError):
+    """Some invoked request did not end in exactly one terminal record (a harness bug)."""
+
+    def __init__(self, violations: list[str]) -> None:
+        self.violations = violations
+        shown = "; ".join(violations[:5]) + (" …" if len(violations) > 5 else "")
+        super().__init__(
+            f"ledger invariant violated for {len(violations)} request(s): {shown}. "
+            "The load figures of this run cannot be trusted; please report it as a faultkit bug"
         )
