@@ -59,6 +59,8 @@ class Measurement:
     detect_signal: DetectSignal | None = None
     detect_detail: str | None = None
     detection_s: float | None = None
+    #: first time each signal (alert / up / probe) showed the fault, seconds after t_inject
+    detection_by_signal_s: dict[str, float] = field(default_factory=dict)
     t_recovered: float | None = None
     recovery_s: float | None = None
     recovery_after_revert_s: float | None = None

@@ -1,0 +1,128 @@
+"""Capture what Prometheus saw during a run: series for the report and a request-count check.
+
+These functions do I/O (through :class:`slo.prom.Prometheus`); the arithmetic they use is
+pure and unit-tested (:func:`counter_increase`). Output shapes match ``prometheus.json``
+in ``faultkit.rundir``::
+
+    {"series": [{"name", "promql", "labels", "values": [[t, v], ...]}],
+     "alerts": [{"alertname", "state", "activeAt", "t_seen", "t_state", "labels"}]}
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from faultkit.inventory import Node
+from faultkit.records import Event, RequestRecord
+from slo.profiles import NodeQueries
+from slo.prom import Prometheus, Series
+
+
+def counter_increase(values: Sequence[tuple[float, float]]) -> float:
+    """Exact increase of a counter over raw samples, surviving resets (restarts).
+
+    A drop means the process restarted and the counter began again from zero, so the
+    post-reset value is all new increase (the same rule PromQL's ``increase()`` uses,
+    without its extrapolation to the window edges).
+    """
+    total = 0.0
+    for (_, prev), (_, cur) in itertools.pairwise(values):
+        if math.isnan(prev) or math.isnan(cur):
+            continue
+        total += cur - prev if cur >= prev else cur
+    return total
+
+
+def alerts_from_timeline(timeline: Sequence[Event], node: str) -> list[dict[str, Any]]:
+    """The observer's alert transitions for ``node``, in the prometheus.json shape."""
+    return [
+        {
+            "alertname": e.data.get("alertname"),
+            "state": e.data.get("state", e.kind.removeprefix("alert_")),
+            "activeAt": e.data.get("activeAt"),
+            "t_seen": e.t,
+            "t_state": e.data.get("t_state"),
+            "labels": e.data.get("labels", {}),
+        }
+        for e in timeline
+        if e.source == "observer" and e.node == node and e.kind.startswith("alert_")
+    ]
+
+
+def capture(
+    prom: Prometheus,
+    node: Node,
+    start: float,
+    end: float,
+    *,
+    step: float = 1.0,
+    timeline: Sequence[Event] = (),
+    rate_window: str = "5s",
+) -> dict[str, Any]:
+    """Range-query every signal of the node's engine profile over [start, end].
+
+    Includes ``up`` and the node's ``ALERTS`` series; signals the engine lacks are skipped.
+    """
+    queries = NodeQueries.for_node(node)
+    series: list[dict[str, Any]] = []
+    if queries is not None:
+        promqls = dict(queries.catalogue(rate_window))
+        job = node.prometheus.job if node.prometheus else node.name
+        promqls["alerts"] = f'ALERTS{{job="{job}"}} or ALERTS{{node="{node.name}"}}'
+        for name, promql in promqls.items():
+            for s in prom.query_range(promql, start, end, step):
+                series.append({"name": name, "promql": promql, "labels": s.labels,
+                               "values": [[t, v] for t, v in s.values]})
+    return {"series": series, "alerts": alerts_from_timeline(timeline, node.name)}
+
+
+def _raw_increase(prom: Prometheus, selector: str | None, start: float, end: float) -> float:
+    if selector is None:
+        return float("nan")
+    span = max(1, math.ceil(end - start))
+    found: list[Series] = prom.query_samples(f"{selector}[{span}s]", end)
+    return sum(counter_increase(s.values) for s in found)
+
+
+def cross_check(
+    prom: Prometheus,
+    node: Node,
+    ledger: Sequence[RequestRecord],
+    start: float,
+    end: float,
+) -> dict[str, Any]:
+    """Server-side request counts over [start, end] next to the client's.
+
+    ``server_requests`` / ``server_errors`` are exact raw-sample deltas that survive
+    counter resets; ``server_requests_increase`` is PromQL's ``increase()`` (extrapolated,
+    rounded). Requests refused at TCP level or answered after the last scrape before a
+    crash never reach server metrics, so the client count is authoritative; a gap is a
+    finding to explain, not an error.
+    """
+    queries = NodeQueries.for_node(node)
+    client = [r for r in ledger if r.node == node.name and r.kind != "probe"
+              and start <= r.t_end <= end]
+    out: dict[str, Any] = {
+        "start": start,
+        "end": end,
+        "client_requests": len(client),
+        "client_ok": sum(1 for r in client if r.status == "ok"),
+        "client_answered": sum(1 for r in client if r.http_status is not None),
+    }
+    if queries is None or queries.profile.requests_total is None:
+        out["note"] = (f"{node.profile_engine} exposes no request counter"
+                       if queries else "node is not scraped by Prometheus")
+        return out
+    p = queries.profile
+    span = max(1, math.ceil(end - start))
+    inc = prom.query_value(queries.increase(p.requests_total, f"{span}s") or "", end)
+    out["server_requests"] = round(_raw_increase(prom, queries.series(p.requests_total),
+                                                 start, end))
+    errors = _raw_increase(prom, queries.series(p.errors_total), start, end)
+    out["server_errors"] = None if math.isnan(errors) else round(errors)
+    out["server_requests_increase"] = None if inc is None or math.isnan(inc) else round(inc)
+    out["difference"] = out["client_answered"] - out["server_requests"]
+    return out

@@ -1,0 +1,213 @@
+"""The observer: a background task that watches one node while a scenario runs.
+
+Every ``interval_s`` (≤ 0.5 s) it probes the node's readiness endpoint
+(``faultkit.health.probe``) and asks Prometheus for active alerts and the node's raw
+``up`` samples, and writes a timeline :class:`Event` (source ``observer``) **on changes
+only**:
+
+=================  ==========================================================================
+kind               data
+=================  ==========================================================================
+health_ok/_fail    ok, status, detail, latency_s — ``t`` is when the probe was sent
+up_1 / up_0        value, labels, t_sample — ``t_sample`` is the scrape timestamp Prometheus
+                   stored; every transition in the raw samples is written, even if two
+                   happened between polls
+alert_pending      alertname, labels, activeAt, for_s, t_state (activeAt)
+alert_firing       … t_state = activeAt + for_s (when Prometheus moved it to firing), never
+                   later than the moment seen
+alert_resolved     … t_state = the moment it was first seen missing from /api/v1/alerts
+prometheus_down    detail — Prometheus unreachable (written once per outage); _up again
+=================  ==========================================================================
+
+``Event.t`` is always the epoch moment the observer *saw* the change; the ``t_state`` /
+``t_sample`` fields carry the moment Prometheus says it happened. Only alerts whose
+labels name the node (``node=<name>``) or its job (``job=<job>``) are recorded.
+
+The full probe history stays in memory (:attr:`Observer.probes`); on disk the changes are
+enough, since readiness is a step function: measurement reconstructs state intervals from
+``health_ok``/``health_fail`` events (each holds until the next one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any, Protocol
+
+import httpx
+
+from faultkit.health import ProbeResult, probe
+from faultkit.inventory import Node
+from faultkit.records import Event
+from slo.errors import PrometheusError
+from slo.profiles import node_selector
+from slo.prom import Alert, Prometheus
+
+
+class EventSink(Protocol):
+    def write(self, obj: Event) -> None: ...
+
+
+class Observer:
+    """Async context manager: ``async with Observer(node, prom, writer): ...``."""
+
+    def __init__(
+        self,
+        node: Node,
+        prometheus: Prometheus | None,
+        timeline_writer: EventSink,
+        interval_s: float = 0.5,
+        *,
+        probe_timeout_s: float = 1.0,
+    ) -> None:
+        if interval_s > 0.5:
+            raise ValueError("the observer polls at least every 0.5 s (interval_s ≤ 0.5)")
+        self.node = node
+        self.prometheus = prometheus
+        self.writer = timeline_writer
+        self.interval_s = interval_s
+        self.probe_timeout_s = probe_timeout_s
+        self.probes: list[ProbeResult] = []
+        self.events: list[Event] = []
+        self._health: bool | None = None
+        self._up: dict[str, tuple[float, float]] = {}  # series key -> (last t_sample, value)
+        self._alerts: dict[tuple[str, ...], tuple[str, Alert]] = {}
+        self._for_s: dict[str, float] = {}
+        self._prom_down = False
+        self._task: asyncio.Task[None] | None = None
+        self._client: httpx.AsyncClient | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    async def __aenter__(self) -> Observer:
+        self._client = httpx.AsyncClient()
+        if self.prometheus is not None:
+            self._for_s = await asyncio.to_thread(self._rule_durations)
+        await self.poll_once()
+        self._task = asyncio.create_task(self._run(), name=f"observer-{self.node.name}")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        with contextlib.suppress(Exception):
+            await self.poll_once()  # a last look at the end of the window
+        if self._client is not None:
+            await self._client.aclose()
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_at = loop.time()
+        while True:
+            next_at += self.interval_s
+            await self.poll_once()
+            await asyncio.sleep(max(0.0, next_at - loop.time()))
+
+    # ------------------------------------------------------------------ polling
+    async def poll_once(self) -> None:
+        """One round: readiness probe and (concurrently) the Prometheus look."""
+        assert self._client is not None, "use the Observer as an async context manager"
+        if self.prometheus is None:
+            self._on_probe(await probe(self.node, self._client, timeout_s=self.probe_timeout_s))
+            return
+        result, prom_state = await asyncio.gather(
+            probe(self.node, self._client, timeout_s=self.probe_timeout_s),
+            asyncio.to_thread(self._prometheus_look),
+        )
+        self._on_probe(result)
+        self._on_prometheus(*prom_state)
+
+    def _emit(self, kind: str, t: float, data: dict[str, Any]) -> None:
+        event = Event(t=t, source="observer", kind=kind, node=self.node.name, data=data)
+        self.events.append(event)
+        self.writer.write(event)
+
+    def _on_probe(self, result: ProbeResult) -> None:
+        self.probes.append(result)
+        if result.ok != self._health:
+            self._health = result.ok
+            data = {"ok": result.ok, "status": result.status, "detail": result.detail,
+                    "latency_s": round(result.latency_s, 6)}
+            self._emit("health_ok" if result.ok else "health_fail", result.t, data)
+
+    # -- Prometheus (runs in a worker thread: the client is synchronous)
+    def _rule_durations(self) -> dict[str, float]:
+        assert self.prometheus is not None
+        try:
+            groups = self.prometheus.rules("alert")
+        except PrometheusError:
+            return {}
+        return {r["name"]: float(r.get("duration", 0)) for g in groups for r in g["rules"]}
+
+    def _prometheus_look(self) -> tuple[float, list[Alert] | None, list[Any] | None, str]:
+        assert self.prometheus is not None
+        seen = time.time()
+        sel = node_selector(self.node)
+        try:
+            alerts = self.prometheus.alerts()
+            up = self.prometheus.query_samples(f"up{{{sel}}}[10s]") if sel else []
+        except PrometheusError as exc:
+            return seen, None, None, str(exc)
+        return seen, alerts, up, ""
+
+    def _on_prometheus(
+        self, seen: float, alerts: list[Alert] | None, up: list[Any] | None, error: str
+    ) -> None:
+        if alerts is None or up is None:
+            if not self._prom_down:
+                self._prom_down = True
+                self._emit("prometheus_down", seen, {"detail": error})
+            return
+        if self._prom_down:
+            self._prom_down = False
+            self._emit("prometheus_up", seen, {})
+        self._on_up(seen, up)
+        self._on_alerts(seen, alerts)
+
+    def _on_up(self, seen: float, series: list[Any]) -> None:
+        for s in series:
+            key = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+            last_t, last_v = self._up.get(key, (float("-inf"), float("nan")))
+            for t_sample, value in s.values:
+                if t_sample <= last_t:
+                    continue
+                if value != last_v:
+                    kind = "up_1" if value >= 1 else "up_0"
+                    self._emit(kind, seen, {"value": value, "labels": s.labels,
+                                            "t_sample": t_sample})
+                last_t, last_v = t_sample, value
+            self._up[key] = (last_t, last_v)
+
+    def _mine(self, alert: Alert) -> bool:
+        job = self.node.prometheus.job if self.node.prometheus else None
+        return alert.labels.get("node") == self.node.name or (
+            job is not None and alert.labels.get("job") == job
+        )
+
+    def _on_alerts(self, seen: float, alerts: list[Alert]) -> None:
+        current: dict[tuple[str, ...], Alert] = {}
+        for alert in alerts:
+            if self._mine(alert):
+                current[tuple(f"{k}={v}" for k, v in sorted(alert.labels.items()))] = alert
+        for key, alert in current.items():
+            previous = self._alerts.get(key)
+            if previous is not None and previous[0] == alert.state:
+                continue
+            for_s = self._for_s.get(alert.name, 0.0)
+            t_state = alert.active_at
+            if alert.state == "firing" and alert.active_at is not None:
+                t_state = min(alert.active_at + for_s, seen)
+            self._emit(f"alert_{alert.state}", seen, {
+                "alertname": alert.name, "labels": alert.labels, "state": alert.state,
+                "activeAt": alert.active_at, "for_s": for_s, "t_state": t_state,
+            })
+            self._alerts[key] = (alert.state, alert)
+        for key in list(self._alerts):
+            if key not in current:
+                _, alert = self._alerts.pop(key)
+                self._emit("alert_resolved", seen, {
+                    "alertname": alert.name, "labels": alert.labels, "state": "resolved",
+                    "activeAt": alert.active_at, "t_state": seen,
+                })
