@@ -129,10 +129,24 @@ class Lab:
             config = self.inventory.serving_config(node.serving_config or "")
             self.progress(f"waiting for {node.name} to be ready at {node.base_url}{node.health_path}")
             asyncio.run(wait_ready(node, timeout_s=config.ready_timeout_s))
+        self._wait_scraped(nodes)
         elapsed = time.monotonic() - start
         self.progress(f"testbed up in {elapsed:.1f} s: {', '.join(n.name for n in nodes)}; "
                       f"Prometheus {self.inventory.prometheus.url}")
         return elapsed
+
+    def _wait_scraped(self, nodes: list[Node], timeout_s: float = 30.0) -> None:
+        """Wait until Prometheus has scraped every lab node successfully at least once."""
+        jobs = {n.prometheus.job for n in nodes if n.prometheus is not None}
+        deadline = time.monotonic() + timeout_s
+        health: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            health = _prometheus_targets(self.inventory.prometheus.url)
+            if all(health.get(job) == "up" for job in jobs):
+                return
+            time.sleep(0.5)
+        bad = ", ".join(f"{job}={health.get(job)}" for job in sorted(jobs) if health.get(job) != "up")
+        raise TestbedError(f"Prometheus is not scraping every node after {timeout_s:.0f} s: {bad}")
 
     def _ensure_node(self, host: DockerHost, node: Node, image: str) -> None:
         assert node.docker is not None and node.serving_config

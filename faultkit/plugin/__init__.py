@@ -1,0 +1,138 @@
+"""The faultkit pytest plugin: options, markers, inventory and node fixtures, run directories.
+
+Registered through the ``pytest11`` entry point. Settings resolve as
+marker > command line > ``FAULTKIT_*`` environment > ini > default.
+
+Scenarios ask for ``node`` (parametrised over every inventory node whose allowlist
+permits the test's ``@pytest.mark.fault(kind)``, so ids read ``test_kill[sim-vllm]``) and
+``experiment`` (load + fault + observer + measurement + incident report for that node).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from faultkit.errors import InventoryError
+from faultkit.inventory import Inventory, Node, load_inventory
+from faultkit.plugin.settings import Settings, resolve_settings
+
+__all__ = ["Settings"]
+
+_SETTINGS_KEY = pytest.StashKey[Settings]()
+_INVENTORY_KEY = pytest.StashKey[Inventory | InventoryError]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("faultkit", "faultkit fault scenarios")
+    options = (
+        ("--inventory", "inventory", "inventory YAML (default: the testbed's)"),
+        ("--node", "node", "only these nodes (comma-separated names)"),
+        ("--prometheus-url", "prometheus_url", "override the inventory's Prometheus URL"),
+        ("--runs-dir", "runs_dir", "where run directories go (default: runs)"),
+        ("--load-profile", "load_profile", 'background load, e.g. "concurrency=4,output_tokens=32"'),
+    )
+    for flag, name, help_text in options:
+        group.addoption(flag, dest=f"faultkit_{name}", default=None, help=help_text)
+        parser.addini(f"faultkit_{name}", help=help_text, default=None)
+    group.addoption("--dry-run", dest="faultkit_dry_run", action="store_true", default=None,
+                    help="print each scenario's fault plan and act on nothing")
+    parser.addini("faultkit_dry_run", type="bool", default=False, help="dry run (see --dry-run)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "docker: needs a Docker engine and the testbed")
+    config.addinivalue_line(
+        "markers",
+        "fault(kind): the fault this scenario injects; nodes whose allowlist omits it are not run",
+    )
+    config.addinivalue_line("markers", "gate: part of the pre-promotion gate (`faultkit gate`)")
+    config.addinivalue_line("markers", "slow: takes more than a minute")
+    config.stash[_SETTINGS_KEY] = resolve_settings(config, os.environ)
+
+
+def settings_of(config: pytest.Config) -> Settings:
+    return config.stash[_SETTINGS_KEY]
+
+
+def inventory_of(config: pytest.Config) -> Inventory:
+    """The session's inventory (loaded once); a bad file is a usage error, never a pass."""
+    if _INVENTORY_KEY not in config.stash:
+        settings = settings_of(config)
+        try:
+            inventory: Inventory | InventoryError = load_inventory(settings.inventory)
+        except InventoryError as exc:
+            inventory = exc
+        config.stash[_INVENTORY_KEY] = inventory
+    loaded = config.stash[_INVENTORY_KEY]
+    if isinstance(loaded, InventoryError):
+        raise pytest.UsageError(f"faultkit inventory ({settings_of(config).inventory_source}):\n{loaded}")
+    return loaded
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    settings = settings_of(config)
+    try:
+        inventory = inventory_of(config)
+    except pytest.UsageError:
+        return [f"faultkit: inventory {settings.inventory} (INVALID)"]
+    nodes = ", ".join(n.name for n in selected_nodes(config, inventory))
+    prom = settings.prometheus_url or inventory.prometheus.url
+    return [
+        f"faultkit: inventory {settings.inventory} ({settings.inventory_source})",
+        f"faultkit: nodes {nodes}; Prometheus {prom}; runs in {settings.runs_dir}"
+        + ("; DRY RUN" if settings.dry_run else ""),
+    ]
+
+
+def selected_nodes(config: pytest.Config, inventory: Inventory) -> list[Node]:
+    wanted = settings_of(config).nodes
+    if not wanted:
+        return list(inventory.nodes)
+    unknown = [n for n in wanted if n not in inventory.node_names]
+    if unknown:
+        raise pytest.UsageError(
+            f"--node names {', '.join(unknown)}, not in {inventory.source} "
+            f"(nodes: {', '.join(inventory.node_names)})"
+        )
+    return [n for n in inventory.nodes if n.name in wanted]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "node" not in metafunc.fixturenames:
+        return
+    inventory = inventory_of(metafunc.config)
+    marker = metafunc.definition.get_closest_marker("fault")
+    kind = marker.args[0] if marker and marker.args else None
+    nodes = [n for n in selected_nodes(metafunc.config, inventory) if kind is None or n.allows(kind)]
+    only = metafunc.definition.get_closest_marker("nodes")
+    if only is not None:
+        nodes = [n for n in nodes if n.name in only.args]
+    metafunc.parametrize(
+        "node", nodes, ids=[n.name for n in nodes], indirect=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def faultkit_settings(request: pytest.FixtureRequest) -> Settings:
+    return settings_of(request.config)
+
+
+@pytest.fixture(scope="session")
+def faultkit_inventory(request: pytest.FixtureRequest) -> Inventory:
+    inventory = inventory_of(request.config)
+    override = settings_of(request.config).prometheus_url
+    if override:
+        inventory = inventory.model_copy(
+            update={"prometheus": inventory.prometheus.model_copy(update={"url": override})}
+        )
+    return inventory
+
+
+@pytest.fixture(scope="session")
+def runs_dir(faultkit_settings: Settings) -> Path:
+    path = faultkit_settings.runs_dir
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,62 @@
+"""Plugin settings, resolved once: command line > ``FAULTKIT_*`` environment > ini > default."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_INVENTORY = REPO_ROOT / "testbed" / "inventory.yaml"
+
+
+@dataclass(frozen=True)
+class Settings:
+    inventory: Path
+    inventory_source: str  # where the value came from, for error messages
+    nodes: tuple[str, ...]
+    prometheus_url: str | None
+    runs_dir: Path
+    load_profile: str | None
+    dry_run: bool
+
+
+def _pick(config: pytest.Config, env: Mapping[str, str], name: str) -> tuple[Any, str]:
+    value = config.getoption(f"faultkit_{name}", default=None)
+    if value is not None:
+        return value, f"--{name.replace('_', '-')}"
+    env_name = f"FAULTKIT_{name.upper()}"
+    if env.get(env_name):
+        return env[env_name], f"${env_name}"
+    ini = config.getini(f"faultkit_{name}")
+    if ini not in (None, "", []):
+        return ini, f"ini faultkit_{name}"
+    return None, "default"
+
+
+def _truthy(value: object) -> bool:
+    return value is True or str(value).lower() in ("1", "true", "yes", "on")
+
+
+def resolve_settings(config: pytest.Config, env: Mapping[str, str]) -> Settings:
+    inventory, source = _pick(config, env, "inventory")
+    nodes, _ = _pick(config, env, "node")
+    prom, _ = _pick(config, env, "prometheus_url")
+    runs, _ = _pick(config, env, "runs_dir")
+    profile, _ = _pick(config, env, "load_profile")
+    dry, _ = _pick(config, env, "dry_run")
+    inventory_path = Path(inventory) if inventory else DEFAULT_INVENTORY
+    if inventory and not inventory_path.is_absolute():
+        inventory_path = Path(config.invocation_params.dir) / inventory_path
+    return Settings(
+        inventory=inventory_path,
+        inventory_source=source if inventory else "testbed default",
+        nodes=tuple(n.strip() for n in str(nodes).split(",") if n.strip()) if nodes else (),
+        prometheus_url=str(prom).rstrip("/") if prom else None,
+        runs_dir=Path(runs) if runs else Path(config.invocation_params.dir) / "runs",
+        load_profile=str(profile) if profile else None,
+        dry_run=_truthy(dry),
+    )

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# faultkit set-up and entry point. Installs whatever is missing on a fresh Debian 12 machine
+# (system packages via apt, a virtualenv with the project), then:
+#   bash run.sh scenarios [PYTEST_ARGS...]  bring the testbed up, run the scenario suite, list reports
+#   bash run.sh tests [PYTEST_ARGS...]      run the harness's own tests + the scenario suite (what CI runs)
+#   bash run.sh setup                       only install
+set -euo pipefail
+cd "$(dirname "$0")"
+
+say() { printf '\033[1m[faultkit %s]\033[0m %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+APT_PACKAGES=(docker.io debootstrap prometheus iptables iproute2 g++ make git curl python3-venv)
+VENV=.venv
+
+need_apt() {
+  local missing=()
+  for pkg in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  if ((${#missing[@]})); then
+    say "installing system packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q "${missing[@]}" >/dev/null
+  fi
+}
+
+need_venv() {
+  local stamp="$VENV/.installed-$(sha256sum pyproject.toml | cut -c1-12)"
+  if [[ ! -x "$VENV/bin/python" ]]; then
+    say "creating virtualenv $VENV"
+    python3 -m venv "$VENV"
+  fi
+  if [[ ! -f "$stamp" ]]; then
+    say "installing faultkit and its dependencies into $VENV"
+    "$VENV/bin/pip" install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+    "$VENV/bin/pip" install -q -e '.[dev]' 2>&1 | grep -v "^WARNING: Location" || true
+    "$VENV/bin/python" -c "import faultkit, slo, reports, testbed" || { say "install failed"; exit 1; }
+    rm -f "$VENV"/.installed-* && touch "$stamp"
+  fi
+}
+
+setup() {
+  if [[ $EUID -ne 0 ]]; then say "run as root (the testbed manages Docker and network namespaces)"; exit 1; fi
+  need_apt
+  need_venv
+}
+
+testbed_up() {
+  say "bringing the testbed up (first time: builds images and llama.cpp, ~8 min)"
+  "$VENV/bin/faultkit" testbed up ${FAULTKIT_TESTBED_WITH:+--with "$FAULTKIT_TESTBED_WITH"}
+}
+
+list_reports() {
+  local reports
+  reports=$(find runs -name incident.md -newer "$1" 2>/dev/null | sort || true)
+  if [[ -n "$reports" ]]; then
+    say "incident reports written by this run:"
+    printf '  %s\n' $reports >&2
+  else
+    say "no incident reports were written"
+  fi
+}
+
+cmd=${1:-}
+shift || true
+case "$cmd" in
+  setup)
+    setup
+    ;;
+  scenarios)
+    setup
+    testbed_up
+    marker=$(mktemp)
+    rc=0
+    "$VENV/bin/pytest" scenarios "$@" || rc=$?
+    list_reports "$marker"
+    rm -f "$marker"
+    exit $rc
+    ;;
+  tests)
+    setup
+    testbed_up
+    marker=$(mktemp)
+    rc=0
+    say "unit, integration and end-to-end tests"
+    "$VENV/bin/pytest" tests "$@" || rc=$?
+    say "scenario suite against the testbed"
+    "$VENV/bin/pytest" scenarios -p no:cacheprovider || rc=$?
+    list_reports "$marker"
+    rm -f "$marker"
+    exit $rc
+    ;;
+  *)
+    echo "usage: bash run.sh scenarios|tests|setup [pytest args...]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,1 @@
+"""Scenario catalogue configuration: fixtures come from the faultkit plugin (faultkit.plugin)."""

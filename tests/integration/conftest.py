@@ -1,0 +1,23 @@
+"""Integration tests run against the real testbed, brought up once per session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from faultkit.inventory import Inventory
+from testbed.lab import Lab
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[Lab]:
+    """The local lab, up and scraped (idempotent: reuses what is already running)."""
+    lab = Lab(progress=lambda message: print(f"[testbed] {message}"))
+    lab.up()
+    yield lab
+
+
+@pytest.fixture(scope="session")
+def lab_inventory(lab: Lab) -> Inventory:
+    return lab.inventory

@@ -1,0 +1,116 @@
+"""The testbed is real: a real llama-server streams, real Prometheus scrapes, Docker restarts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import httpx
+import pytest
+
+from faultkit._docker import DockerHost
+from faultkit.inventory import Inventory, Node
+from testbed.lab import Lab
+
+pytestmark = pytest.mark.docker
+
+
+def _llama(inventory: Inventory) -> Node:
+    return inventory.node("llama")
+
+
+def _query(url: str, promql: str) -> list[dict[str, object]]:
+    body = httpx.get(f"{url}/api/v1/query", params={"query": promql}, timeout=5).json()
+    assert body["status"] == "success", body
+    result: list[dict[str, object]] = body["data"]["result"]
+    return result
+
+
+def _stream_chat(node: Node, max_tokens: int = 12) -> tuple[list[dict[str, object]], bool]:
+    """Stream one chat completion; return the JSON chunks and whether [DONE] arrived."""
+    chunks: list[dict[str, object]] = []
+    done = False
+    payload = {
+        "model": node.model,
+        "messages": [{"role": "user", "content": "say something"}],
+        "max_tokens": max_tokens,
+        "stream": True,
+    }
+    with httpx.stream("POST", f"{node.base_url}/v1/chat/completions", json=payload, timeout=30) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            data = line.removeprefix("data: ")
+            if data == "[DONE]":
+                done = True
+                break
+            chunks.append(json.loads(data))
+    return chunks, done
+
+
+def test_llama_streams_a_chat_completion_to_done(lab_inventory: Inventory) -> None:
+    chunks, done = _stream_chat(_llama(lab_inventory))
+    assert done, "stream ended without [DONE]"
+    content = "".join(
+        (c["choices"][0].get("delta") or {}).get("content") or ""  # type: ignore[index]
+        for c in chunks if c.get("choices")
+    )
+    assert content, "no content chunks"
+    assert any(c["choices"] and c["choices"][0].get("finish_reason") for c in chunks)  # type: ignore[index]
+
+
+def test_prometheus_scrapes_llama_and_its_metrics(lab_inventory: Inventory) -> None:
+    url = lab_inventory.prometheus.url
+    node = _llama(lab_inventory)
+    assert node.prometheus is not None
+    _stream_chat(node)  # make sure counters moved
+    up = _query(url, f'up{{job="{node.prometheus.job}"}}')
+    assert up and up[0]["value"][1] == "1"  # type: ignore[index]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        series = _query(url, f'llamacpp:tokens_predicted_total{{job="{node.prometheus.job}"}}')
+        if series and float(series[0]["value"][1]) > 0:  # type: ignore[index]
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail("llamacpp:tokens_predicted_total never rose above 0 in Prometheus")
+
+
+def test_rules_are_loaded_and_healthy(lab_inventory: Inventory) -> None:
+    body = httpx.get(f"{lab_inventory.prometheus.url}/api/v1/rules", timeout=5).json()
+    rules = [r for g in body["data"]["groups"] for r in g["rules"]]
+    assert any(r["name"] == "FaultkitNodeDown" for r in rules)
+    assert all(r["health"] == "ok" for r in rules if "health" in r)
+
+
+def test_sigkill_of_main_process_is_restarted_by_docker(lab: Lab, lab_inventory: Inventory) -> None:
+    import asyncio
+
+    from faultkit.health import wait_ready
+
+    node = _llama(lab_inventory)
+    assert node.docker is not None
+    host = DockerHost(node.docker.host)
+    before = host.state(node.docker.container)
+    os.kill(host.host_pid(node.docker.container), signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    after = before
+    while time.monotonic() < deadline:
+        after = host.state(node.docker.container)
+        if after.restart_count == before.restart_count + 1 and after.running:
+            break
+        time.sleep(0.2)
+    assert after.restart_count == before.restart_count + 1, after
+    asyncio.run(wait_ready(node, timeout_s=30))
+    _, done = _stream_chat(node)
+    assert done
+
+
+def test_status_reports_ready_and_scraped(lab: Lab) -> None:
+    rows = {r.name: r for r in lab.status()}
+    assert rows["llama"].ready == "ready"
+    assert rows["llama"].target == "up"
+    assert rows["llama"].state == "running"
