@@ -29,7 +29,7 @@ MIB = 1 << 20
 
 
 class StartupError(Exception):
-    """The configuration fails the engine's startup validation; ``str()`` is the engine's message."""
+    """The configuration fails start-up validation; ``str()`` is the engine's message."""
 
 
 @dataclass(frozen=True)
