@@ -1,0 +1,107 @@
+"""``timeline.png``: per-request latency over invoke time, coloured by outcome, with the
+fault window shaded, detection and recovery marked, and one Prometheus series below.
+
+Headless: uses matplotlib's Agg backend through the object API (no pyplot state), so it is
+safe in threads and on machines without a display. The x axis is seconds from injection.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from reports.load import RunData
+
+_COLOURS = {
+    "ok": "#2ca02c",
+    "refused": "#d62728",
+    "reset": "#9467bd",
+    "timeout_connect": "#8c564b",
+    "timeout_first_token": "#e377c2",
+    "timeout_total": "#7f7f7f",
+    "http_4xx": "#bcbd22",
+    "http_429": "#17becf",
+    "http_5xx": "#ff7f0e",
+    "stream_error": "#1f77b4",
+    "truncated": "#393b79",
+}
+
+
+def _series(prometheus: dict[str, Any]) -> dict[str, Any] | None:
+    for s in prometheus.get("series") or []:
+        if isinstance(s, dict) and s.get("values"):
+            return s
+    return None
+
+
+def render_chart(data: RunData, out: Path) -> Path:
+    """Draw the chart for ``data`` into ``out`` (PNG) and return ``out``."""
+    t0 = data.t0 or 0.0
+    series = _series(data.prometheus)
+    fig = Figure(figsize=(10, 6.5 if series else 4.5), dpi=100)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(2 if series else 1, 1, sharex=True, squeeze=False)
+    ax = axes[0][0]
+    groups: dict[str, tuple[list[float], list[float]]] = {}
+    for r in data.ledger:
+        outcome = "ok" if r.status == "ok" else (r.error_class or r.status)
+        xs, ys = groups.setdefault(outcome, ([], []))
+        xs.append(r.t_invoke - t0)
+        ys.append(r.t_end - r.t_invoke)
+    for outcome in sorted(groups, key=lambda o: (o != "ok", o)):
+        xs, ys = groups[outcome]
+        ax.scatter(
+            xs,
+            ys,
+            s=10,
+            color=_COLOURS.get(outcome, "#000000"),
+            label=f"{outcome} ({len(xs)})",
+            alpha=0.8,
+            marker="o" if outcome == "ok" else "x",
+        )
+    if not groups:
+        ax.text(0.5, 0.5, "no requests recorded", transform=ax.transAxes, ha="center")
+    ax.set_ylabel("E2E latency (s)")
+    ax.set_title(f"{data.run.get('scenario', 'run')} on {data.run.get('node', '?')}"[:80])
+    m = data.measurement
+    for row in axes:
+        a = row[0]
+        if m is not None:
+            end = m.t_revert if m.t_revert is not None else m.t_window_end
+            a.axvspan(
+                m.t_inject - t0,
+                end - t0,
+                color="#d62728",
+                alpha=0.12,
+                label="fault window" if a is ax else None,
+            )
+            if m.t_detect is not None:
+                a.axvline(
+                    m.t_detect - t0,
+                    color="#ff7f0e",
+                    linestyle="--",
+                    label=f"detected ({m.detect_signal})" if a is ax else None,
+                )
+            if m.t_recovered is not None:
+                a.axvline(
+                    m.t_recovered - t0,
+                    color="#2ca02c",
+                    linestyle="-.",
+                    label="recovered" if a is ax else None,
+                )
+    top = max((y for _, ys in groups.values() for y in ys), default=1.0)
+    ax.set_ylim(bottom=0, top=max(top, 0.1) * 1.45)  # headroom so the legend hides no point
+    ax.legend(loc="upper left", fontsize=7, ncol=4)
+    if series:
+        pa = axes[1][0]
+        pts = [(float(t) - t0, float(v)) for t, v in series["values"]]
+        pa.plot([p[0] for p in pts], [p[1] for p in pts], color="#1f77b4", drawstyle="steps-post")
+        pa.set_ylabel(str(series.get("name", "series"))[:40], fontsize=8)
+    axes[-1][0].set_xlabel("seconds from injection")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, format="png")
+    return out

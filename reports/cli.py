@@ -1,0 +1,51 @@
+"""``faultkit report``: re-render incident reports (and gate / budget summaries) from files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from faultkit.errors import ReportError
+from reports.render import render_budget, render_gate, render_incident
+
+
+def _read_json(path: Path, what: str) -> dict[str, object]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ReportError(f"{path}: cannot read the {what} JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ReportError(f"{path}: the {what} JSON must be an object")
+    return data
+
+
+@click.command()
+@click.argument("run_dirs", nargs=-1, type=click.Path(path_type=Path))
+@click.option(
+    "--gate",
+    "gate_json",
+    type=click.Path(path_type=Path),
+    help="also render gate.md next to this gate JSON",
+)
+@click.option(
+    "--budget",
+    "budget_json",
+    type=click.Path(path_type=Path),
+    help="also render budget.md next to this budget JSON",
+)
+def report(run_dirs: tuple[Path, ...], gate_json: Path | None, budget_json: Path | None) -> None:
+    """Re-render incident.md and timeline.png for each RUN_DIR from its files alone."""
+    if not run_dirs and gate_json is None and budget_json is None:
+        raise click.UsageError("give at least one RUN_DIR (or --gate / --budget JSON)")
+    for run_dir in run_dirs:
+        out = render_incident(run_dir)
+        click.echo(f"wrote {out} and {out.with_name('timeline.png')}")
+    if gate_json is not None:
+        click.echo(
+            f"wrote {render_gate(_read_json(gate_json, 'gate'), gate_json.with_name('gate.md'))}"
+        )
+    if budget_json is not None:
+        out = render_budget(_read_json(budget_json, "budget"), budget_json.with_name("budget.md"))
+        click.echo(f"wrote {out}")

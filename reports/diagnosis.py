@@ -1,0 +1,326 @@
+"""Rule-based diagnosis: each rule looks at evidence in the run directory and, when it
+matches, says what it concluded and exactly which evidence it used.
+
+Rules never guess: a rule matches only on concrete evidence (a container state field, a
+log line, a ledger record, a timeline event, a measurement field). When no rule matches,
+the diagnosis is :data:`UNDIAGNOSED`. Several rules may match one run (e.g. memory
+exhaustion *and* a monitoring gap); they are reported in rule order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from reports.load import RunData
+
+#: fault kinds that cut or slow the network path (faultkit.faults network family)
+NETWORK_FAULTS = frozenset({"partition", "loss", "bandwidth", "latency"})
+#: error classes that mean the client lost the connection or the answer (not a clean reject)
+DROP_CLASSES = frozenset(
+    {
+        "refused",
+        "reset",
+        "timeout_connect",
+        "timeout_first_token",
+        "timeout_total",
+        "stream_error",
+        "truncated",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """One conclusion: ``key`` indexes the prevention catalogue; ``evidence`` is why."""
+
+    key: str
+    title: str
+    evidence: tuple[str, ...]
+
+
+UNDIAGNOSED = Diagnosis(
+    key="undiagnosed",
+    title="undiagnosed",
+    evidence=("no diagnosis rule matched the evidence in this run directory",),
+)
+
+GPU_OOM_RE = re.compile(r"CUDA out of memory|OutOfMemoryError", re.IGNORECASE)
+CONTEXT_RE = re.compile(
+    r"maximum context length|maximum model length|exceed_context_size_error|"
+    r"exceeds the available context size|longer than the model's context length",
+    re.IGNORECASE,
+)
+STARTUP_KV_RE = re.compile(
+    r"KV cache is needed|(?:ValueError|Error).*max_model_len|max_model_len.*(?:too large|"
+    r"larger than|exceeds|cannot)|max seq len",
+    re.IGNORECASE,
+)
+
+
+def _states(data: RunData) -> tuple[dict[str, Any], dict[str, Any]]:
+    before = data.container.get("before")
+    after = data.container.get("after")
+    return (before if isinstance(before, dict) else {}, after if isinstance(after, dict) else {})
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value)
+
+
+def fault_kind(data: RunData) -> str | None:
+    """The injected fault's kind: run.json ``fault.kind``, else the first fault event's data."""
+    fault = data.run.get("fault")
+    if isinstance(fault, dict) and isinstance(fault.get("kind"), str):
+        return str(fault["kind"])
+    for ev in data.timeline:
+        if ev.source == "fault" and isinstance(ev.data.get("fault"), str):
+            return str(ev.data["fault"])
+    return None
+
+
+def _log_lines(data: RunData, pattern: re.Pattern[str]) -> list[str]:
+    tail = data.container.get("log_tail")
+    if not isinstance(tail, str):
+        return []
+    return [line.strip() for line in tail.splitlines() if pattern.search(line)]
+
+
+def _rel(data: RunData, t: float) -> str:
+    t0 = data.t0
+    return f"t={t:.3f}" if t0 is None else f"{t - t0:+.1f} s"
+
+
+def _exit_evidence(data: RunData) -> tuple[list[str], list[str]]:
+    """(OOMKilled evidence, exit-137 evidence) from container.json and timeline event data."""
+    oom: list[str] = []
+    e137: list[str] = []
+    before, after = _states(data)
+    for name, state in (("before", before), ("after", after)):
+        if state.get("oom_killed") is True:
+            oom.append(f"container.json {name}.oom_killed = true")
+        if _int(state.get("exit_code")) == 137:
+            e137.append(f"container.json {name}.exit_code = 137 (SIGKILL)")
+    for out, hits, what in (
+        (oom, [e for e in data.timeline if e.data.get("oom_killed") is True], "oom_killed = true"),
+        (
+            e137,
+            [e for e in data.timeline if _int(e.data.get("exit_code")) == 137],
+            "exit_code = 137",
+        ),
+    ):
+        if hits:
+            first = hits[0]
+            where = f"{first.source}/{first.kind}"
+            times = ", ".join(_rel(data, e.t) for e in hits[:5])
+            more = "" if len(hits) <= 5 else f" and {len(hits) - 5} more"
+            out.append(f"{len(hits)} timeline event(s) {where} with {what} (at {times}{more})")
+    return oom, e137
+
+
+def rule_memory_exhaustion(data: RunData) -> Diagnosis | None:
+    oom, e137 = _exit_evidence(data)
+    if oom:
+        return Diagnosis(
+            "memory_exhaustion", "memory exhaustion (container OOM-killed)", tuple(oom + e137)
+        )
+    if e137 and fault_kind(data) != "kill":
+        return Diagnosis(
+            "memory_exhaustion",
+            "memory exhaustion (SIGKILL with no injected kill)",
+            (*e137, f"injected fault was {fault_kind(data) or 'not recorded'}, not kill"),
+        )
+    return None
+
+
+def rule_injected_kill(data: RunData) -> Diagnosis | None:
+    oom, e137 = _exit_evidence(data)
+    if fault_kind(data) == "kill" and e137 and not oom:
+        return Diagnosis(
+            "injected_kill",
+            "engine process killed by the injected fault (SIGKILL)",
+            ("run.json fault.kind = kill", *e137),
+        )
+    return None
+
+
+def rule_gpu_oom(data: RunData) -> Diagnosis | None:
+    lines = _log_lines(data, GPU_OOM_RE)
+    details = [
+        r.error_detail for r in data.ledger if r.error_detail and GPU_OOM_RE.search(r.error_detail)
+    ]
+    if not lines and not details:
+        return None
+    evidence = [f"container log: {line}" for line in lines[:3]]
+    if details:
+        evidence.append(f"{len(details)} ledger records carry a GPU OOM error, e.g.: {details[0]}")
+    return Diagnosis("gpu_oom", "GPU out of memory during prefill", tuple(evidence))
+
+
+def rule_context_rejection(data: RunData) -> Diagnosis | None:
+    hits = [
+        r
+        for r in data.ledger
+        if r.http_status == 400 and r.error_detail and CONTEXT_RE.search(r.error_detail)
+    ]
+    if not hits:
+        return None
+    return Diagnosis(
+        "context_rejection",
+        "clean context-length rejection (HTTP 400)",
+        (
+            f"{len(hits)} ledger records with http_status 400 and a context-length error, "
+            f"e.g. request {hits[0].id}: {hits[0].error_detail}",
+        ),
+    )
+
+
+def rule_config_rejected(data: RunData) -> Diagnosis | None:
+    lines = _log_lines(data, STARTUP_KV_RE)
+    if not lines:
+        return None
+    return Diagnosis(
+        "config_rejected",
+        "serving config rejected at startup (KV cache too small for max_model_len)",
+        tuple(f"container log: {line}" for line in lines[:3]),
+    )
+
+
+def rule_failed_rollout(data: RunData) -> Diagnosis | None:
+    rollout = [
+        e
+        for e in data.timeline
+        if e.source == "fault" and e.data.get("fault") == "rollout" and e.kind == "inject_end"
+    ]
+    if not rollout and fault_kind(data) == "rollout":
+        rollout = [e for e in data.timeline if e.source == "fault" and e.kind == "inject_start"]
+    if not rollout:
+        return None
+    t_roll = rollout[0].t
+    rollback = [
+        e
+        for e in data.timeline
+        if e.source == "harness"
+        and e.kind in ("rollback_start", "readiness_timeout", "rollout_failed")
+        and e.t >= t_roll
+    ]
+    if not rollback:
+        return None
+    t_stop = rollback[0].t
+    ready = [
+        e
+        for e in data.timeline
+        if e.source == "observer" and e.kind == "health_ok" and t_roll <= e.t <= t_stop
+    ]
+    if ready:
+        return None
+    return Diagnosis(
+        "failed_rollout",
+        "failed rollout: the candidate config never became ready",
+        (
+            f"fault/inject_end (rollout) at {_rel(data, t_roll)}",
+            f"harness/{rollback[0].kind} at {_rel(data, rollback[0].t)}, "
+            f"{rollback[0].t - t_roll:.1f} s after the rollout",
+            "no observer/health_ok between the rollout and the rollback",
+        ),
+    )
+
+
+def rule_restart_loop(data: RunData) -> Diagnosis | None:
+    before, after = _states(data)
+    b, a = _int(before.get("restart_count")), _int(after.get("restart_count"))
+    seen = [e for e in data.timeline if e.kind == "restart_seen"]
+    if b is not None and a is not None and a - b >= 2:
+        return Diagnosis(
+            "restart_loop",
+            "restart loop (the engine restarted repeatedly)",
+            (f"container.json restart_count {b} → {a}", f"{len(seen)} harness/restart_seen events"),
+        )
+    if len(seen) >= 2:
+        return Diagnosis(
+            "restart_loop",
+            "restart loop (the engine restarted repeatedly)",
+            (f"{len(seen)} harness/restart_seen events",),
+        )
+    return None
+
+
+def rule_injected_disruption(data: RunData) -> Diagnosis | None:
+    kind = fault_kind(data)
+    m = data.measurement
+    if kind not in NETWORK_FAULTS | {"pause"} or m is None:
+        return None
+    end = m.t_revert if m.t_revert is not None else m.t_window_end
+    drops = Counter(
+        r.error_class
+        for r in data.ledger
+        if r.status != "ok"
+        and r.error_class in DROP_CLASSES
+        and r.t_invoke <= end
+        and r.t_end >= m.t_inject
+    )
+    if not drops:
+        return None
+    classes = ", ".join(f"{c} {n}" for c, n in sorted(drops.items()))
+    key = "injected_pause" if kind == "pause" else "injected_network"
+    title = (
+        "engine hung by the injected pause"
+        if kind == "pause"
+        else f"network path disrupted by the injected {kind}"
+    )
+    return Diagnosis(
+        key,
+        title,
+        (f"run.json fault.kind = {kind}", f"client drops overlapping the fault window: {classes}"),
+    )
+
+
+def rule_monitoring_gap(data: RunData) -> Diagnosis | None:
+    m = data.measurement
+    if m is None:
+        return None
+    if m.t_detect is None and (m.lost_total > 0 or m.t_impact is not None):
+        return Diagnosis(
+            "monitoring_gap",
+            "monitoring gap: users were affected and no alert fired",
+            (
+                "measurement.json t_detect = null (not detected within the window)",
+                f"measurement.json lost_total = {m.lost_total}"
+                + ("" if m.t_impact is None else f", first failure at {_rel(data, m.t_impact)}"),
+            ),
+        )
+    fired = [e for e in data.timeline if e.source == "observer" and e.kind == "alert_firing"]
+    if m.t_detect is not None and m.detect_signal != "alert" and not fired:
+        return Diagnosis(
+            "no_alert",
+            f"no alert fired: detected only by the {m.detect_signal} signal",
+            (
+                f"measurement.json detect_signal = {m.detect_signal}",
+                "no observer/alert_firing event in timeline.jsonl",
+            ),
+        )
+    return None
+
+
+RULES: tuple[Callable[[RunData], Diagnosis | None], ...] = (
+    rule_memory_exhaustion,
+    rule_gpu_oom,
+    rule_config_rejected,
+    rule_failed_rollout,
+    rule_restart_loop,
+    rule_context_rejection,
+    rule_injected_kill,
+    rule_injected_disruption,
+    rule_monitoring_gap,
+)
+
+
+def diagnose(data: RunData) -> list[Diagnosis]:
+    """Every matching diagnosis, in rule order; ``[UNDIAGNOSED]`` when none matches."""
+    found = [d for d in (rule(data) for rule in RULES) if d is not None]
+    return found or [UNDIAGNOSED]

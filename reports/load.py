@@ -1,0 +1,114 @@
+"""Read a run directory into one :class:`RunData`, tolerating missing or unreadable files.
+
+A report must render from whatever a run left behind (a crashed run may have no
+``verdict.json``); every file that could not be read is listed in ``RunData.missing`` /
+``RunData.problems`` and the report says "not captured" for it. Nothing is invented.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from faultkit.errors import NotARunDirectory
+from faultkit.records import Event, RequestRecord, read_ledger, read_timeline
+from faultkit.rundir import RunDir
+from slo.types import Measurement, Verdict
+
+#: files whose presence makes a directory a run directory (any one suffices)
+RUN_FILES: tuple[str, ...] = (
+    "run.json",
+    "timeline.jsonl",
+    "ledger.jsonl",
+    "prometheus.json",
+    "container.json",
+    "measurement.json",
+    "verdict.json",
+)
+
+
+@dataclass
+class RunData:
+    """Everything read from one run directory. ``None``/empty means "not captured"."""
+
+    path: Path
+    run: dict[str, Any] = field(default_factory=dict)
+    timeline: list[Event] = field(default_factory=list)
+    ledger: list[RequestRecord] = field(default_factory=list)
+    prometheus: dict[str, Any] = field(default_factory=dict)
+    container: dict[str, Any] = field(default_factory=dict)
+    measurement: Measurement | None = None
+    verdict: Verdict | None = None
+    missing: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def t_inject(self) -> float | None:
+        """Epoch seconds of the injection: measurement first, else the first fault event."""
+        if self.measurement is not None:
+            return self.measurement.t_inject
+        for ev in self.timeline:
+            if ev.source == "fault" and ev.kind in ("inject_end", "inject_start"):
+                return ev.t
+        return None
+
+    @property
+    def t0(self) -> float | None:
+        """Reference time for "+s" columns: injection, else the first event or request."""
+        if self.t_inject is not None:
+            return self.t_inject
+        starts = [e.t for e in self.timeline] + [r.t_invoke for r in self.ledger]
+        return min(starts) if starts else None
+
+
+def is_run_dir(path: Path) -> bool:
+    return path.is_dir() and any((path / name).exists() for name in RUN_FILES)
+
+
+def load_run(path: Path) -> RunData:
+    """Read ``path``; raise :class:`NotARunDirectory` if it holds none of :data:`RUN_FILES`."""
+    if not is_run_dir(path):
+        raise NotARunDirectory(str(path), RUN_FILES)
+    rd = RunDir(path)
+    data = RunData(path=path)
+    data.missing = [name for name in RUN_FILES if not (path / name).exists()]
+
+    def read_obj(p: Path) -> dict[str, Any]:
+        if not p.exists():
+            return {}
+        try:
+            obj = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            data.problems.append(f"{p.name}: unreadable ({exc})")
+            return {}
+        if not isinstance(obj, dict):
+            data.problems.append(f"{p.name}: expected a JSON object, got {type(obj).__name__}")
+            return {}
+        return obj
+
+    data.run = read_obj(rd.run_json)
+    data.prometheus = read_obj(rd.prometheus_json)
+    data.container = read_obj(rd.container_json)
+    try:
+        data.timeline = read_timeline(rd.timeline_jsonl)
+    except (TypeError, ValueError) as exc:
+        data.problems.append(f"timeline.jsonl: unreadable ({exc})")
+    try:
+        data.ledger = read_ledger(rd.ledger_jsonl)
+    except (TypeError, ValueError) as exc:
+        data.problems.append(f"ledger.jsonl: unreadable ({exc})")
+    m = read_obj(rd.measurement_json)
+    if m:
+        try:
+            data.measurement = Measurement.from_json(m)
+        except (TypeError, ValueError) as exc:
+            data.problems.append(f"measurement.json: does not match slo.Measurement ({exc})")
+    v = read_obj(rd.verdict_json)
+    if v:
+        try:
+            data.verdict = Verdict.from_json(v)
+        except (TypeError, ValueError) as exc:
+            data.problems.append(f"verdict.json: does not match slo.Verdict ({exc})")
+    return data

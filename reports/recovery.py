@@ -1,0 +1,180 @@
+"""What brought the node back, step by step, from the timeline and container state.
+
+Mechanisms recognised (each only on evidence): Docker restart policy (restart_count went
+up, or a ``harness/restart_seen`` event), rollback (``harness/rollback_start`` /
+``rollback_done``), fault revert (reconnect, unpause, limit restored: ``fault/revert_*``),
+manual action (``harness/manual_*``). All times are epoch seconds; durations seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from faultkit.records import Event
+from reports.diagnosis import fault_kind
+from reports.load import RunData
+
+_REVERT_WORDS = {
+    "pause": "unpause",
+    "partition": "reconnect / remove the partition",
+    "loss": "remove packet loss",
+    "latency": "remove added latency",
+    "bandwidth": "remove the bandwidth limit",
+    "memory_squeeze": "restore the memory limit",
+    "stop": "start the container",
+    "rollout": "end of the rollout",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    what: str
+    t_start: float | None
+    t_end: float | None
+    evidence: str
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.t_start is None or self.t_end is None:
+            return None
+        return self.t_end - self.t_start
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    mechanisms: tuple[str, ...]
+    steps: tuple[Step, ...]
+    recovered: bool | None  # None: measurement not captured
+
+
+def _first(events: list[Event], source: str, kind: str, after: float | None = None) -> Event | None:
+    for ev in events:
+        if ev.source == source and ev.kind == kind and (after is None or ev.t >= after):
+            return ev
+    return None
+
+
+def _count(state: Any) -> int | None:
+    if isinstance(state, dict):
+        value = state.get("restart_count")
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def analyse(data: RunData) -> Recovery:
+    tl = data.timeline
+    mechanisms: list[str] = []
+    steps: list[Step] = []
+    inj_s, inj_e = _first(tl, "fault", "inject_start"), _first(tl, "fault", "inject_end")
+    t_inject = data.t_inject
+    first = inj_s or inj_e
+    if first is not None:
+        steps.append(
+            Step(
+                f"fault injected ({fault_kind(data) or 'kind not recorded'})",
+                first.t,
+                inj_e.t if inj_e else None,
+                "fault/inject_start → inject_end",
+            )
+        )
+    b, a = _count(data.container.get("before")), _count(data.container.get("after"))
+    restarts = [
+        e
+        for e in tl
+        if e.source == "harness"
+        and e.kind == "restart_seen"
+        and (t_inject is None or e.t >= t_inject)
+    ]
+    if (b is not None and a is not None and a > b) or restarts:
+        counts = (
+            f"restart_count {b} → {a}"
+            if b is not None and a is not None
+            else (f"{len(restarts)} restarts seen")
+        )
+        mechanisms.append(f"restart policy ({counts})")
+        if restarts:
+            steps.append(
+                Step(
+                    f"Docker restart policy restarted the container "
+                    f"({len(restarts)} restart(s) seen, first to last)",
+                    restarts[0].t,
+                    restarts[-1].t,
+                    "harness/restart_seen events",
+                )
+            )
+        else:
+            steps.append(
+                Step(
+                    "Docker restart policy restarted the container",
+                    None,
+                    None,
+                    "container.json restart_count (restart time not recorded)",
+                )
+            )
+    rb_s = _first(tl, "harness", "rollback_start", t_inject)
+    if rb_s is not None:
+        rb_d = _first(tl, "harness", "rollback_done", rb_s.t)
+        mechanisms.append("rollback to the previous config")
+        steps.append(
+            Step(
+                "rollback to the previous config",
+                rb_s.t,
+                rb_d.t if rb_d else None,
+                "harness/rollback_start → rollback_done"
+                if rb_d
+                else "harness/rollback_start (no rollback_done recorded)",
+            )
+        )
+    rv_s = _first(tl, "fault", "revert_start", t_inject)
+    if rv_s is not None:
+        rv_e = _first(tl, "fault", "revert_end", rv_s.t)
+        kind = fault_kind(data) or ""
+        word = _REVERT_WORDS.get(kind, f"revert {kind or 'the fault'}")
+        if kind not in ("kill", "rollout"):  # reverting a kill/rollout is bookkeeping, not a fix
+            mechanisms.append(f"fault reverted ({word})")
+            steps.append(
+                Step(
+                    f"fault reverted: {word}",
+                    rv_s.t,
+                    rv_e.t if rv_e else None,
+                    "fault/revert_start → revert_end",
+                )
+            )
+    manual = [e for e in tl if e.source == "harness" and e.kind.startswith("manual")]
+    if manual:
+        mechanisms.append("manual action")
+        steps.append(
+            Step(
+                f"manual action ({manual[0].kind})", manual[0].t, None, f"harness/{manual[0].kind}"
+            )
+        )
+    anchor = max((s.t_end for s in steps if s.t_end is not None), default=t_inject)
+    ready = _first(tl, "observer", "health_ok", anchor)
+    if ready is not None:
+        steps.append(
+            Step(
+                "readiness endpoint answered OK",
+                anchor,
+                ready.t,
+                "observer/health_ok after the last recovery action",
+            )
+        )
+    m = data.measurement
+    if m is None:
+        return Recovery(tuple(mechanisms), tuple(steps), None)
+    if m.t_recovered is not None:
+        steps.append(
+            Step(
+                "steady state restored (every request OK for the recovery hold)",
+                m.t_inject,
+                m.t_recovered,
+                "measurement.json t_recovered",
+            )
+        )
+        if not mechanisms:
+            mechanisms.append("no recorded action: the node recovered on its own")
+    else:
+        mechanisms.append("not recovered by the end of the window: manual intervention needed")
+    return Recovery(tuple(mechanisms), tuple(steps), m.t_recovered is not None)

@@ -1,0 +1,113 @@
+"""Timeline rows for the report table and a mermaid ``timeline`` diagram.
+
+Rows merge timeline.jsonl events with the measurement's own instants (first impact,
+detection, recovery). Times are epoch seconds; ``rel_s`` is seconds from injection
+(or from the first event when no injection was recorded).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from reports.load import RunData
+from reports.text import mermaid_label
+
+MAX_MERMAID_PERIODS = 30
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    t: float
+    rel_s: float | None
+    source: str
+    event: str  # untrusted text inside: escape before rendering
+
+    @property
+    def utc(self) -> str:
+        return utc(self.t)
+
+
+def utc(t: float) -> str:
+    """``2026-05-01 12:00:03.120`` (UTC, milliseconds)."""
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _describe(kind: str, data: dict[str, Any]) -> str:
+    parts = [kind]
+    if "fault" in data:
+        parts.append(str(data["fault"]))
+        params = data.get("params")
+        if isinstance(params, dict) and params:
+            parts.append(" ".join(f"{k}={v}" for k, v in sorted(params.items())))
+    if "alertname" in data:
+        parts.append(str(data["alertname"]))
+    for key in ("reason", "detail", "config", "status", "exit_code", "oom_killed"):
+        if key in data:
+            parts.append(
+                f"{key}={json.dumps(data[key]) if isinstance(data[key], bool) else data[key]}"
+            )
+    return " ".join(parts)
+
+
+def rows(data: RunData) -> list[Row]:
+    t0 = data.t0
+    out = [
+        Row(e.t, None if t0 is None else e.t - t0, e.source, _describe(e.kind, e.data))
+        for e in data.timeline
+    ]
+    m = data.measurement
+    if m is not None:
+        marks: list[tuple[float | None, str]] = [
+            (m.t_impact, "first failed request (t_impact)"),
+            (m.t_detect, f"detected by {m.detect_signal} (t_detect)"),
+            (m.t_recovered, "recovered: steady state held (t_recovered)"),
+        ]
+        out += [
+            Row(t, None if t0 is None else t - t0, "measurement", text)
+            for t, text in marks
+            if t is not None
+        ]
+    return sorted(out, key=lambda r: r.t)
+
+
+def _period(rel_s: float | None) -> str:
+    if rel_s is None:
+        return "T"
+    return f"T{signed(rel_s)} s"
+
+
+def signed(x: float) -> str:
+    """``+1.2`` / ``-0.4``; values that round to zero print as ``+0.0`` (never ``-0.0``)."""
+    return "+0.0" if abs(x) < 0.05 else f"{x:+.1f}"
+
+
+def mermaid(rows_: list[Row]) -> str:
+    """A mermaid ``timeline`` (renders on GitHub): one period per distinct +s, labels sanitised.
+
+    Consecutive repeats of the same event text are dropped; at most
+    :data:`MAX_MERMAID_PERIODS` periods are drawn (the table has every row).
+    """
+    lines = ["timeline", "    title Run timeline, seconds from injection"]
+    periods: list[tuple[str, list[str]]] = []
+    last = None
+    for row in rows_:
+        label = mermaid_label(f"{row.source} {row.event}")
+        if label == last:
+            continue
+        last = label
+        period = _period(row.rel_s)
+        if periods and periods[-1][0] == period:
+            periods[-1][1].append(label)
+        else:
+            periods.append((period, [label]))
+    if len(periods) > MAX_MERMAID_PERIODS:
+        keep = MAX_MERMAID_PERIODS - 1
+        periods = [*periods[:keep], ("later", [f"{len(periods) - keep} more, see the table"])]
+    for period, labels in periods:
+        lines.append(f"    {period} : " + " : ".join(labels))
+    if not periods:
+        lines.append("    T : no events recorded")
+    return "\n".join(lines)
