@@ -1,0 +1,159 @@
+"""Prometheus alerting and recording rules for the inventory's nodes and SLOs.
+
+``render_rules(inventory) -> str`` gives one rules file (YAML) that ``promtool check
+rules`` accepts. Per node:
+
+- ``FaultkitNodeDown``: ``up{job=…} == 0`` with ``for: 0s`` — fires on the first
+  evaluation after a failed scrape, so detection in a 1 s-scrape lab is ~1–2 s. (A dead
+  server leaves *no* error samples: burn-rate alerts alone would never fire.)
+- ``FaultkitMetricsAbsent``: the engine's metrics vanished (target gone or renamed).
+- ``FaultkitErrorRatioHigh``: server error ratio over 1 m above ``error_ratio_max``
+  (engines with request counters only).
+- Sloth-style SLO rules for each ratio SLO (``slo.spec``): recordings
+  ``slo:sli_error:ratio_rate{5m,30m,1h,2h,6h,1d,3d}`` and the meta recordings, labelled
+  ``sloth_id``/``sloth_service``/``sloth_slo`` (+ ``sloth_window``), and the
+  multi-window multi-burn-rate alert ``FaultkitSLOBurn`` (page: 14.4 over 1h&5m or 6 over
+  6h&30m; ticket: 3 over 1d&2h or 1 over 3d&6h). SLIs are occurrence-weighted: the period
+  SLI is the error ratio over the whole period, not Sloth's mean of 5-minute ratios.
+
+Every alert carries ``node`` and ``job`` labels, which is how the observer ties an alert
+to a node.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from faultkit.inventory import Inventory, Node
+from slo.profiles import NodeQueries
+from slo.spec import RatioSLO, ratio_slos
+
+#: SLI recording windows (Sloth's google-30d set)
+SLI_WINDOWS: tuple[str, ...] = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
+
+#: (severity, long window, short window, burn-rate factor) — SRE Workbook table 5-8
+BURN_WINDOWS: tuple[tuple[str, str, str, float], ...] = (
+    ("page", "1h", "5m", 14.4),
+    ("page", "6h", "30m", 6.0),
+    ("ticket", "1d", "2h", 3.0),
+    ("ticket", "3d", "6h", 1.0),
+)
+
+
+def _sloth_labels(slo: RatioSLO) -> dict[str, str]:
+    return {"sloth_id": f"{slo.node}-{slo.name}", "sloth_service": slo.node,
+            "sloth_slo": slo.name, "node": slo.node}
+
+
+def _node_alerts(node: Node, q: NodeQueries, error_ratio_max: float, down_for: str,
+                 slos: list[RatioSLO]) -> list[dict[str, Any]]:
+    job = node.prometheus.job if node.prometheus else node.name
+    labels = {"node": node.name, "job": job}
+    out: list[dict[str, Any]] = [{
+        "alert": "FaultkitNodeDown",
+        "expr": f"{q.up()} == 0",
+        "for": down_for,
+        "labels": {**labels, "severity": "page"},
+        "annotations": {"summary": f"{node.name}: Prometheus cannot scrape {job} (up == 0)"},
+    }]
+    probe_metric = q.series(q.profile.running or q.profile.reset_counter)
+    if probe_metric is not None:
+        out.append({
+            "alert": "FaultkitMetricsAbsent",
+            "expr": f"absent({probe_metric})",
+            "for": "30s",
+            "labels": {**labels, "severity": "ticket"},
+            "annotations": {"summary": f"{node.name}: no {q.profile.engine} metrics "
+                                       f"({probe_metric}) — target gone or metrics renamed"},
+        })
+    availability = next((s for s in slos if s.name == "availability"), None)
+    if availability is not None and availability.weighting == "occurrences":
+        out.append({
+            "alert": "FaultkitErrorRatioHigh",
+            "expr": f"{availability.error_ratio('1m')} > {error_ratio_max:g}",
+            "for": "10s",
+            "labels": {**labels, "severity": "page"},
+            "annotations": {"summary": f"{node.name}: server error ratio over 1m above "
+                                       f"{error_ratio_max:g}"},
+        })
+    return out
+
+
+def _slo_groups(slo: RatioSLO, job: str, window_days: int) -> list[dict[str, Any]]:
+    base = _sloth_labels(slo)
+    sid = base["sloth_id"]
+    period = f"{window_days}d"
+    sli_rules = [
+        {"record": f"slo:sli_error:ratio_rate{w}", "expr": slo.error_ratio(w),
+         "labels": {**base, "sloth_window": w}}
+        for w in dict.fromkeys((*SLI_WINDOWS, period))
+    ]
+    sel = f'{{sloth_id="{sid}", sloth_service="{slo.node}", sloth_slo="{slo.name}"}}'
+    on = "on(sloth_id, sloth_slo, sloth_service) group_left"
+    meta = [
+        {"record": "slo:objective:ratio", "expr": f"vector({slo.objective:g})", "labels": base},
+        {"record": "slo:error_budget:ratio", "expr": f"vector(1 - {slo.objective:g})",
+         "labels": base},
+        {"record": "slo:time_period:days", "expr": f"vector({window_days})", "labels": base},
+        {"record": "slo:current_burn_rate:ratio",
+         "expr": f"slo:sli_error:ratio_rate5m{sel} / {on} slo:error_budget:ratio{sel}",
+         "labels": base},
+        {"record": "slo:period_burn_rate:ratio",
+         "expr": f"slo:sli_error:ratio_rate{period}{sel} / {on} slo:error_budget:ratio{sel}",
+         "labels": base},
+        {"record": "slo:period_error_budget_remaining:ratio",
+         "expr": f"1 - slo:period_burn_rate:ratio{sel}", "labels": base},
+        {"record": "sloth_slo_info", "expr": "vector(1)",
+         "labels": {**base, "sloth_objective": f"{slo.objective * 100:g}",
+                    "sloth_weighting": slo.weighting}},
+    ]
+    budget = f"{1 - slo.objective:.6g}"
+
+    def leg(short: str, long: str, factor: float) -> str:
+        return (f"(max(slo:sli_error:ratio_rate{short}{sel} > ({factor:g} * {budget})) "
+                f"without (sloth_window) and max(slo:sli_error:ratio_rate{long}{sel} > "
+                f"({factor:g} * {budget})) without (sloth_window))")
+
+    alerts = []
+    for severity in ("page", "ticket"):
+        legs = [leg(s, lw, f) for sev, lw, s, f in BURN_WINDOWS if sev == severity]
+        alerts.append({
+            "alert": "FaultkitSLOBurn",
+            "expr": " or ".join(legs),
+            "labels": {**base, "sloth_severity": severity, "severity": severity, "job": job},
+            "annotations": {"summary": f"{slo.node}: {slo.name} error budget burning "
+                                       f"({severity}): {slo.description}"},
+        })
+    return [
+        {"name": f"sloth-slo-sli-recordings-{sid}", "rules": sli_rules},
+        {"name": f"sloth-slo-meta-recordings-{sid}", "rules": meta},
+        {"name": f"sloth-slo-alerts-{sid}", "rules": alerts},
+    ]
+
+
+def rule_groups(inventory: Inventory, *, node_down_for: str = "0s") -> list[dict[str, Any]]:
+    """The rule groups (as data) for every scraped node of the inventory."""
+    groups: list[dict[str, Any]] = []
+    for node in inventory.nodes:
+        q = NodeQueries.for_node(node)
+        if q is None or node.prometheus is None:
+            continue
+        settings = inventory.slo_for(node)
+        slos = ratio_slos(node, settings)
+        groups.append({"name": f"faultkit-node-{node.name}",
+                       "rules": _node_alerts(node, q, settings.error_ratio_max,
+                                             node_down_for, slos)})
+        for slo in slos:
+            groups.extend(_slo_groups(slo, node.prometheus.job, settings.window_days))
+    return groups
+
+
+def render_rules(inventory: Inventory, *, node_down_for: str = "0s") -> str:
+    """One Prometheus rules file (YAML text) for the inventory; ``promtool check rules`` ok."""
+    header = ("# Generated by `faultkit rules` from " + inventory.source +
+              " — do not edit; regenerate instead.\n")
+    body = yaml.safe_dump({"groups": rule_groups(inventory, node_down_for=node_down_for)},
+                          sort_keys=False, width=1_000_000, allow_unicode=True)
+    return header + body
