@@ -120,6 +120,10 @@ class Node(_Model):
     docker: DockerRef | None = None
     prometheus: PrometheusRef | None = None
     serving_config: str | None = Field(None, description="name of the config it runs now")
+    candidate_configs: list[str] = Field(
+        default_factory=list,
+        description="serving configs the rollout scenario and the gate may try on this node",
+    )
     personality: Literal["vllm", "sglang"] | None = Field(
         None, description="for engine 'sim': which engine's metrics and health it imitates"
     )
@@ -210,6 +214,12 @@ class Inventory(_Model):
                     f"node {node.name!r} names serving_config {node.serving_config!r}, "
                     f"which is not under serving_configs "
                     f"(have: {', '.join(sorted(self.serving_configs)) or 'none'})"
+                )
+            missing = [c for c in node.candidate_configs if c not in self.serving_configs]
+            if missing:
+                raise ValueError(
+                    f"node {node.name!r} lists candidate config {missing[0]!r}, which is not "
+                    f"under serving_configs (have: {', '.join(sorted(self.serving_configs)) or 'none'})"
                 )
             if node.engine == "sim" and node.personality is None:
                 raise ValueError(f"node {node.name!r}: engine 'sim' needs personality vllm|sglang")

@@ -11,15 +11,20 @@ permits the test's ``@pytest.mark.fault(kind)``, so ids read ``test_kill[sim-vll
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from faultkit.errors import InventoryError
 from faultkit.inventory import Inventory, Node, load_inventory
+from faultkit.load import LoadProfile
+from faultkit.plugin.experiment import DryRunPlan, Experiment
 from faultkit.plugin.settings import Settings, resolve_settings
+from faultkit.rundir import RunDir
 
-__all__ = ["Settings"]
+__all__ = ["DryRunPlan", "Experiment", "Settings"]
 
 _SETTINGS_KEY = pytest.StashKey[Settings]()
 _INVENTORY_KEY = pytest.StashKey[Inventory | InventoryError]()
@@ -136,3 +141,77 @@ def runs_dir(faultkit_settings: Settings) -> Path:
     path = faultkit_settings.runs_dir
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+# --------------------------------------------------------------------------- experiments
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Revert whatever a killed harness left applied before any scenario runs."""
+    if session.config.option.collectonly or settings_of(session.config).dry_run:
+        return
+    try:
+        from faultkit.sweep import sweep_journal
+    except ImportError:
+        return
+    reverted = sweep_journal()
+    if reverted:
+        session.config.get_terminal_writer().line(
+            "faultkit: swept faults a previous harness left applied: " + "; ".join(reverted)
+        )
+
+
+@pytest.fixture
+def load_profile(faultkit_settings: Settings, request: pytest.FixtureRequest) -> LoadProfile:
+    """Background load for scenarios: --load-profile, else a light closed loop."""
+    marker = request.node.get_closest_marker("load_profile")
+    text = marker.args[0] if marker else faultkit_settings.load_profile
+    if text:
+        try:
+            return LoadProfile.from_string(text)
+        except ValueError as exc:
+            raise pytest.UsageError(f"load profile {text!r}: {exc}") from exc
+    return LoadProfile(concurrency=4, input_tokens=32, output_tokens=24, first_token_timeout_s=10.0,
+                       total_timeout_s=30.0, connect_timeout_s=2.0)
+
+
+@pytest.fixture
+def experiment(
+    request: pytest.FixtureRequest,
+    node: Node,
+    faultkit_inventory: Inventory,
+    faultkit_settings: Settings,
+    runs_dir: Path,
+    load_profile: LoadProfile,
+) -> Iterator[Experiment]:
+    """An :class:`Experiment` on ``node``; its incident report is rendered at teardown."""
+    name = request.node.originalname.removeprefix("test_")
+    exp = Experiment(
+        scenario=name, node=node, inventory=faultkit_inventory,
+        run=RunDir.create(runs_dir, name, node.name), load_profile=load_profile,
+        dry_run=faultkit_settings.dry_run,
+    )
+    request.node.user_properties.append(("faultkit_run_dir", str(exp.run.path)))
+    yield exp
+    exp.finalize()
+    if exp.run.incident_md.exists():
+        request.node.user_properties.append(("faultkit_report", str(exp.run.incident_md)))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    outcome = yield
+    excinfo = outcome.excinfo
+    if excinfo is not None and isinstance(excinfo[1], DryRunPlan):
+        outcome.force_exception(pytest.skip.Exception(f"dry run: {excinfo[1]}", _use_item_location=True))
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    reports = [
+        value for report in terminalreporter.getreports("passed") + terminalreporter.getreports("failed")
+        for key, value in report.user_properties if key == "faultkit_report"
+    ]
+    if reports:
+        terminalreporter.section("faultkit incident reports")
+        for path in sorted(set(reports)):
+            terminalreporter.line(str(path))

@@ -1,0 +1,235 @@
+"""One scenario run against one node, start to incident report.
+
+The shape every scenario shares (principlesofchaos.org): establish steady state under
+load → inject the fault → observe → revert → verify recovery → measure → judge against
+the node's SLOs → write the run directory and render its incident report. Scenarios
+call :meth:`Experiment.run` (or the pieces) and then :meth:`Experiment.check`.
+
+This module wires ``faultkit`` (load, faults, docker), ``slo`` (observer, measurement,
+verdicts) and ``reports`` together; it is part of the plugin, the one place besides the
+CLI where that is allowed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from faultkit._docker import DockerHost
+from faultkit.errors import FaultkitError
+from faultkit.inventory import Inventory, Node, SLOSettings
+from faultkit.load import BackgroundLoad, LoadProfile
+from faultkit.records import Event, JsonlWriter
+from faultkit.rundir import RunDir
+from slo.capture import capture, cross_check
+from slo.checks import CheckFn, Checks, checks_from_slo, judge
+from slo.measure import measure, recovered_at
+from slo.observer import Observer
+from slo.prom import Prometheus
+from slo.types import Measurement, Verdict
+
+log = logging.getLogger(__name__)
+
+During = Callable[["Experiment"], Awaitable[None]]
+
+
+@dataclass
+class Experiment:
+    """State of one scenario run; create it through the ``experiment`` fixture."""
+
+    scenario: str
+    node: Node
+    inventory: Inventory
+    run: RunDir
+    load_profile: LoadProfile
+    dry_run: bool = False
+    events: list[Event] = field(default_factory=list)
+    fault_result: dict[str, Any] = field(default_factory=dict)
+    measurement: Measurement | None = None
+    verdict: Verdict | None = None
+    load: BackgroundLoad | None = None
+    _timeline: JsonlWriter | None = None
+    _container_before: dict[str, Any] | None = None
+    t_start: float = field(default_factory=time.time)
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def slo(self) -> SLOSettings:
+        return self.inventory.slo_for(self.node)
+
+    def emit(self, event: Event) -> None:
+        """Append an event to the timeline (file and memory)."""
+        if self._timeline is None:
+            self._timeline = self.run.timeline_writer()
+        self._timeline.write(event)
+        self.events.append(event)
+
+    def note(self, kind: str, **data: Any) -> None:
+        self.emit(Event(t=time.time(), source="harness", kind=kind, node=self.node.name, data=data))
+
+    # ------------------------------------------------------------------ the run
+    async def run_fault(
+        self,
+        kind: str,
+        *,
+        hold_s: float = 5.0,
+        baseline_s: float = 5.0,
+        during: During | None = None,
+        params: Mapping[str, Any] | None = None,
+        load: bool = True,
+        recovery_deadline_s: float | None = None,
+    ) -> Measurement:
+        """Baseline under load, inject ``kind`` for ``hold_s`` (or while ``during`` runs),
+        revert, wait for recovery (to the node's recovery objective + margin), measure."""
+        from faultkit.faults import make_fault
+
+        params = dict(params or {})
+        fault = make_fault(kind, self.node, inventory=self.inventory, timeline=self.emit,
+                           dry_run=self.dry_run, **params)
+        self._write_run_info(fault={"kind": kind, "params": params, "describe": fault.describe()})
+        if self.dry_run:
+            self.note("dry_run", plan=fault.describe())
+            raise DryRunPlan(fault.describe())
+        self._container_before = self._container_state()
+        prom = Prometheus(self.inventory.prometheus.url)
+        deadline = recovery_deadline_s or self.slo.recovery_s_max + 15
+        self.note("scenario_start", scenario=self.scenario, fault=kind)
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(Observer(self.node, prom, self))
+            if load:
+                self.load = await stack.enter_async_context(
+                    BackgroundLoad(self.node, self.load_profile, ledger_path=self.run.ledger_jsonl)
+                )
+            self.note("baseline_start", seconds=baseline_s)
+            await asyncio.sleep(baseline_s)
+            async with fault:
+                if during is not None:
+                    await during(self)
+                else:
+                    await asyncio.sleep(hold_s)
+            self.fault_result = dict(getattr(fault, "result", {}) or {})
+            await self._wait_recovered(deadline)
+        self.note("scenario_end")
+        return self._finish(prom)
+
+    async def _wait_recovered(self, deadline_s: float) -> None:
+        """Keep observing until recovered and held for ``recovery_hold_s`` (or the deadline)."""
+        t_inject = next((e.t for e in self.events if e.kind == "inject_end"), None)
+        if t_inject is None:
+            return
+        hold = self.slo.recovery_hold_s
+        stop_at = time.monotonic() + max(0.0, deadline_s - (time.time() - t_inject))
+        while time.monotonic() < stop_at:
+            await asyncio.sleep(1.0)
+            records = self.load.records if self.load else []
+            now = time.time()
+            t_rec, _ = recovered_at(records, self.events, self.node.name, t_inject, now, hold)
+            if t_rec is not None and now - t_rec >= hold + 1.0:
+                return
+        self.note("recovery_deadline", seconds=deadline_s)
+
+    def _finish(self, prom: Prometheus) -> Measurement:
+        ledger = self.run.ledger()
+        t_end = time.time()
+        try:
+            self.run.write_json(self.run.prometheus_json,
+                                capture(prom, self.node, self.t_start, t_end, timeline=self.events))
+            check = cross_check(prom, self.node, ledger, self.t_start, t_end)
+        except FaultkitError as exc:
+            log.warning("could not capture Prometheus series: %s", exc)
+            self.run.write_json(self.run.prometheus_json, {"series": [], "alerts": [], "error": str(exc)})
+            check = None
+        self.measurement = measure(ledger, self.events, self.node.name,
+                                   recovery_hold_s=self.slo.recovery_hold_s,
+                                   t_window_end=t_end, server_cross_check=check)
+        self.run.write_json(self.run.measurement_json, self.measurement.to_json())
+        self.run.write_json(self.run.container_json, {
+            "before": self._container_before, "after": self._container_state(),
+            "log_tail": self._log_tail(),
+        })
+        self._write_run_info(t_end=t_end)
+        return self.measurement
+
+    # ------------------------------------------------------------------ judging
+    def check(self, checks: Checks | Iterable[CheckFn] | None = None) -> Verdict:
+        """Judge the measurement (default: the node's SLOs) and write verdict.json."""
+        if self.measurement is None:
+            raise RuntimeError("run a fault before checking (Experiment.run_fault)")
+        self.verdict = judge(self.measurement, checks if checks is not None else checks_from_slo(self.slo))
+        self.run.write_json(self.run.verdict_json, self.verdict.to_json())
+        return self.verdict
+
+    def finalize(self) -> None:
+        """Close files and render the incident report (runs for passes and failures)."""
+        if self._timeline is not None:
+            self._timeline.close()
+            self._timeline = None
+        if not self.run.measurement_json.exists():
+            return
+        from reports.render import render_incident
+
+        render_incident(self.run.path)
+
+    # ------------------------------------------------------------------ evidence
+    def _container_state(self) -> dict[str, Any] | None:
+        if self.node.docker is None:
+            return None
+        try:
+            return DockerHost(self.node.docker.host).state(self.node.docker.container).to_json()
+        except FaultkitError as exc:
+            return {"error": str(exc)}
+
+    def _log_tail(self) -> str:
+        if self.node.docker is None:
+            return ""
+        try:
+            return DockerHost(self.node.docker.host).logs(self.node.docker.container, tail=80)
+        except FaultkitError as exc:
+            return f"(logs unavailable: {exc})"
+
+    def _write_run_info(self, **extra: Any) -> None:
+        info = self.run.run_info()
+        if not info:
+            config = (self.inventory.serving_configs.get(self.node.serving_config)
+                      if self.node.serving_config else None)
+            config_blob = json.dumps(config.model_dump(mode="json") if config else None, sort_keys=True)
+            info = {
+                "scenario": self.scenario,
+                "node": self.node.name,
+                "engine": self.node.engine,
+                "serving_config": self.node.serving_config,
+                "node_config_hash": hashlib.sha256(config_blob.encode()).hexdigest()[:12],
+                "load_profile": dataclasses.asdict(self.load_profile),
+                "harness_version": _harness_version(),
+                "prometheus_url": self.inventory.prometheus.url,
+                "scrape_interval_s": self.inventory.prometheus.scrape_interval_s,
+                "slo": self.slo.model_dump(),
+                "t_start": self.t_start,
+            }
+        info.update(extra)
+        self.run.write_json(self.run.run_json, info)
+
+    # EventSink protocol (the observer writes through the experiment)
+    def write(self, obj: Event) -> None:
+        self.emit(obj)
+
+
+class DryRunPlan(Exception):
+    """Raised inside a dry run after the plan is printed; the plugin turns it into a skip."""
+
+
+def _harness_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("faultkit")
+    except PackageNotFoundError:
+        return "unknown"
