@@ -1,0 +1,233 @@
+"""Closed- and open-loop request scheduling over one aiohttp session.
+
+:class:`LoadGenerator` sends requests shaped by a :class:`LoadProfile` to a :class:`Target`
+and accounts for every one of them in a :class:`Ledger`. It stops issuing on its own after
+``profile.requests`` / ``profile.duration_s`` or when :meth:`LoadGenerator.stop` is called;
+requests already in flight then run to completion (bounded by their own timeouts) unless
+:meth:`LoadGenerator.cancel_in_flight` cancels them, which records each as
+``unknown``/``cancelled``. At the end the ledger invariant is checked; violations are logged
+at ERROR level and returned in :class:`LoadResult`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from faultkit.load.client import RequestRunner
+from faultkit.load.ledger import Clock, Ledger
+from faultkit.load.profile import LoadProfile, Target
+from faultkit.records import RequestRecord
+
+__all__ = ["LoadGenerator", "LoadResult", "arrival_offsets"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    """The outcome of a run. ``t_start``/``t_end`` are epoch seconds (after warm-up)."""
+
+    records: list[RequestRecord]
+    t_start: float
+    t_end: float
+    warmup_records: list[RequestRecord] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+
+    @property
+    def duration_s(self) -> float:
+        return max(0.0, self.t_end - self.t_start)
+
+
+def arrival_offsets(rate: float, burstiness: float, seed: int) -> Iterator[float]:
+    """Endless arrival times (seconds after start) of an open-loop run.
+
+    Gaps are gamma distributed with shape ``burstiness`` and mean ``1/rate``:
+    ``burstiness == 1`` is a Poisson process; smaller values are burstier. The sequence
+    depends only on the arguments.
+    """
+    rng = random.Random(seed)
+    scale = 1.0 / (rate * burstiness)
+    t = 0.0
+    while True:
+        t += rng.gammavariate(burstiness, scale)
+        yield t
+
+
+def new_session(limit: int = 0) -> aiohttp.ClientSession:
+    """The client session the generator uses (``limit`` 0 = no connection cap)."""
+    connector = aiohttp.TCPConnector(limit=limit, enable_cleanup_closed=True)
+    return aiohttp.ClientSession(connector=connector, auto_decompress=False)
+
+
+class LoadGenerator:
+    """Runs one load profile against one target; ``await run()`` once per instance."""
+
+    def __init__(
+        self,
+        target: Target,
+        profile: LoadProfile,
+        *,
+        ledger: Ledger | None = None,
+        session: aiohttp.ClientSession | None = None,
+        clock: Clock | None = None,
+        id_prefix: str | None = None,
+    ) -> None:
+        self.target = target
+        self.profile = profile
+        self.ledger = ledger if ledger is not None else Ledger()
+        self.clock = clock or Clock()
+        self._session = session
+        self._prefix = id_prefix or os.urandom(3).hex()
+        self._stopping = asyncio.Event()
+        self._active: set[asyncio.Task[object]] = set()
+        self._issued = 0
+        self._deadline: float | None = None
+
+    @property
+    def issued(self) -> int:
+        """Requests invoked so far (excluding warm-up)."""
+        return self._issued
+
+    def stop(self) -> None:
+        """Stop issuing new requests; those in flight continue."""
+        self._stopping.set()
+
+    def cancel_in_flight(self) -> int:
+        """Cancel every request in flight (each is recorded as ``unknown``/``cancelled``)."""
+        self.stop()
+        for task in self._active:
+            task.cancel()
+        return len(self._active)
+
+    async def run(self) -> LoadResult:
+        """Warm up, send the load, wait for in-flight requests, check the ledger."""
+        own_session = self._session is None
+        session = self._session or new_session()
+        try:
+            warm = await self._warmup(session)
+            runner = RequestRunner(
+                session, self.target, self.profile, clock=self.clock, ledger=self.ledger
+            )
+            t_start = self.clock.mono()
+            if self.profile.duration_s is not None:
+                self._deadline = t_start + self.profile.duration_s
+            if self.profile.open_loop:
+                await self._open_loop(runner, t_start)
+            else:
+                await self._closed_loop(runner)
+            t_end = self.clock.mono()
+        finally:
+            if own_session:
+                await session.close()
+        violations = self.ledger.check()
+        for line in violations:
+            log.error("LEDGER INVARIANT VIOLATED: %s", line)
+        return LoadResult(
+            records=list(self.ledger.records),
+            t_start=self.clock.epoch(t_start),
+            t_end=self.clock.epoch(t_end),
+            warmup_records=warm,
+            violations=violations,
+        )
+
+    def _take(self) -> int | None:
+        """The index of the next request to send, or None when the run should stop issuing."""
+        if self._stopping.is_set():
+            return None
+        if self.profile.requests is not None and self._issued >= self.profile.requests:
+            return None
+        if self._deadline is not None and self.clock.mono() >= self._deadline:
+            return None
+        self._issued += 1
+        return self._issued - 1
+
+    def _rid(self, index: int) -> str:
+        return f"{self._prefix}-{index:06d}"
+
+    async def _warmup(self, session: aiohttp.ClientSession) -> list[RequestRecord]:
+        n = self.profile.warmup
+        if n == 0:
+            return []
+        ledger = Ledger()
+        runner = RequestRunner(session, self.target, self.profile, clock=self.clock, ledger=ledger)
+        counter = iter(range(n))
+
+        async def worker() -> None:
+            for i in counter:
+                await runner.run(1_000_000 + i, f"{self._prefix}-w{i:04d}")
+
+        await asyncio.gather(*(worker() for _ in range(min(n, self.profile.workers))))
+        for line in ledger.check():
+            log.error("LEDGER INVARIANT VIOLATED (warm-up): %s", line)
+        return ledger.records
+
+    async def _closed_loop(self, runner: RequestRunner) -> None:
+        async def worker() -> None:
+            while (index := self._take()) is not None:
+                await runner.run(index, self._rid(index))
+
+        tasks = [asyncio.ensure_future(worker()) for _ in range(self.profile.workers)]
+        self._active.update(tasks)
+        await _settle(tasks)
+
+    async def _open_loop(self, runner: RequestRunner, t_start: float) -> None:
+        p = self.profile
+        assert p.rate is not None
+        cap = asyncio.Semaphore(p.concurrency) if p.concurrency else None
+        tasks: set[asyncio.Task[object]] = set()
+
+        async def one(index: int) -> None:
+            try:
+                await runner.run(index, self._rid(index))
+            finally:
+                if cap is not None:
+                    cap.release()
+
+        for offset in arrival_offsets(p.rate, p.burstiness, p.seed):
+            due = t_start + offset
+            if self._deadline is not None and due >= self._deadline:
+                break
+            delay = due - self.clock.mono()
+            if delay > 0 and await _wait_event(self._stopping, delay):
+                break
+            if cap is not None:
+                await cap.acquire()
+            index = self._take()
+            if index is None:
+                if cap is not None:
+                    cap.release()
+                break
+            task: asyncio.Task[object] = asyncio.ensure_future(one(index))
+            tasks.add(task)
+            self._active.add(task)
+            task.add_done_callback(tasks.discard)
+            task.add_done_callback(self._active.discard)
+        await _settle(list(tasks))
+
+
+async def _wait_event(event: asyncio.Event, seconds: float) -> bool:
+    """Wait up to ``seconds`` for ``event``; True if it was set."""
+    try:
+        async with asyncio.timeout(seconds):
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True
+
+
+async def _settle(tasks: Sequence[asyncio.Task[Any]]) -> None:
+    """Wait for every task; cancelled ones are fine (they recorded themselves)."""
+    if not tasks:
+        return
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+            log.error("load worker crashed: %r", result)

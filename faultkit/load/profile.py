@@ -1,0 +1,197 @@
+"""What load to send (:class:`LoadProfile`) and where to send it (:class:`Target`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from faultkit.inventory import Node
+
+__all__ = ["ENGINES_WITH_IGNORE_EOS", "LoadProfile", "Target"]
+
+Endpoint = Literal["chat", "completion"]
+
+#: Engines whose OpenAI routes accept the non-standard ``ignore_eos`` sampling flag.
+ENGINES_WITH_IGNORE_EOS: frozenset[str] = frozenset({"vllm", "sglang", "sim", "llamacpp"})
+
+_ALIASES = {
+    "duration": "duration_s",
+    "timeout": "total_timeout_s",
+    "connect_timeout": "connect_timeout_s",
+    "first_token_timeout": "first_token_timeout_s",
+    "total_timeout": "total_timeout_s",
+    "kind": "endpoint",
+    "endpoint_kind": "endpoint",
+}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+@dataclass(frozen=True, slots=True)
+class LoadProfile:
+    """The shape of a load run. All durations are seconds.
+
+    Closed loop: ``rate`` is None and ``concurrency`` workers each send the next request
+    as soon as their previous one ended. Open loop: requests arrive at ``rate`` per second
+    with gamma-distributed gaps (``burstiness`` 1.0 = Poisson; < 1 burstier, > 1 more
+    regular; same convention as ``vllm bench serve``), capped at ``concurrency`` in
+    flight when that is given (an arrival waits for a free slot; its ``t_invoke`` is when
+    it is actually sent). The run stops after ``requests`` requests or ``duration_s``
+    seconds, whichever comes first, or when stopped from outside (neither given = run
+    until stopped). ``warmup`` requests are sent first and kept out of the ledger.
+
+    Timeouts per request: ``connect_timeout_s`` for the TCP connect,
+    ``first_token_timeout_s`` from invoke to the first content chunk (streaming only),
+    ``total_timeout_s`` from invoke to the end of the response.
+    """
+
+    endpoint: Endpoint = "chat"
+    stream: bool = True
+    concurrency: int | None = None
+    rate: float | None = None
+    burstiness: float = 1.0
+    requests: int | None = None
+    duration_s: float | None = None
+    input_tokens: int = 32
+    output_tokens: int = 32
+    ignore_eos: bool = True
+    include_usage: bool = True
+    connect_timeout_s: float = 5.0
+    first_token_timeout_s: float = 60.0
+    total_timeout_s: float = 300.0
+    seed: int = 0
+    warmup: int = 0
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.endpoint not in ("chat", "completion"):
+            raise ValueError(f"endpoint must be chat or completion (got {self.endpoint!r})")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1 (got {self.concurrency})")
+        if self.rate is not None and not self.rate > 0:
+            raise ValueError(f"rate must be > 0 requests/s (got {self.rate})")
+        if not self.burstiness > 0:
+            raise ValueError(f"burstiness must be > 0 (got {self.burstiness})")
+        if self.requests is not None and self.requests < 0:
+            raise ValueError(f"requests must be >= 0 (got {self.requests})")
+        if self.duration_s is not None and not self.duration_s > 0:
+            raise ValueError(f"duration must be > 0 s (got {self.duration_s})")
+        for name in ("input_tokens", "output_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1 (got {getattr(self, name)})")
+        for name in ("connect_timeout_s", "first_token_timeout_s", "total_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0 s (got {getattr(self, name)})")
+        if self.warmup < 0:
+            raise ValueError(f"warmup must be >= 0 requests (got {self.warmup})")
+
+    @property
+    def open_loop(self) -> bool:
+        return self.rate is not None
+
+    @property
+    def workers(self) -> int:
+        """Closed loop: the number of workers (default 1)."""
+        return self.concurrency or 1
+
+    def replace(self, **changes: Any) -> LoadProfile:
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["extra_body"] = dict(self.extra_body)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LoadProfile:
+        """Build from a mapping; string values are converted to the field's type.
+
+        Unknown keys raise ``ValueError`` naming the allowed ones. Aliases: ``duration``,
+        ``timeout``/``total_timeout``, ``connect_timeout``, ``first_token_timeout``, ``kind``.
+        """
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {}
+        for raw_key, value in data.items():
+            key = _ALIASES.get(raw_key.strip(), raw_key.strip())
+            if key not in fields or key == "extra_body":
+                allowed = ", ".join(n for n in fields if n != "extra_body")
+                raise ValueError(f"unknown load profile key {raw_key!r} (allowed: {allowed})")
+            values[key] = _convert(key, value) if isinstance(value, str) else value
+        return cls(**values)
+
+    @classmethod
+    def from_string(cls, text: str) -> LoadProfile:
+        """Parse ``"concurrency=4,output_tokens=32,stream=false"`` (empty string = defaults)."""
+        data: dict[str, str] = {}
+        for part in text.split(","):
+            if not part.strip():
+                continue
+            key, sep, value = part.partition("=")
+            if not sep:
+                raise ValueError(f"load profile item {part.strip()!r} is not key=value")
+            data[key.strip()] = value.strip()
+        return cls.from_dict(data)
+
+
+_INT = {"concurrency", "requests", "input_tokens", "output_tokens", "seed", "warmup"}
+_FLOAT = {
+    "rate",
+    "burstiness",
+    "duration_s",
+    "connect_timeout_s",
+    "first_token_timeout_s",
+    "total_timeout_s",
+}
+_BOOL = {"stream", "ignore_eos", "include_usage"}
+
+
+def _convert(key: str, value: str) -> Any:
+    text = value.strip()
+    if key in _INT | _FLOAT and text.lower() in ("", "none"):
+        return None
+    try:
+        if key in _INT:
+            return int(text)
+        if key in _FLOAT:
+            return float(text.removesuffix("s")) if key != "rate" else float(text)
+    except ValueError:
+        kind = "an integer" if key in _INT else "a number"
+        raise ValueError(f"load profile {key}={value!r}: must be {kind}") from None
+    if key in _BOOL:
+        if text.lower() in _TRUE:
+            return True
+        if text.lower() in _FALSE:
+            return False
+        raise ValueError(f"load profile {key}={value!r}: must be true or false")
+    if key == "endpoint":
+        return "completion" if text in ("completion", "completions") else text
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """An OpenAI-compatible server to load. ``api_key`` is kept in memory only."""
+
+    name: str
+    base_url: str
+    model: str
+    engine: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_node(cls, node: Node) -> Target:
+        """The node's endpoint; the API key is read now from the env var it names."""
+        return cls(node.name, node.base_url, node.model, node.engine, node.api_key())
+
+    @property
+    def api_root(self) -> str:
+        """``base_url`` ending in ``/v1`` (added unless already there)."""
+        base = self.base_url.rstrip("/")
+        return base if base.endswith("/v1") else base + "/v1"
+
+    @property
+    def supports_ignore_eos(self) -> bool:
+        """Known engines that accept ``ignore_eos``; an unknown engine is assumed to."""
+        return self.engine is None or self.engine in ENGINES_WITH_IGNORE_EOS

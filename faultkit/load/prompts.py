@@ -1,0 +1,47 @@
+"""Deterministic synthetic prompts of a requested length.
+
+Approximation: one *token* ≈ one short, common English word preceded by a space. For the
+BPE/SentencePiece tokenizers of Llama, Qwen, Mistral and GPT-style models each word below
+is a single token (``" the"``, ``" time"``…), so a prompt of N words tokenizes to about N
+tokens (within a few percent, plus the chat template's own tokens, ~5–15 for chat
+requests). Exact counts, when the server reports them, are in ``RequestRecord.prompt_tokens``.
+
+Each prompt starts with its request index so that two requests never share a long common
+prefix (prefix caching would otherwise make every prompt after the first nearly free).
+The text depends only on ``(seed, index, n_tokens)``.
+"""
+
+from __future__ import annotations
+
+import random
+
+__all__ = ["WORDS", "synthetic_prompt"]
+
+#: Short words that are one token in common LLM tokenizers (with a leading space).
+WORDS: tuple[str, ...] = tuple(
+    """the of and to in is it you that he was for on are as with his they at be this
+    have from or one had by word but not what all were we when your can said there use
+    an each which she do how their if will up other about out many then them these so
+    some her would make like him into time has look two more write go see number no way
+    could people my than first water been call who oil its now find long down day did get
+    come made may part over new sound take only little work know place year live me back
+    give most very after thing our just name good sentence man think say great where help
+    through much before line right too mean old any same tell boy follow came want show
+    also around form three small set put end does another well large must big even such
+    because turn here why ask went men read need land different home us move try kind hand
+    picture again change off play spell air away animal house point page letter mother
+    answer found study still learn should world high every near add food between own below
+    country plant last school father keep tree never start city earth eye light thought
+    head under story saw left few while along might close something seem next hard open
+    example begin life always those both paper together got group often run""".split()  # noqa: SIM905
+)
+
+
+def synthetic_prompt(n_tokens: int, *, seed: int, index: int) -> str:
+    """A prompt of about ``n_tokens`` tokens, the same for the same ``(seed, index)``."""
+    if n_tokens < 1:
+        raise ValueError(f"input_tokens must be >= 1 (got {n_tokens})")
+    rng = random.Random(seed * 1_000_003 + index)
+    words = [str(index)]
+    words.extend(rng.choices(WORDS, k=n_tokens - 1))
+    return " ".join(words)
