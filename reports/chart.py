@@ -94,7 +94,8 @@ def render_chart(data: RunData, out: Path) -> Path:
                 )
     top = max((y for _, ys in groups.values() for y in ys), default=1.0)
     ax.set_ylim(bottom=0, top=max(top, 0.1) * 1.45)  # headroom so the legend hides no point
-    ax.legend(loc="upper left", fontsize=7, ncol=4)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", fontsize=7, ncol=4)
     if series:
         pa = axes[1][0]
         pts = [(float(t) - t0, float(v)) for t, v in series["values"]]

@@ -1,0 +1,213 @@
+"""Incident reports on the hand-made fixture run directories: golden files, structure,
+traceability of every key figure, and the chart.
+
+Regenerate the golden files after an intended change with::
+
+    UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_reports_incident.py
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from matplotlib.image import imread
+
+from reports import render_incident
+from tests.unit.reports_helpers import (
+    FIXTURE_NAMES,
+    GOLDEN,
+    RUNS,
+    cells,
+    copy_run,
+    section,
+    table_problems,
+)
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each fixture copied and rendered once for the module."""
+    tmp = tmp_path_factory.mktemp("runs")
+    return {name: render_incident(copy_run(name, tmp)) for name in FIXTURE_NAMES}
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_golden(rendered: dict[str, Path], name: str) -> None:
+    md = rendered[name].read_text(encoding="utf-8")
+    golden = GOLDEN / f"{name}.incident.md"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(md, encoding="utf-8")
+    assert golden.exists(), f"no golden file {golden}; run with UPDATE_GOLDEN=1"
+    assert md == golden.read_text(encoding="utf-8"), (
+        f"{name}: incident.md differs from {golden}; if intended, rerun with UPDATE_GOLDEN=1"
+    )
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_markdown_structure(rendered: dict[str, Path], name: str) -> None:
+    md = rendered[name].read_text(encoding="utf-8")
+    assert table_problems(md) == []
+    for title in ("Key figures", "Timeline", "Symptoms", "Telemetry", "Diagnosis", "Recovery",
+                  "Preventive changes", "Conditions"):
+        assert f"\n## {title}\n" in md
+    mermaid = re.search(r"```mermaid\n(.*?)\n```", md, re.S)
+    assert mermaid is not None
+    lines = mermaid.group(1).splitlines()
+    assert lines[0] == "timeline"
+    for line in lines[2:]:
+        assert re.fullmatch(r"    (T[+-]\d+\.\d s|T|later) : [A-Za-z0-9 .,+=/%:-]+", line), line
+    assert "](timeline.png)" in md
+
+
+def _json_numbers(run_dir: Path) -> list[float]:
+    """Every number in the run directory's JSON files (leaves, and numbers inside strings)."""
+    out: list[float] = []
+
+    def walk(x: Any) -> None:
+        if isinstance(x, bool):
+            return
+        if isinstance(x, int | float):
+            out.append(float(x))
+        elif isinstance(x, str):
+            out.extend(float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", x))
+        elif isinstance(x, dict):
+            for key, value in x.items():
+                walk(key)
+                walk(value)
+        elif isinstance(x, list):
+            for value in x:
+                walk(value)
+
+    for f in run_dir.glob("*.json"):
+        walk(json.loads(f.read_text()))
+    return out
+
+
+def _in_json(token: str, numbers: list[float]) -> bool:
+    decimals = len(token.split(".")[1]) if "." in token else 0
+    value = float(token)
+    return any(math.isclose(round(n, decimals), value, abs_tol=1e-9) for n in numbers)
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_every_key_figure_is_traceable(rendered: dict[str, Path], name: str) -> None:
+    md = rendered[name].read_text(encoding="utf-8")
+    numbers = _json_numbers(RUNS / name)
+    rows = [cells(line) for line in section(md, "Key figures").splitlines()
+            if line.startswith("| ") and not line.startswith("| Figure")]
+    assert len(rows) >= 8
+    for label, value, source in rows:
+        value = value.replace("\\", "")
+        assert source, label
+        if "=" in value:  # derived: inputs must be in the JSON and the arithmetic must hold
+            lhs, rhs = value.split("=")
+            for token in re.findall(r"\d+(?:\.\d+)?", lhs):
+                assert _in_json(token, numbers), f"{name} {label}: {token} not in the run's JSON"
+            expr = lhs.replace("×", "*").replace("−", "-")
+            computed = eval(expr, {"__builtins__": {}})  # digits and operators only
+            shown = float(rhs.strip().rstrip("%").strip())
+            assert math.isclose(computed * 100, shown, rel_tol=5e-3), (label, computed, shown)
+        else:
+            for token in re.findall(r"\d+(?:\.\d+)?", value):
+                assert _in_json(token, numbers), f"{name} {label}: {token} not in the run's JSON"
+
+
+def test_key_figures_fail_when_a_number_is_not_in_the_json(tmp_path: Path) -> None:
+    """The traceability check itself: a tampered measurement must break it."""
+    d = copy_run("pass-kill", tmp_path)
+    m = json.loads((d / "measurement.json").read_text())
+    md_before = render_incident(d).read_text()
+    m["detection_s"] = 4.444
+    (d / "measurement.json").write_text(json.dumps(m))
+    md_after = render_incident(d).read_text()
+    assert "4.44 s via alert" in md_after and "4.44" not in md_before
+    assert not _in_json("4.43", _json_numbers(d))
+
+
+def test_budget_uses_slo_window_requests_when_recorded(tmp_path: Path) -> None:
+    d = copy_run("pass-kill", tmp_path)
+    run = json.loads((d / "run.json").read_text())
+    run["slo_window_requests"] = 1_000_000
+    (d / "run.json").write_text(json.dumps(run))
+    md = render_incident(d).read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| SLO budget spent"))
+    assert "19 / \\(\\(1 − 0.99\\) × 1000000\\) = 0.19 %" in row
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_chart_is_produced_and_not_blank(rendered: dict[str, Path], name: str) -> None:
+    png = rendered[name].with_name("timeline.png")
+    assert png.stat().st_size > 20_000
+    img = imread(png)
+    assert img.shape[0] > 300 and img.shape[1] > 600
+    rgb = img[..., :3].reshape(-1, 3)
+    # not blank: many distinct colours, and a fair share of non-white pixels
+    assert len(np.unique((rgb * 255).astype(int), axis=0)) > 50
+    assert (rgb.min(axis=1) < 0.9).mean() > 0.02
+
+
+def test_fail_oom_report_says_memory(rendered: dict[str, Path]) -> None:
+    md = rendered["fail-oom"].read_text()
+    diagnosis = section(md, "Diagnosis")
+    assert "memory exhaustion" in diagnosis and "oom\\_killed = true" in diagnosis
+    assert "**Verdict: FAIL** — lost:" in md
+    assert "| prevent | Cap --max-num-batched-tokens" in section(md, "Preventive changes")
+
+
+def test_not_detected_report_names_the_gap(rendered: dict[str, Path]) -> None:
+    md = rendered["not-detected"].read_text()
+    assert "not detected within the observation window" in section(md, "Key figures")
+    assert "monitoring gap" in section(md, "Diagnosis")
+    assert "No alert changed state during the run." in md
+
+
+def test_failed_rollout_report(rendered: dict[str, Path]) -> None:
+    md = rendered["failed-rollout"].read_text()
+    diagnosis = section(md, "Diagnosis")
+    assert "failed rollout" in diagnosis and "KV cache is needed" in diagnosis
+    assert "What brought it back: rollback to the previous config." in md
+
+
+def test_hostile_text_is_escaped_and_redacted(tmp_path: Path) -> None:
+    d = copy_run("pass-kill", tmp_path)
+    c = json.loads((d / "container.json").read_text())
+    c["log_tail"] += "\n```\n<img src=x onerror=alert(1)>\nAuthorization: Bearer sk-live0123456789abc"
+    c["after"]["image"] = "evil|image`<b>"
+    (d / "container.json").write_text(json.dumps(c))
+    with (d / "timeline.jsonl").open("a") as fh:
+        fh.write(json.dumps({"t": 1767268805.0, "source": "observer", "kind": "alert_firing",
+                             "data": {"alertname": "X|Y:`z`<i>; api_key=abcd1234secret"}}) + "\n")
+    md = render_incident(d).read_text()
+    assert "sk-live0123456789abc" not in md and "abcd1234secret" not in md
+    outside = re.sub(r"^(`{3,})text\n.*?\n\1$", "", md, flags=re.S | re.M)
+    assert "<img" in md  # inside the fenced log, where it is inert text
+    assert "<img" not in outside and "<b>" not in outside and "<i>" not in outside
+    assert table_problems(md) == []
+    assert "````text" in md  # the log's ``` forced a longer fence
+
+
+def test_missing_files_render_not_captured(tmp_path: Path) -> None:
+    d = tmp_path / "partial"
+    d.mkdir()
+    (d / "run.json").write_text(json.dumps({"scenario": "kill", "node": "n"}))
+    md = render_incident(d).read_text()
+    assert "| Measurement | not captured |" in md
+    assert "**Verdict: not captured**" in md
+    assert "Container state not captured." in md
+    assert table_problems(md) == []
+    assert (d / "timeline.png").stat().st_size > 5_000
+
+
+def test_unreadable_json_is_reported_not_fatal(tmp_path: Path) -> None:
+    d = copy_run("pass-kill", tmp_path)
+    (d / "verdict.json").write_text("{not json")
+    md = render_incident(d).read_text()
+    assert "verdict.json: unreadable" in md and "**Verdict: not captured**" in md
