@@ -98,7 +98,7 @@ def ratio_slos(node: Node, settings: SLOSettings) -> list[RatioSLO]:
         out.append(
             RatioSLO(
                 "availability", node.name, settings.availability,
-                f"1 - avg_over_time({q.up()}[{w}])",
+                f"1 - avg(avg_over_time({q.up()}[{w}]))",
                 f"{settings.availability:.2%} of scrapes succeed (node up)",
                 weighting="time",
                 note=f"{p.engine} exposes no request counters: availability is the "

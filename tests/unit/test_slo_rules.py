@@ -1,0 +1,155 @@
+# ruff: noqa: E501 -- the promtool test YAML keeps its long label lines verbatim
+"""slo.rules: the generated file passes `promtool check rules` and its alerts fire as meant.
+
+`promtool test rules` evaluates the rules on synthetic series (no Prometheus server):
+NodeDown fires on the first evaluation after up drops to 0, the TTFT bucket-ratio SLI
+matches both `le="1"` (Prometheus 2 as exported) and `le="2.50"`/`"1.0"`-style labels, and
+the page burn-rate alert fires on a total outage.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from faultkit.inventory import parse_inventory
+from slo.profiles import le_matcher
+from slo.rules import render_rules, rule_groups
+
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+needs_promtool = pytest.mark.skipif(not Path(PROMTOOL).exists(), reason="promtool not installed")
+
+INVENTORY = """
+prometheus: {url: http://127.0.0.1:9}
+nodes:
+  - {name: llama, engine: llamacpp, base_url: "http://127.0.0.1:1", model: m,
+     prometheus: {job: llama}}
+  - {name: simv, engine: sim, personality: vllm, base_url: "http://127.0.0.1:2", model: m,
+     prometheus: {job: simv, selector: 'model_name="m"'}, slo: {ttft_s: 1.0}}
+  - {name: sg, engine: sim, personality: sglang, base_url: "http://127.0.0.1:3", model: m,
+     prometheus: {job: sg}}
+  - {name: dark, engine: vllm, base_url: "http://127.0.0.1:4", model: m}
+"""
+
+
+@pytest.fixture
+def rules_file(tmp_path: Path) -> Path:
+    path = tmp_path / "rules.yml"
+    path.write_text(render_rules(parse_inventory(INVENTORY, source="inv.yaml")))
+    return path
+
+
+@needs_promtool
+def test_promtool_check_rules_passes(rules_file: Path) -> None:
+    result = subprocess.run([PROMTOOL, "check", "rules", str(rules_file)],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_groups_names_and_labels() -> None:
+    groups = rule_groups(parse_inventory(INVENTORY))
+    names = [g["name"] for g in groups]
+    assert "faultkit-node-llama" in names
+    assert "sloth-slo-sli-recordings-simv-ttft" in names
+    assert not any("dark" in n for n in names)  # not scraped: no rules
+    assert "sloth-slo-sli-recordings-llama-ttft" not in names  # llama.cpp: no histograms
+    down = groups[0]["rules"][0]
+    assert down["alert"] == "FaultkitNodeDown"
+    assert down["expr"] == 'up{job="llama"} == 0'
+    assert down["labels"]["node"] == "llama"
+    recs = next(g for g in groups if g["name"] == "sloth-slo-sli-recordings-sg-availability")
+    assert [r["record"] for r in recs["rules"]] == [
+        f"slo:sli_error:ratio_rate{w}" for w in ("5m", "30m", "1h", "2h", "6h", "1d", "3d", "30d")
+    ]
+    assert recs["rules"][0]["labels"] == {"sloth_id": "sg-availability", "sloth_service": "sg",
+                                          "sloth_slo": "availability", "node": "sg",
+                                          "sloth_window": "5m"}
+
+
+def test_le_matcher_forms() -> None:
+    assert le_matcher(2.5) == 'le=~"2\\\\.50*"'
+    assert le_matcher(1) == 'le=~"1(\\\\.0*)?"'
+
+
+UNIT_TEST = """
+rule_files: [RULES]
+evaluation_interval: 1s
+tests:
+  - interval: 1s
+    input_series:
+      - series: 'up{job="llama", instance="a"}'
+        values: '1 1 1 0 0 0 1 1'
+    alert_rule_test:
+      - eval_time: 2s
+        alertname: FaultkitNodeDown
+        exp_alerts: []
+      - eval_time: 3s
+        alertname: FaultkitNodeDown
+        exp_alerts:
+          - exp_labels: {node: llama, job: llama, instance: a, severity: page}
+            exp_annotations:
+              summary: 'llama: Prometheus cannot scrape llama (up == 0)'
+      - eval_time: 6s
+        alertname: FaultkitNodeDown
+        exp_alerts: []
+  - interval: 1s
+    input_series:
+      - series: 'vllm:time_to_first_token_seconds_bucket{job="simv", model_name="m", le="1"}'
+        values: '0+8x600'
+      - series: 'vllm:time_to_first_token_seconds_count{job="simv", model_name="m"}'
+        values: '0+10x600'
+      - series: 'sglang:time_to_first_token_seconds_bucket{job="sg", le="2.50"}'
+        values: '0+9x600'
+      - series: 'sglang:time_to_first_token_seconds_bucket{job="sg", le="25"}'
+        values: '0+10x600'
+      - series: 'sglang:time_to_first_token_seconds_count{job="sg"}'
+        values: '0+10x600'
+    promql_expr_test:
+      - expr: 'round(slo:sli_error:ratio_rate5m{sloth_slo="ttft"}, 0.001)'
+        eval_time: 5m
+        exp_samples:
+          - labels: '{sloth_id="simv-ttft", sloth_service="simv", sloth_slo="ttft", node="simv", sloth_window="5m"}'
+            value: 0.2
+          - labels: '{sloth_id="sg-ttft", sloth_service="sg", sloth_slo="ttft", node="sg", sloth_window="5m"}'
+            value: 0.1
+"""
+
+BURN_TEST = """
+rule_files: [RULES]
+evaluation_interval: 30s
+tests:
+  - interval: 10s
+    input_series:
+      - series: 'up{job="llama", instance="a"}'
+        values: '0x100'
+    alert_rule_test:
+      - eval_time: 10m
+        alertname: FaultkitSLOBurn
+        exp_alerts:
+          - exp_labels: {sloth_id: llama-availability, sloth_service: llama, node: llama,
+                         sloth_slo: availability, sloth_severity: page, severity: page,
+                         job: llama}
+            exp_annotations:
+              summary: 'llama: availability error budget burning (page): 99.00% of scrapes succeed (node up)'
+          - exp_labels: {sloth_id: llama-availability, sloth_service: llama, node: llama,
+                         sloth_slo: availability, sloth_severity: ticket, severity: ticket,
+                         job: llama}
+            exp_annotations:
+              summary: 'llama: availability error budget burning (ticket): 99.00% of scrapes succeed (node up)'
+"""
+
+
+@needs_promtool
+def test_promtool_unit_tests_node_down_bucket_ratio_and_burn(rules_file: Path) -> None:
+    for name, text in (("test.yml", UNIT_TEST), ("burn.yml", BURN_TEST)):
+        test_file = rules_file.parent / name
+        test_file.write_text(text.replace("RULES", rules_file.name))
+        yaml.safe_load(test_file.read_text())
+        result = subprocess.run([PROMTOOL, "test", "rules", name], cwd=rules_file.parent,
+                                capture_output=True, text=True, timeout=120, check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
