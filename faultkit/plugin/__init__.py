@@ -55,6 +55,12 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line("markers", "gate: part of the pre-promotion gate (`faultkit gate`)")
     config.addinivalue_line("markers", "slow: takes more than a minute")
+    config.addinivalue_line(
+        "markers", "per_docker_host: run once per Docker host (its first node), not per node"
+    )
+    config.addinivalue_line(
+        "markers", "load_profile(text): background load for this scenario, e.g. 'rate=50,duration_s=20'"
+    )
     config.stash[_SETTINGS_KEY] = resolve_settings(config, os.environ)
 
 
@@ -115,9 +121,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     only = metafunc.definition.get_closest_marker("nodes")
     if only is not None:
         nodes = [n for n in nodes if n.name in only.args]
-    metafunc.parametrize(
-        "node", nodes, ids=[n.name for n in nodes], indirect=False,
-    )
+    if "candidate_config" in metafunc.fixturenames:
+        pairs = [(n, c) for n in nodes for c in n.candidate_configs if c != n.serving_config]
+        metafunc.parametrize(
+            ("node", "candidate_config"), pairs, ids=[f"{n.name}:{c}" for n, c in pairs]
+        )
+        return
+    if metafunc.definition.get_closest_marker("per_docker_host") is not None:
+        seen: set[str] = set()
+        per_host = []
+        for n in nodes:
+            host = n.docker.host if n.docker else n.name
+            if host not in seen:
+                seen.add(host)
+                per_host.append(n)
+        nodes = per_host
+    metafunc.parametrize("node", nodes, ids=[n.name for n in nodes])
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,14 @@ from faultkit.load import BackgroundLoad, LoadProfile
 from faultkit.records import Event, JsonlWriter
 from faultkit.rundir import RunDir
 from slo.capture import capture, cross_check
-from slo.checks import CheckFn, Checks, checks_from_slo, judge
+from slo.checks import (
+    CheckFn,
+    Checks,
+    checks_from_slo,
+    error_ratio_at_most,
+    judge,
+    ttft_p95_below,
+)
 from slo.measure import measure, recovered_at
 from slo.observer import Observer
 from slo.prom import Prometheus
@@ -85,19 +92,43 @@ class Experiment:
         during: During | None = None,
         params: Mapping[str, Any] | None = None,
         load: bool = True,
+        neighbours: Sequence[Node] = (),
         recovery_deadline_s: float | None = None,
     ) -> Measurement:
         """Baseline under load, inject ``kind`` for ``hold_s`` (or while ``during`` runs),
-        revert, wait for recovery (to the node's recovery objective + margin), measure."""
+        revert, wait for recovery (to the node's recovery objective + margin), measure.
+
+        ``neighbours`` get background load too (same ledger), to show a failure stays contained.
+        """
         from faultkit.faults import make_fault
 
         params = dict(params or {})
         fault = make_fault(kind, self.node, inventory=self.inventory, timeline=self.emit,
                            dry_run=self.dry_run, **params)
-        self._write_run_info(fault={"kind": kind, "params": params, "describe": fault.describe()})
+        return await self._run(fault, kind, fault.describe(), params, hold_s=hold_s,
+                               baseline_s=baseline_s, during=during, load=load,
+                               neighbours=neighbours, recovery_deadline_s=recovery_deadline_s)
+
+    async def run_action(
+        self, kind: str, action: During, *, describe: str, baseline_s: float = 5.0,
+        params: Mapping[str, Any] | None = None,
+    ) -> Measurement:
+        """Like :meth:`run_fault`, for a harness-driven action (e.g. malformed requests):
+        the action's start and end are the injection window."""
+        window = _ActionWindow(self, kind, dict(params or {}))
+        return await self._run(window, kind, describe, dict(params or {}), hold_s=0.0,
+                               baseline_s=baseline_s, during=action, load=True, neighbours=(),
+                               recovery_deadline_s=None)
+
+    async def _run(
+        self, fault: contextlib.AbstractAsyncContextManager[Any], kind: str, describe: str,
+        params: dict[str, Any], *, hold_s: float, baseline_s: float, during: During | None,
+        load: bool, neighbours: Sequence[Node], recovery_deadline_s: float | None,
+    ) -> Measurement:
+        self._write_run_info(fault={"kind": kind, "params": params, "describe": describe})
         if self.dry_run:
-            self.note("dry_run", plan=fault.describe())
-            raise DryRunPlan(fault.describe())
+            self.note("dry_run", plan=describe)
+            raise DryRunPlan(describe)
         self._container_before = self._container_state()
         prom = Prometheus(self.inventory.prometheus.url)
         deadline = recovery_deadline_s or self.slo.recovery_s_max + 15
@@ -107,6 +138,10 @@ class Experiment:
             if load:
                 self.load = await stack.enter_async_context(
                     BackgroundLoad(self.node, self.load_profile, ledger_path=self.run.ledger_jsonl)
+                )
+            for other in neighbours:
+                await stack.enter_async_context(
+                    BackgroundLoad(other, self.load_profile, ledger_path=self.run.ledger_jsonl)
                 )
             self.note("baseline_start", seconds=baseline_s)
             await asyncio.sleep(baseline_s)
@@ -159,6 +194,16 @@ class Experiment:
         return self.measurement
 
     # ------------------------------------------------------------------ judging
+    def default_checks(self) -> Checks:
+        """The node's SLOs from the inventory as checks (detection, recovery, loss, errors, TTFT)."""
+        return checks_from_slo(self.slo)
+
+    def latency_checks(self, window: str = "fault") -> Checks:
+        """TTFT p95 and error ratio of ``window`` against the node's objectives."""
+        return ttft_p95_below(self.slo.ttft_s, window=window) & error_ratio_at_most(
+            self.slo.error_ratio_max, window=window
+        )
+
     def check(self, checks: Checks | Iterable[CheckFn] | None = None) -> Verdict:
         """Judge the measurement (default: the node's SLOs) and write verdict.json."""
         if self.measurement is None:
@@ -220,6 +265,28 @@ class Experiment:
     # EventSink protocol (the observer writes through the experiment)
     def write(self, obj: Event) -> None:
         self.emit(obj)
+
+
+class _ActionWindow:
+    """Marks a harness action's window on the timeline as a fault would (inject/revert events)."""
+
+    def __init__(self, experiment: Experiment, kind: str, params: dict[str, Any]) -> None:
+        self.experiment = experiment
+        self.data = {"fault": kind, "params": params}
+        self.result: dict[str, Any] = {}
+
+    def _emit(self, kind: str) -> None:
+        self.experiment.emit(Event(t=time.time(), source="fault", kind=kind,
+                                   node=self.experiment.node.name, data=self.data))
+
+    async def __aenter__(self) -> _ActionWindow:
+        self._emit("inject_start")
+        self._emit("inject_end")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._emit("revert_start")
+        self._emit("revert_end")
 
 
 class DryRunPlan(Exception):

@@ -1,0 +1,64 @@
+"""Scenario-specific checks that need more than the Measurement (container state, fault results).
+
+Each returns a composable :class:`slo.checks.Checks` so scenarios write
+``experiment.check(checks_from_slo(slo) & node_not_crashed(experiment))``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from faultkit.plugin import Experiment
+from slo.checks import Checks, check
+from slo.types import CheckResult, Measurement
+
+
+def _container(experiment: Experiment, when: str) -> dict[str, Any]:
+    data = experiment.run.read_json(experiment.run.container_json, {}) or {}
+    state = data.get(when) or {}
+    return state if isinstance(state, dict) else {}
+
+
+def node_not_crashed(experiment: Experiment) -> Checks:
+    """The node's container did not restart or get OOM-killed during the run."""
+
+    def fn(m: Measurement) -> CheckResult:
+        before, after = _container(experiment, "before"), _container(experiment, "after")
+        restarts = (after.get("restart_count") or 0) - (before.get("restart_count") or 0)
+        oom = bool(after.get("oom_killed"))
+        restarted = bool(before.get("started_at")) and after.get("started_at") != before.get("started_at")
+        passed = restarts == 0 and not oom and not restarted
+        return CheckResult(
+            name="no_crash", passed=passed, expected="no restart, no OOM kill",
+            observed=f"restarts +{restarts}, OOMKilled={oom}, restarted={restarted}",
+            why="the node stayed up" if passed else "the node crashed and was restarted",
+        )
+
+    return check(fn)
+
+
+def no_loss_outside_clean_rejections() -> Checks:
+    """Every lost request was a clean rejection (4xx/429/5xx with a body), nothing dropped."""
+
+    def fn(m: Measurement) -> CheckResult:
+        dropped = m.lost_total - m.clean_rejections
+        return CheckResult(
+            name="no_drops", passed=dropped == 0, expected="0 dropped/reset/timed-out requests",
+            observed=f"{dropped} dropped ({m.lost_by_class or 'none'})",
+            why="only clean rejections" if dropped == 0 else f"{dropped} requests were dropped",
+        )
+
+    return check(fn)
+
+
+def fault_result(experiment: Experiment, name: str, expected: str,
+                 predicate: Any, key: str) -> Checks:
+    """A check on one value the fault recorded (``experiment.fault_result[key]``)."""
+
+    def fn(m: Measurement) -> CheckResult:
+        value = experiment.fault_result.get(key)
+        passed = bool(predicate(value))
+        return CheckResult(name=name, passed=passed, expected=expected, observed=f"{key}={value!r}",
+                           why="as expected" if passed else f"{key} was {value!r}")
+
+    return check(fn)

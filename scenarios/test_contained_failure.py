@@ -1,0 +1,43 @@
+"""contained_failure: kill one node while every other node takes load. The failure must stay
+contained: the other nodes lose nothing and keep their latency objectives."""
+
+from __future__ import annotations
+
+import pytest
+
+from faultkit.inventory import Node
+from faultkit.plugin import Experiment
+from slo.checks import Checks, check
+from slo.measure import window_slis
+from slo.types import CheckResult, Measurement
+
+
+def neighbours_unaffected(experiment: Experiment, others: list[Node]) -> Checks:
+    def fn(m: Measurement) -> CheckResult:
+        end = m.t_recovered or m.t_window_end
+        records = experiment.run.ledger()
+        rows = []
+        failed = 0
+        for other in others:
+            sli = window_slis([r for r in records if r.node == other.name], m.t_inject, end)
+            failed += sli.failed
+            rows.append(f"{other.name}: {sli.failed}/{sli.requests} failed, ttft p95 {sli.ttft_p95_s}")
+        return CheckResult(
+            name="neighbours_unaffected", passed=failed == 0 and bool(others),
+            expected="no failed request on any other node during the outage",
+            observed="; ".join(rows) or "no other nodes",
+            why="the failure stayed contained" if failed == 0 else f"{failed} requests failed elsewhere",
+        )
+
+    return check(fn)
+
+
+@pytest.mark.per_docker_host
+@pytest.mark.fault("kill")
+async def test_contained_failure(experiment: Experiment, faultkit_inventory) -> None:  # type: ignore[no-untyped-def]
+    others = [n for n in faultkit_inventory.nodes if n.name != experiment.node.name]
+    if not others:
+        pytest.skip("needs at least two nodes in the inventory")
+    await experiment.run_fault("kill", hold_s=0, neighbours=others)
+    verdict = experiment.check(neighbours_unaffected(experiment, others))
+    assert verdict.passed, verdict.summary()

@@ -1,0 +1,15 @@
+"""node_restart: every container on the node's Docker host restarts, as after a reboot of a
+GPU box. Runs once per Docker host."""
+
+import pytest
+
+from faultkit.plugin import Experiment
+
+
+@pytest.mark.slow
+@pytest.mark.per_docker_host
+@pytest.mark.fault("node_restart")
+async def test_node_restart(experiment: Experiment) -> None:
+    await experiment.run_fault("node_restart", hold_s=0)
+    verdict = experiment.check(experiment.default_checks())
+    assert verdict.passed, verdict.summary()
