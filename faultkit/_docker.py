@@ -297,8 +297,115 @@ class DockerHost:
             raise
         return int(result.get("StatusCode", -1))
 
+    # fault kit additions ---------------------------------------------------------------
+    def spec_of(self, name: str) -> ContainerSpec:
+        """The container's current config as a :class:`ContainerSpec` (first network only)."""
+        return _spec_from_attrs(self.inspect(name))
+
+    def endpoints(self, name: str) -> dict[str, dict[str, Any]]:
+        """network name → endpoint settings (Aliases, IPAMConfig, Links…) from inspect."""
+        attrs = self.inspect(name)
+        return dict(attrs.get("NetworkSettings", {}).get("Networks") or {})
+
+    def disconnect(self, name: str, network: str) -> None:
+        with self._mapped(container=name):
+            self.client.api.disconnect_container_from_network(name, network, force=True)
+
+    def connect(
+        self,
+        name: str,
+        network: str,
+        *,
+        aliases: list[str] | None = None,
+        ipv4_address: str | None = None,
+        links: list[str] | None = None,
+    ) -> None:
+        with self._mapped(container=name):
+            self.client.api.connect_container_to_network(
+                name, network, aliases=aliases or None, ipv4_address=ipv4_address or None,
+                links=links or None,
+            )
+
+    def memory_limits(self, name: str) -> tuple[int, int]:
+        """(Memory, MemorySwap) bytes as docker reports them (0 = unlimited, -1 = no swap cap)."""
+        host = self.inspect(name).get("HostConfig", {})
+        return int(host.get("Memory") or 0), int(host.get("MemorySwap") or 0)
+
+    def set_memory_limits(self, name: str, memory: int, memswap: int) -> None:
+        """Set both limits exactly (as :meth:`memory_limits` returned them)."""
+        with self._mapped(container=name):
+            self.client.api.update_container(name, mem_limit=memory, memswap_limit=memswap)
+
+    def memory_usage(self, name: str) -> int:
+        """Current memory usage in bytes (docker stats ``memory_stats.usage``)."""
+        with self._mapped(container=name):
+            stats = self.client.api.stats(name, stream=False)
+        return int((stats.get("memory_stats") or {}).get("usage") or 0)
+
+    def running_names(self, label: str | None = None) -> list[str]:
+        """Names of running containers (optionally only those carrying ``label`` key[=value])."""
+        filters: dict[str, Any] = {"status": "running"}
+        if label:
+            filters["label"] = label
+        with self._mapped():
+            return [c.name for c in self.client.containers.list(filters=filters)]
+
 
 @functools.cache
 def docker_host(url: str) -> DockerHost:
     """A shared :class:`DockerHost` per URL within this process."""
     return DockerHost(url)
+
+
+# ---------------------------------------------------------------- container specs as data
+
+
+def _spec_from_attrs(attrs: Mapping[str, Any]) -> ContainerSpec:
+    config = attrs.get("Config", {})
+    host = attrs.get("HostConfig", {})
+    ports: dict[int, int] = {}
+    bind_ip = "127.0.0.1"
+    for key, bindings in (host.get("PortBindings") or {}).items():
+        if not bindings or not key.endswith("/tcp"):
+            continue
+        ports[int(key.split("/")[0])] = int(bindings[0].get("HostPort") or 0)
+        bind_ip = bindings[0].get("HostIp") or bind_ip
+    volumes: dict[str, dict[str, str]] = {}
+    for bind in host.get("Binds") or []:
+        src, _, rest = bind.partition(":")
+        dst, _, mode = rest.partition(":")
+        volumes[src] = {"bind": dst, "mode": mode or "rw"}
+    env = dict(item.partition("=")[::2] for item in (config.get("Env") or []))
+    networks = list((attrs.get("NetworkSettings", {}).get("Networks") or {}).keys())
+    policy = host.get("RestartPolicy") or {}
+    return ContainerSpec(
+        name=attrs.get("Name", "").lstrip("/"),
+        image=config.get("Image", ""),
+        command=tuple(config.get("Cmd") or ()),
+        env=env,
+        memory=host.get("Memory") or None,
+        restart_policy=policy.get("Name") or "no",
+        restart_max_retries=int(policy.get("MaximumRetryCount") or 0),
+        ports=ports,
+        bind_ip=bind_ip,
+        volumes=volumes,
+        network=networks[0] if networks else None,
+        labels=dict(config.get("Labels") or {}),
+    )
+
+
+def spec_to_json(spec: ContainerSpec) -> dict[str, Any]:
+    """A :class:`ContainerSpec` as JSON-safe data (for the fault journal)."""
+    from dataclasses import asdict
+
+    data = asdict(spec)
+    data["command"] = list(spec.command)
+    data["ports"] = {str(k): v for k, v in spec.ports.items()}
+    return data
+
+
+def spec_from_json(data: Mapping[str, Any]) -> ContainerSpec:
+    values = dict(data)
+    values["command"] = tuple(values.get("command") or ())
+    values["ports"] = {int(k): int(v) for k, v in (values.get("ports") or {}).items()}
+    return ContainerSpec(**values)

@@ -1,0 +1,323 @@
+"""The one base class every fault derives from.
+
+A :class:`Fault` is an async context manager::
+
+    async with make_fault("pause", node, inventory=inv, timeline=emit, journal=j) as fault:
+        await fault.hold(30)          # like asyncio.sleep(30), but ends early if a guard trips
+
+Contract:
+
+- ``inject()`` (``__aenter__``) emits ``inject_start``, reads what it needs to undo the
+  fault, writes the journal record (undo steps as data, fsync'd) and only then acts, and
+  emits ``inject_end`` once the fault is in effect. A second ``inject()`` raises
+  :class:`FaultAlreadyActive`. If injecting fails halfway, what was done is reverted and
+  the error re-raised.
+- ``revert()`` (``__aexit__``, always: exceptions, test failures, cancellation) emits
+  ``revert_start``, runs the undo steps (the same ones the sweep runs after a crash), waits
+  for whatever the fault defines as "back" and emits ``revert_end``. It is idempotent,
+  and a second cancellation while reverting does not abandon the revert.
+- Guards are callables (sync or async) returning a reason string to abort, or None. They
+  are checked every ``guard_interval_s`` (1 s) while the fault is applied; the first reason
+  ends the injection early: ``guard_tripped`` is emitted, the fault reverts, and
+  :meth:`hold` returns.
+- ``dry_run=True``: nothing is journaled or touched; ``inject``/``revert`` do nothing.
+
+Event times are Unix epoch seconds; durations in ``result`` are monotonic-clock seconds.
+Event data always carries ``{"fault": kind, "id": fault id, "params": {...}}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+from faultkit._docker import DockerHost, docker_host
+from faultkit.errors import FaultAlreadyActive, FaultError, FaultUnsupported
+from faultkit.faults import undo
+from faultkit.inventory import Inventory, Node
+from faultkit.journal import FaultJournal, JournalRecord
+from faultkit.records import Event
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[[Event], None]
+Guard = Callable[[], "str | Awaitable[str | None] | None"]
+#: param name → (type, default); strings from the CLI are converted to ``type``.
+ParamSpec = dict[str, tuple[type, Any]]
+
+
+def _convert(name: str, kind: type, value: Any) -> Any:
+    if value is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool))):
+        return value
+    if isinstance(value, str):
+        if kind is bool:
+            lowered = value.strip().lower()
+            if lowered in ("1", "true", "yes", "on"):
+                return True
+            if lowered in ("0", "false", "no", "off"):
+                return False
+            raise FaultError(f"param {name}={value!r}: expected true/false")
+        try:
+            return kind(value)
+        except ValueError:
+            raise FaultError(f"param {name}={value!r}: expected {kind.__name__}") from None
+    if kind is float and isinstance(value, int):
+        return float(value)
+    raise FaultError(f"param {name}={value!r}: expected {kind.__name__}")
+
+
+class Fault:
+    """Base class: subclasses set ``kind``/``PARAMS`` and implement the hooks below.
+
+    Hooks (all async):
+
+    - ``_prepare() -> list[undo step]``: read the state needed to undo; no side effects.
+    - ``_apply()``: act. Steps learned only while acting go through :meth:`add_undo`
+      *before* the action they undo.
+    - ``_after_undo()``: after the undo steps ran (e.g. wait until the node is ready).
+    """
+
+    kind: ClassVar[str] = ""
+    PARAMS: ClassVar[ParamSpec] = {}
+    #: False for faults with nothing to put back (e.g. a request flood).
+    reversible: ClassVar[bool] = True
+    #: False when ``_after_undo`` does the undo's job itself on a normal revert (kill waits
+    #: for the restart policy before starting anything); the sweep always runs the steps.
+    revert_runs_undo: ClassVar[bool] = True
+    guard_interval_s: ClassVar[float] = 1.0
+
+    def __init__(
+        self,
+        node: Node,
+        *,
+        inventory: Inventory | None = None,
+        timeline: Emit | None = None,
+        journal: FaultJournal | None = None,
+        guards: Sequence[Guard] = (),
+        dry_run: bool = False,
+        **params: Any,
+    ) -> None:
+        self.node = node
+        self.inventory = inventory
+        self.timeline = timeline
+        self.journal = journal if journal is not None else (None if dry_run else FaultJournal())
+        self.guards = list(guards)
+        self.dry_run = dry_run
+        self.params = self._parse_params(params)
+        self.id = f"{self.kind}-{node.name}-{uuid.uuid4().hex[:8]}"
+        self.result: dict[str, Any] = {}
+        self.guard_reason: str | None = None
+        self.mode: str = ""
+        self._state = "idle"  # idle → injecting → applied → reverting → reverted
+        self._record: JournalRecord | None = None
+        self._ended: asyncio.Event | None = None
+        self._guard_task: asyncio.Task[None] | None = None
+        self._revert_task: asyncio.Task[None] | None = None
+        self.t_revert_mono = 0.0  # monotonic time revert() began
+
+    # parameters ---------------------------------------------------------------------
+    @classmethod
+    def _parse_params(cls, given: Mapping[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(given) - set(cls.PARAMS))
+        if unknown:
+            known = ", ".join(f"{k} ({t.__name__})" for k, (t, _) in cls.PARAMS.items()) or "none"
+            raise FaultError(f"fault {cls.kind!r} has no param {unknown[0]!r} (params: {known})")
+        values = {name: default for name, (_, default) in cls.PARAMS.items()}
+        for name, value in given.items():
+            values[name] = _convert(name, cls.PARAMS[name][0], value)
+        return values
+
+    # description --------------------------------------------------------------------
+    def describe(self) -> str:
+        """One line: what this fault does to which node with which params."""
+        params = ", ".join(f"{k}={v}" for k, v in self.params.items() if v is not None)
+        target = self.node.docker.container if self.node.docker else self.node.base_url
+        return f"{self.kind} on {self.node.name} ({target}){': ' + params if params else ''}" + (
+            f" — {self.what()}" if self.what() else ""
+        )
+
+    def what(self) -> str:
+        """A short phrase of what the fault does (subclasses override)."""
+        return ""
+
+    @classmethod
+    def check_blast_radius(cls, node: Node, inventory: Inventory | None) -> None:
+        """Refuse (raise FaultRefused) if the fault would reach beyond ``node``; default: no-op."""
+
+    # docker helpers -----------------------------------------------------------------
+    @property
+    def docker(self) -> DockerHost:
+        if self.node.docker is None:
+            raise FaultUnsupported(
+                f"fault {self.kind!r} needs Docker access, but node {self.node.name!r} has no "
+                "`docker:` entry in the inventory"
+            )
+        return docker_host(self.node.docker.host)
+
+    @property
+    def container(self) -> str:
+        _ = self.docker
+        assert self.node.docker is not None
+        return self.node.docker.container
+
+    def step(self, op: str, **args: Any) -> dict[str, Any]:
+        """An undo step aimed at this node's container."""
+        base: dict[str, Any] = {"op": op}
+        if self.node.docker is not None:
+            base.update(host=self.node.docker.host, container=self.node.docker.container)
+        base.update(args)
+        return base
+
+    # events -------------------------------------------------------------------------
+    def emit(self, kind: str, **data: Any) -> None:
+        payload = {"fault": self.kind, "id": self.id, "params": dict(self.params), **data}
+        if self.mode:
+            payload.setdefault("mode", self.mode)
+        event = Event(t=time.time(), source="fault", kind=kind, node=self.node.name, data=payload)
+        if self.timeline is not None:
+            try:
+                self.timeline(event)
+            except Exception:  # a broken timeline sink must not leave a fault applied
+                log.exception("timeline sink failed on %s", kind)
+
+    # journal ------------------------------------------------------------------------
+    def add_undo(self, step: dict[str, Any]) -> None:
+        """Append an undo step and make it durable *before* doing what it undoes."""
+        if self._record is None or self.journal is None:
+            raise FaultError("add_undo() outside inject(): call it from _apply()")
+        self._record.undo.append(step)
+        self.journal.update(self._record)
+
+    # hooks --------------------------------------------------------------------------
+    async def _prepare(self) -> list[dict[str, Any]]:
+        return []
+
+    async def _apply(self) -> None:
+        raise NotImplementedError
+
+    async def _after_undo(self) -> None:
+        return None
+
+    # lifecycle ----------------------------------------------------------------------
+    @property
+    def active(self) -> bool:
+        return self._state in ("injecting", "applied")
+
+    async def inject(self) -> None:
+        if self._state != "idle":
+            raise FaultAlreadyActive(
+                f"{self.describe()}: inject() called twice on the same fault (state "
+                f"{self._state}); create a new fault with make_fault() to inject again"
+            )
+        self._ended = asyncio.Event()
+        if self.dry_run:
+            self._state = "dry-run"
+            return
+        self._state = "injecting"
+        self.emit("inject_start")
+        try:
+            steps = await self._prepare()
+            self._record = JournalRecord(
+                id=self.id, kind=self.kind, node=self.node.name, description=self.describe(),
+                params=dict(self.params), undo=list(steps),
+            )
+            assert self.journal is not None
+            self.journal.begin(self._record)
+            await self._apply()
+            self._record.state = "applied"
+            self.journal.update(self._record)
+        except BaseException as exc:
+            log.warning("%s: inject failed (%s); reverting what was done", self.id, exc)
+            await self.revert()
+            raise
+        self._state = "applied"
+        self.emit("inject_end")
+        if self.guards:
+            self._guard_task = asyncio.ensure_future(self._watch_guards())
+
+    async def revert(self) -> None:
+        """Undo the fault (idempotent); survives a second cancellation while running."""
+        if self._state in ("idle", "reverted", "dry-run"):
+            return
+        if self._revert_task is None:
+            self._revert_task = asyncio.ensure_future(self._revert())
+        try:
+            await asyncio.shield(self._revert_task)
+        except asyncio.CancelledError:
+            if not self._revert_task.done():
+                await self._revert_task  # finish putting the node back, then re-raise
+            raise
+
+    async def _revert(self) -> None:
+        self._state = "reverting"
+        self.t_revert_mono = time.monotonic()
+        guard = self._guard_task
+        if guard is not None and guard is not asyncio.current_task():
+            guard.cancel()
+        self.emit("revert_start")
+        errors: list[str] = []
+        if self._record is not None and self.revert_runs_undo:
+            for item in self._record.undo:
+                try:
+                    line = await asyncio.to_thread(undo.run_step, item)
+                    log.info("%s: %s", self.id, line)
+                except Exception as exc:
+                    errors.append(f"{item.get('op')}: {exc}")
+        try:
+            await self._after_undo()
+        except Exception as exc:
+            errors.append(str(exc))
+        if self._record is not None and self.journal is not None:
+            if errors:
+                # leave the record unreverted for the sweep, but let the sweep take it now
+                self.journal.release(self._record.id)
+            else:
+                self.journal.mark_reverted(self._record)
+        self._state = "reverted"
+        if self._ended is not None:
+            self._ended.set()
+        self.emit("revert_end", **({"errors": errors} if errors else {}))
+        if errors:
+            raise FaultError(
+                f"{self.describe()}: revert incomplete ({'; '.join(errors)}); "
+                "the journal keeps it: run `faultkit sweep` to finish"
+            )
+
+    async def hold(self, seconds: float) -> str | None:
+        """Keep the fault applied for ``seconds``; returns the guard's reason if one tripped."""
+        if self._ended is None:
+            raise FaultError("hold() before inject()")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._ended.wait(), timeout=seconds)
+        return self.guard_reason
+
+    async def _watch_guards(self) -> None:
+        while self._state == "applied":
+            await asyncio.sleep(self.guard_interval_s)
+            for guard in self.guards:
+                try:
+                    outcome = guard()
+                    reason = await outcome if inspect.isawaitable(outcome) else outcome
+                except Exception as exc:  # a guard that cannot tell is treated as tripped
+                    reason = f"guard {getattr(guard, '__name__', guard)!r} raised {exc!r}"
+                if reason and self._state == "applied":
+                    self.guard_reason = str(reason)
+                    self.emit("guard_tripped", reason=self.guard_reason)
+                    try:
+                        await self.revert()
+                    except FaultError:
+                        log.exception("%s: revert after guard trip failed", self.id)
+                    return
+
+    async def __aenter__(self) -> Fault:
+        await self.inject()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.revert()

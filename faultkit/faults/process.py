@@ -1,0 +1,260 @@
+"""Process faults on a node's container: kill, stop (cold start), restart, pause, node_restart.
+
+``kill`` versus ``kill docker_kill=true`` — the difference surprises people:
+
+- default: SIGKILL of the container's main process *from the host*
+  (``os.kill(host_pid, SIGKILL)``). That is a crash: the container exits 137 and Docker's
+  restart policy (``on-failure``, ``always``, ``unless-stopped``) restarts it. Lab containers
+  run with ``init=True``, so the main process is docker-init; its death takes the container
+  down just the same.
+- ``docker_kill=true``: ``docker kill``. Docker records that as a *manual* stop and does
+  **not** restart the container, whatever its restart policy. Revert then starts it.
+
+For ``kill`` "revert" means: wait until the node is ready again (the restart policy's job);
+if it is not back within ``ready_timeout_s``, start the container and wait again.
+``result`` carries ``restart_count_before``/``restart_count_after``, ``exit_code``,
+``time_to_ready_s`` (from the kill / the start, monotonic seconds) and for the cold-start
+faults ``time_to_first_token_s`` (first content chunk of a one-token chat request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from typing import Any, ClassVar
+
+import httpx
+from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
+
+from faultkit.errors import FaultRefused, NodeNotReady
+from faultkit.faults.base import Fault, ParamSpec
+from faultkit.health import wait_ready
+from faultkit.inventory import Inventory, Node
+
+
+class _ReadyMixin(Fault):
+    """Shared "wait until the node serves again" logic (used by the revert of several faults)."""
+
+    def _ready_timeout(self) -> float:
+        value = self.params.get("ready_timeout_s")
+        if value:
+            return float(value)
+        if self.inventory is not None and self.node.serving_config:
+            return self.inventory.serving_config(self.node.serving_config).ready_timeout_s
+        return 120.0
+
+    async def _wait_back(self, t0_mono: float) -> None:
+        """Wait for readiness; start the container if it stays down; record times from t0."""
+        name = self.container
+        try:
+            await wait_ready(self.node, timeout_s=self._ready_timeout())
+        except NodeNotReady:
+            st = await asyncio.to_thread(self.docker.state, name)
+            if st.running or st.restarting:
+                raise
+            self.emit("start_after_deadline", status=st.status)
+            await asyncio.to_thread(self.docker.start, name)
+            await wait_ready(self.node, timeout_s=self._ready_timeout())
+        self.result["time_to_ready_s"] = round(time.monotonic() - t0_mono, 3)
+        st = await asyncio.to_thread(self.docker.state, name)
+        self.result["restart_count_after"] = st.restart_count
+        if self.params.get("first_token", True):
+            ttft = await first_token_s(self.node)
+            if ttft is not None:
+                self.result["time_to_first_token_s"] = round(time.monotonic() - t0_mono, 3)
+
+    async def _prepare(self) -> list[dict[str, Any]]:
+        st = await asyncio.to_thread(self.docker.state, self.container)
+        self.result["restart_count_before"] = st.restart_count
+        return [self.step("start")]
+
+
+async def first_token_s(node: Node, timeout_s: float = 60.0) -> float | None:
+    """Seconds to the first content chunk of a tiny streamed chat request (None on failure)."""
+    body = {
+        "model": node.model,
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 2,
+        "stream": True,
+    }
+    headers = {"Authorization": f"Bearer {key}"} if (key := node.api_key()) else {}
+    start = time.monotonic()
+    try:
+        async with httpx.AsyncClient(timeout=timeout_s) as client, client.stream(
+            "POST", node.base_url + "/v1/chat/completions", json=body, headers=headers
+        ) as response:
+            if response.status_code != 200:
+                return None
+            async for line in response.aiter_lines():
+                if line.startswith("data:") and '"content"' in line:
+                    return time.monotonic() - start
+    except httpx.HTTPError:
+        return None
+    return None
+
+
+class Kill(_ReadyMixin):
+    """SIGKILL the container's main process (a crash), or ``docker kill`` (a manual stop)."""
+
+    kind: ClassVar[str] = "kill"
+    revert_runs_undo: ClassVar[bool] = False  # wait for the restart policy first
+    PARAMS: ClassVar[ParamSpec] = {
+        "docker_kill": (bool, False),
+        "ready_timeout_s": (float, None),
+        "first_token": (bool, True),
+    }
+
+    def what(self) -> str:
+        if self.params["docker_kill"]:
+            return "`docker kill` (manual stop: Docker will NOT restart it; revert starts it)"
+        return "SIGKILL of the main process from the host (crash: the restart policy acts)"
+
+    async def _apply(self) -> None:
+        self.mode = "docker_kill" if self.params["docker_kill"] else "sigkill"
+        self._t0 = time.monotonic()
+        pid_before = await asyncio.to_thread(self.docker.host_pid, self.container)
+        if self.params["docker_kill"]:
+            await asyncio.to_thread(self.docker.docker_kill, self.container)
+        else:
+            self.result["killed_pid"] = pid_before
+            os.kill(pid_before, signal.SIGKILL)
+        # the fault is in effect once the container has gone down (it may be back already)
+        before = self.result["restart_count_before"]
+        async for attempt in AsyncRetrying(stop=stop_after_delay(10), wait=wait_fixed(0.05),
+                                           retry=retry_if_result(lambda down: not down),
+                                           retry_error_callback=lambda _: False):
+            with attempt:
+                st = await asyncio.to_thread(self.docker.state, self.container)
+                down = not st.running or st.restart_count > before or st.pid != pid_before
+            attempt.retry_state.set_result(down)
+        self.result["exit_code"] = st.exit_code
+
+    async def _after_undo(self) -> None:
+        if self.params["docker_kill"]:  # Docker will not restart it: start it now
+            await asyncio.to_thread(self.docker.start, self.container)
+        await self._wait_back(self._t0)
+
+
+class Stop(_ReadyMixin):
+    """``docker stop`` (graceful: SIGTERM, then SIGKILL after ``stop_timeout_s``); revert starts it.
+
+    The cold-start path: ``result`` has ``time_to_ready_s`` and ``time_to_first_token_s``
+    measured from the start at revert.
+    """
+
+    kind: ClassVar[str] = "stop"
+    PARAMS: ClassVar[ParamSpec] = {
+        "stop_timeout_s": (int, 10),
+        "ready_timeout_s": (float, None),
+        "first_token": (bool, True),
+    }
+
+    def what(self) -> str:
+        return "docker stop; revert starts it and measures the cold start"
+
+    async def _apply(self) -> None:
+        timeout = self.params["stop_timeout_s"]
+        await asyncio.to_thread(self.docker.stop, self.container, timeout_s=timeout)
+
+    async def _after_undo(self) -> None:
+        # measured from the start of the revert, i.e. the `docker start` of the undo step
+        await self._wait_back(self.t_revert_mono)
+
+
+class Restart(_ReadyMixin):
+    """``docker restart``; the injection lasts until the node is ready again (cold start)."""
+
+    kind: ClassVar[str] = "restart"
+    PARAMS: ClassVar[ParamSpec] = {
+        "stop_timeout_s": (int, 10),
+        "ready_timeout_s": (float, None),
+        "first_token": (bool, True),
+    }
+
+    def what(self) -> str:
+        return "docker restart; records time to ready and to first token"
+
+    async def _apply(self) -> None:
+        self._t0 = time.monotonic()
+        await asyncio.to_thread(
+            self.docker.restart, self.container, timeout_s=self.params["stop_timeout_s"]
+        )
+
+    async def _after_undo(self) -> None:
+        if "time_to_ready_s" not in self.result:
+            await self._wait_back(self._t0)
+
+
+class Pause(Fault):
+    """``docker pause``: the engine freezes with its port open (requests and scrapes hang)."""
+
+    kind: ClassVar[str] = "pause"
+
+    def what(self) -> str:
+        return "docker pause (port stays open, nothing answers); revert unpauses"
+
+    async def _prepare(self) -> list[dict[str, Any]]:
+        return [self.step("unpause")]
+
+    async def _apply(self) -> None:
+        await asyncio.to_thread(self.docker.pause, self.container)
+
+
+class NodeRestart(Fault):
+    """Every running container on the node's Docker host restarts at once (a GPU node reboot).
+
+    ``label`` (e.g. ``faultkit.owner=tests``) narrows it to containers carrying that label.
+    ``stop_timeout_s=0`` (default) kills them like a power cut. Refused when another
+    inventory node on the same Docker host is protected or does not allow ``node_restart``.
+    """
+
+    kind: ClassVar[str] = "node_restart"
+    PARAMS: ClassVar[ParamSpec] = {
+        "label": (str, None),
+        "stop_timeout_s": (int, 0),
+        "ready_timeout_s": (float, None),
+    }
+
+    @classmethod
+    def check_blast_radius(cls, node: Node, inventory: Inventory | None) -> None:
+        if inventory is None or node.docker is None:
+            return
+        for other in inventory.nodes:
+            if other.name == node.name or other.docker is None:
+                continue
+            if other.docker.host == node.docker.host and not other.allows(cls.kind):
+                raise FaultRefused(
+                    f"refused: node_restart on {node.name!r} would also restart node "
+                    f"{other.name!r} (same Docker host {node.docker.host}), which is protected "
+                    "or does not allow node_restart. Nothing was done."
+                )
+
+    def what(self) -> str:
+        label = self.params["label"]
+        scope = f"containers labelled {label}" if label else "ALL containers"
+        return f"restart {scope} on {self.node.docker.host if self.node.docker else '?'}"
+
+    async def _prepare(self) -> list[dict[str, Any]]:
+        names = await asyncio.to_thread(self.docker.running_names, self.params["label"])
+        self.result["containers"] = names
+        # undo: make sure each one runs again (restart already brings them back)
+        return [self.step("start", container=name) for name in names]
+
+    async def _apply(self) -> None:
+        timeout = self.params["stop_timeout_s"]
+        await asyncio.gather(*(
+            asyncio.to_thread(self.docker.restart, name, timeout_s=timeout)
+            for name in self.result["containers"]
+        ))
+
+    async def _after_undo(self) -> None:
+        timeout = float(self.params["ready_timeout_s"] or 120.0)
+        nodes = [self.node]
+        if self.inventory is not None:
+            restarted = set(self.result.get("containers", []))
+            nodes = [
+                n for n in self.inventory.nodes if n.docker and n.docker.container in restarted
+            ]
+        await asyncio.gather(*(wait_ready(n, timeout_s=timeout) for n in nodes))

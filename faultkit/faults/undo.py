@@ -1,0 +1,182 @@
+"""Undo steps: how to revert a fault, as plain data the journal can hold.
+
+A step is a JSON object ``{"op": NAME, ...arguments}``. :func:`run_step` executes one;
+every op is idempotent (running it twice, or on a node that is already restored, does
+nothing and says so) and returns one line describing what it did. A fault's normal revert
+and the sweep after a crashed harness run the *same* steps, so the sweep path is exercised
+by every ordinary test.
+
+Ops (``host`` is a Docker engine URL, ``container`` a container name):
+
+==================  ==========================================================================
+``unpause``         unpause the container if it is paused
+``start``           start the container if it is not running (and not restarting)
+``connect``         reconnect the container to ``network`` with ``aliases``/``ipv4_address``
+``iptables_purge``  delete rules tagged ``comment`` from ``table`` in the container's netns
+                    (``container: null`` = the host's namespace)
+``qdisc_delete``    delete the root qdisc with handle fa17: on every interface of the netns
+``memory``          set the memory limits back to ``memory`` / ``memswap`` bytes
+``container``       recreate the container from ``spec`` (+ ``networks``) if it differs
+``shell``           run ``command`` with ``sh -c`` (config rollout's command-pair mode)
+==================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from faultkit import _netns
+from faultkit._docker import DockerHost, docker_host, spec_from_json, spec_to_json
+from faultkit.errors import ContainerNotFound, FaultError
+
+Step = dict[str, Any]
+StepRunner = Callable[[Mapping[str, Any]], str]
+
+#: op name → function; tests may register extra ops (a fake backend).
+OPS: dict[str, StepRunner] = {}
+
+
+def op(name: str) -> Callable[[StepRunner], StepRunner]:
+    def register(fn: StepRunner) -> StepRunner:
+        OPS[name] = fn
+        return fn
+
+    return register
+
+
+def run_step(step: Mapping[str, Any]) -> str:
+    """Execute one undo step; unknown ops raise :class:`FaultError`."""
+    name = step.get("op")
+    fn = OPS.get(str(name))
+    if fn is None:
+        raise FaultError(f"unknown undo op {name!r} in the fault journal (known: {sorted(OPS)})")
+    return fn(step)
+
+
+def _host(step: Mapping[str, Any]) -> DockerHost:
+    return docker_host(str(step.get("host") or "unix:///var/run/docker.sock"))
+
+
+def _running_pid(step: Mapping[str, Any]) -> int | None:
+    """The container's PID when it is up (paused counts); None when its netns is gone."""
+    host, name = _host(step), str(step["container"])
+    try:
+        st = host.state(name)
+    except ContainerNotFound:
+        return None
+    return st.pid if st.running and st.pid else None
+
+
+@op("unpause")
+def _unpause(step: Mapping[str, Any]) -> str:
+    host, name = _host(step), str(step["container"])
+    if host.state(name).paused:
+        host.unpause(name)
+        return f"unpaused {name}"
+    return f"{name} was not paused"
+
+
+@op("start")
+def _start(step: Mapping[str, Any]) -> str:
+    host, name = _host(step), str(step["container"])
+    st = host.state(name)
+    if st.paused:
+        host.unpause(name)
+    if st.running or st.restarting:
+        return f"{name} already {st.status}"
+    host.start(name)
+    return f"started {name}"
+
+
+@op("connect")
+def _connect(step: Mapping[str, Any]) -> str:
+    host, name, network = _host(step), str(step["container"]), str(step["network"])
+    if network in host.endpoints(name):
+        return f"{name} already on {network}"
+    host.connect(
+        name,
+        network,
+        aliases=list(step.get("aliases") or []),
+        ipv4_address=step.get("ipv4_address"),
+        links=list(step.get("links") or []),
+    )
+    return f"reconnected {name} to {network}"
+
+
+@op("iptables_purge")
+def _iptables_purge(step: Mapping[str, Any]) -> str:
+    table, comment = str(step.get("table", "filter")), str(step["comment"])
+    if step.get("container"):
+        pid = _running_pid(step)
+        if pid is None:
+            return f"{step['container']} not running: its netns (and rules) are gone"
+        where = str(step["container"])
+    else:
+        pid, where = None, "host"
+    n = _netns.purge_rules(pid, table, comment)
+    return f"removed {n} {table} rule(s) {comment} from {where}"
+
+
+@op("qdisc_delete")
+def _qdisc_delete(step: Mapping[str, Any]) -> str:
+    pid = _running_pid(step)
+    if pid is None:
+        return f"{step['container']} not running: its netns (and qdiscs) are gone"
+    deleted = [dev for dev in _netns.interfaces(pid) if _netns.delete_root_qdisc(pid, dev)]
+    return f"removed fa17: qdisc from {step['container']} {', '.join(deleted) or '(none left)'}"
+
+
+@op("memory")
+def _memory(step: Mapping[str, Any]) -> str:
+    host, name = _host(step), str(step["container"])
+    want = (int(step["memory"]), int(step["memswap"]))
+    if host.memory_limits(name) == want:
+        return f"{name} memory limits already {want[0]} / {want[1]}"
+    memory, memswap = want
+    if memory == 0:  # docker cannot "unset" a limit; the largest value is the closest thing
+        memory, memswap = 2**62, -1
+    host.set_memory_limits(name, memory, memswap)
+    return f"restored {name} memory limit {want[0]} (swap {want[1]})"
+
+
+def _comparable(spec: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: spec.get(k) for k in ("image", "command", "memory", "restart_policy", "ports",
+                                     "volumes", "labels")}
+
+
+@op("container")
+def _container(step: Mapping[str, Any]) -> str:
+    host = _host(step)
+    spec = spec_from_json(step["spec"])
+    if host.exists(spec.name):
+        current = spec_to_json(host.spec_of(spec.name))
+        if _comparable(current) == _comparable(step["spec"]):
+            st = host.state(spec.name)
+            if not st.running and not st.restarting:
+                host.start(spec.name)
+                return f"{spec.name} had its previous config; started it"
+            return f"{spec.name} already runs its previous config"
+        host.remove(spec.name)
+    host.create(spec)
+    for network in step.get("networks") or []:
+        if network.get("name") and network["name"] != spec.network:
+            host.connect(spec.name, network["name"], aliases=network.get("aliases"))
+    return f"recreated {spec.name} from its previous config ({spec.image})"
+
+
+@op("shell")
+def _shell(step: Mapping[str, Any]) -> str:
+    command = str(step["command"])
+    try:
+        proc = subprocess.run(
+            ["sh", "-c", command], capture_output=True, text=True, check=False,
+            timeout=float(step.get("timeout_s", 600)),
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise FaultError(f"`{command}` did not finish in {exc.timeout:.0f} s") from exc
+    if proc.returncode != 0:
+        output = (proc.stderr or proc.stdout).strip()[-400:]
+        raise FaultError(f"`{command}` failed (exit {proc.returncode}): {output}")
+    return f"ran `{command}`"
