@@ -1,0 +1,115 @@
+"""A small asyncio TCP proxy that delays bytes: latency without ``sch_netem``.
+
+:class:`DelayProxy` listens on ``127.0.0.1:<ephemeral>`` and forwards each connection to
+``upstream``. Bytes from the upstream (the node's answers) are held for
+``delay_s + uniform(-jitter_s, +jitter_s)`` (never below 0) before being written to the
+client, in order; bytes from the client go through at once. That is the same one-way delay
+``tc netem delay`` on the container's egress gives: time to first byte grows by ``delay_s``.
+Times are monotonic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+
+
+class DelayProxy:
+    """Run with ``await start()`` / ``await stop()``; ``port`` is known after start."""
+
+    def __init__(self, upstream: tuple[str, int], delay_s: float, jitter_s: float = 0.0,
+                 *, seed: int | None = None) -> None:
+        self.upstream = upstream
+        self.delay_s = delay_s
+        self.jitter_s = jitter_s
+        self.port = 0
+        self.connections = 0
+        self._rng = random.Random(seed)
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self.port
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for task in list(self._tasks):
+                task.cancel()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+            self._server = None
+
+    def _delay(self) -> float:
+        jitter = self._rng.uniform(-self.jitter_s, self.jitter_s) if self.jitter_s else 0.0
+        return max(0.0, self.delay_s + jitter)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)  # type: ignore[arg-type]
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+        except OSError:
+            writer.close()
+            self._tasks.discard(task)  # type: ignore[arg-type]
+            return
+        try:
+            await asyncio.gather(
+                self._pipe(reader, up_writer, delayed=False),
+                self._pipe(up_reader, writer, delayed=True),
+            )
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            # stop() cancels open connections; ending normally keeps asyncio's stream
+            # callback from logging the cancellation as an error
+            pass
+        finally:
+            for w in (writer, up_writer):
+                w.close()
+            self._tasks.discard(task)  # type: ignore[arg-type]
+
+    async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, *,
+                    delayed: bool) -> None:
+        if not delayed:
+            while chunk := await src.read(65536):
+                dst.write(chunk)
+                await dst.drain()
+            with contextlib.suppress(OSError):
+                dst.write_eof()
+            return
+        # delayed direction: a reader stamps chunks, a writer releases each at its due time
+        queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+
+        async def release() -> None:
+            last_due = 0.0
+            while True:
+                due, chunk = await queue.get()
+                due = max(due, last_due)  # keep order even with jitter
+                last_due = due
+                wait = due - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                if not chunk:
+                    with contextlib.suppress(OSError):
+                        dst.write_eof()
+                    return
+                dst.write(chunk)
+                await dst.drain()
+
+        releaser = asyncio.ensure_future(release())
+        try:
+            while True:
+                chunk = await src.read(65536)
+                queue.put_nowait((time.monotonic() + self._delay(), chunk))
+                if not chunk:
+                    break
+            await releaser
+        finally:
+            releaser.cancel()

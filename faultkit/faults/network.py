@@ -1,0 +1,222 @@
+"""Network faults on a node's container: partition (refuse | blackhole), loss, bandwidth, latency.
+
+Mechanisms (``result["mode"]`` and the events' ``mode`` say which one ran):
+
+- ``partition mode=refuse``: disconnect the container from every Docker network; revert
+  reconnects each with the same aliases and static IP. Clients going through the published
+  port get their connection reset (docker-proxy cannot reach the engine).
+- ``partition mode=blackhole``: iptables ``DROP`` of everything except loopback in the
+  container's netns (``nsenter -t PID -n``): clients hang until they time out.
+- ``loss percent=P``: ``tc netem loss`` where the kernel has ``sch_netem``; otherwise
+  (mode ``iptables``) ``-m statistic --mode random --probability P/100 -j DROP`` on the
+  container's INPUT (as Pumba's iptables mode does).
+- ``bandwidth rate=1mbit``: ``tc tbf`` as the root qdisc (handle fa17:) of every interface.
+- ``latency delay_ms=D jitter_ms=J``: ``tc netem delay`` where available (mode ``netem``);
+  otherwise (mode ``proxy``) a harness-run :class:`~faultkit._proxy.DelayProxy` plus an
+  iptables ``nat OUTPUT`` REDIRECT of the node's published loopback port to the proxy,
+  which forwards to the container's bridge IP and port (so its own upstream connection is
+  never redirected). Only *new* connections take the redirect; keep-alive connections
+  opened before the injection keep the direct path. The delay is one-way, on the node's
+  answers, as netem on the container's egress would be.
+
+Every rule carries ``-m comment --comment faultkit:<fault-id>``; every qdisc handle fa17:.
+Needs root on a local Docker host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+from faultkit import _netns
+from faultkit._proxy import DelayProxy
+from faultkit.errors import FaultError, FaultUnsupported
+from faultkit.faults.base import Fault, ParamSpec
+
+
+class _NetnsFault(Fault):
+    """Shared helpers: the container's PID (its netns) and netem detection."""
+
+    async def _pid(self) -> int:
+        host = self.node.docker.host if self.node.docker else "no docker host"
+        if not host.startswith("unix://"):
+            raise FaultUnsupported(
+                f"{self.kind} needs the node's Docker host to be this machine (unix://); "
+                f"node {self.node.name!r} uses {host}"
+            )
+        return await asyncio.to_thread(self.docker.host_pid, self.container)
+
+    async def _netem(self, pid: int) -> bool:
+        ok = await asyncio.to_thread(_netns.netem_available, pid)
+        self.result["netem_available"] = ok
+        return ok
+
+    def _purge_step(self, table: str = "filter", *, host: bool = False) -> dict[str, Any]:
+        step = self.step("iptables_purge", table=table, comment=_netns.comment_for(self.id))
+        if host:
+            step["container"] = None
+        return step
+
+
+class Partition(_NetnsFault):
+    kind: ClassVar[str] = "partition"
+    PARAMS: ClassVar[ParamSpec] = {"mode": (str, "refuse")}
+
+    def what(self) -> str:
+        if self.params["mode"] == "blackhole":
+            return "drop every packet in the container's netns (clients time out)"
+        return "disconnect the container from its networks (clients are refused/reset)"
+
+    async def _prepare(self) -> list[dict[str, Any]]:
+        self.mode = self.params["mode"]
+        if self.mode == "blackhole":
+            return [self._purge_step()]
+        if self.mode != "refuse":
+            raise FaultError(f"partition mode={self.mode!r}: use refuse or blackhole")
+        endpoints = await asyncio.to_thread(self.docker.endpoints, self.container)
+        steps = []
+        for network, ep in endpoints.items():
+            ipam = ep.get("IPAMConfig") or {}
+            steps.append(self.step(
+                "connect", network=network,
+                aliases=[a for a in (ep.get("Aliases") or []) if a],
+                ipv4_address=ipam.get("IPv4Address") or None,
+                links=list(ep.get("Links") or []),
+            ))
+        self.result["networks"] = list(endpoints)
+        return steps
+
+    async def _apply(self) -> None:
+        if self.mode == "blackhole":
+            pid = await self._pid()
+            for chain, iface in (("INPUT", "-i"), ("OUTPUT", "-o")):
+                await asyncio.to_thread(
+                    _netns.add_rule, pid, "filter", chain, ["!", iface, "lo", "-j", "DROP"], self.id
+                )
+            return
+        for network in self.result["networks"]:
+            await asyncio.to_thread(self.docker.disconnect, self.container, network)
+
+
+class Loss(_NetnsFault):
+    kind: ClassVar[str] = "loss"
+    PARAMS: ClassVar[ParamSpec] = {"percent": (float, 30.0), "mode": (str, "auto")}
+
+    def what(self) -> str:
+        return f"drop {self.params['percent']}% of packets reaching the container"
+
+    async def _prepare(self) -> list[dict[str, Any]]:
+        if not 0 < self.params["percent"] <= 100:
+            raise FaultError(f"loss percent={self.params['percent']}: must be in (0, 100]")
+        return [self._purge_step(), self.step("qdisc_delete")]
+
+    async def _apply(self) -> None:
+        pid = await self._pid()
+        want = self.params["mode"]
+        use_netem = want == "netem" or (want == "auto" and await self._netem(pid))
+        self.mode = "netem" if use_netem else "iptables"
+        self.result["mode"] = self.mode
+        if use_netem:
+            for dev in await asyncio.to_thread(_netns.interfaces, pid):
+                await asyncio.to_thread(
+                    _netns.add_root_qdisc, pid, dev, ["netem", "loss", f"{self.params['percent']}%"]
+                )
+            return
+        probability = f"{self.params['percent'] / 100:.4f}"
+        spec = ["!", "-i", "lo", "-m", "statistic", "--mode", "random",
+                "--probability", probability, "-j", "DROP"]
+        await asyncio.to_thread(_netns.add_rule, pid, "filter", "INPUT", spec, self.id)
+
+
+class Bandwidth(_NetnsFault):
+    kind: ClassVar[str] = "bandwidth"
+    PARAMS: ClassVar[ParamSpec] = {"rate": (str, "1mbit"), "burst": (str, "32kbit"),
+                                   "latency_ms": (int, 400)}
+
+    def what(self) -> str:
+        return f"limit the container's egress to {self.params['rate']} (tc tbf)"
+
+    async def _prepare(self) -> list[dict[str, Any]]:
+        self.mode = "tbf"
+        return [self.step("qdisc_delete")]
+
+    async def _apply(self) -> None:
+        pid = await self._pid()
+        p = self.params
+        for dev in await asyncio.to_thread(_netns.interfaces, pid):
+            await asyncio.to_thread(_netns.add_root_qdisc, pid, dev, [
+                "tbf", "rate", p["rate"], "burst", p["burst"], "latency", f"{p['latency_ms']}ms",
+            ])
+
+
+class Latency(_NetnsFault):
+    kind: ClassVar[str] = "latency"
+    PARAMS: ClassVar[ParamSpec] = {"delay_ms": (float, 200.0), "jitter_ms": (float, 0.0),
+                                   "mode": (str, "auto")}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._proxy: DelayProxy | None = None
+
+    def what(self) -> str:
+        return (f"delay the node's answers by {self.params['delay_ms']} ms "
+                f"± {self.params['jitter_ms']} ms (netem, or a delay proxy without it)")
+
+    async def _prepare(self) -> list[dict[str, Any]]:
+        if self.params["mode"] not in ("auto", "netem", "proxy"):
+            raise FaultError(f"latency mode={self.params['mode']!r}: use auto, netem or proxy")
+        return [self.step("qdisc_delete"), self._purge_step("nat", host=True)]
+
+    async def _apply(self) -> None:
+        pid = await self._pid()
+        want = self.params["mode"]
+        use_netem = want == "netem" or (want == "auto" and await self._netem(pid))
+        self.mode = "netem" if use_netem else "proxy"
+        self.result["mode"] = self.mode
+        if use_netem:
+            delay = [f"{self.params['delay_ms']}ms"]
+            if self.params["jitter_ms"]:
+                delay.append(f"{self.params['jitter_ms']}ms")
+            for dev in await asyncio.to_thread(_netns.interfaces, pid):
+                await asyncio.to_thread(_netns.add_root_qdisc, pid, dev, ["netem", "delay", *delay])
+            return
+        await self._apply_proxy()
+
+    async def _apply_proxy(self) -> None:
+        url = urlsplit(self.node.base_url)
+        if url.hostname not in ("127.0.0.1", "localhost") or url.port is None:
+            raise FaultUnsupported(
+                f"latency without netem needs the node on a 127.0.0.1 port; {self.node.base_url} "
+                "is not (load sch_netem on the node's host to use mode=netem instead)"
+            )
+        upstream = await asyncio.to_thread(self._upstream, url.port)
+        self._proxy = DelayProxy(upstream, self.params["delay_ms"] / 1000,
+                                 self.params["jitter_ms"] / 1000)
+        port = await self._proxy.start()
+        self.result.update(proxy_port=port, upstream=f"{upstream[0]}:{upstream[1]}")
+        spec = ["-d", "127.0.0.1/32", "-p", "tcp", "--dport", str(url.port),
+                "-j", "REDIRECT", "--to-ports", str(port)]
+        await asyncio.to_thread(_netns.add_rule, None, "nat", "OUTPUT", spec, self.id)
+
+    def _upstream(self, published: int) -> tuple[str, int]:
+        """The container's bridge IP and the container port behind ``published``."""
+        attrs = self.docker.inspect(self.container)
+        container_port = None
+        for key, bindings in (attrs.get("HostConfig", {}).get("PortBindings") or {}).items():
+            if any(str(b.get("HostPort")) == str(published) for b in bindings or []):
+                container_port = int(key.split("/")[0])
+        networks = attrs.get("NetworkSettings", {}).get("Networks") or {}
+        ips = [ep.get("IPAddress") for ep in networks.values() if ep.get("IPAddress")]
+        if container_port is None or not ips:
+            raise FaultUnsupported(
+                f"cannot find the container port behind 127.0.0.1:{published} or the "
+                f"container's IP for {self.container}; is the port published?"
+            )
+        return str(ips[0]), container_port
+
+    async def _after_undo(self) -> None:
+        if self._proxy is not None:
+            self.result["proxied_connections"] = self._proxy.connections
+            await self._proxy.stop()
+            self._proxy = None
