@@ -22,7 +22,8 @@ async def test_chat_non_streaming_shape_usage_and_determinism(tmp_path: Path) ->
         r2 = await c.post("/v1/chat/completions", json=body)
         assert r1.status_code == 200
         d = r1.json()
-        assert d["object"] == "chat.completion" and d["id"].startswith("chatcmpl-")
+        assert d["object"] == "chat.completion"
+        assert d["id"].startswith("chatcmpl-")
         choice = d["choices"][0]
         assert choice["finish_reason"] == "length"
         assert choice["message"]["role"] == "assistant"
@@ -56,7 +57,8 @@ async def test_streaming_frames_usage_and_done(tmp_path: Path, chat: bool) -> No
         assert frames[-1] == "[DONE]"
         chunks = [json.loads(f) for f in frames[:-1]]
         usage_chunk = chunks[-1]
-        assert usage_chunk["choices"] == [] and usage_chunk["usage"]["completion_tokens"] == 12
+        assert usage_chunk["choices"] == []
+        assert usage_chunk["usage"]["completion_tokens"] == 12
         content = [ch for ch in chunks[:-1]
                    if (ch["choices"][0].get("delta", {}).get("content")
                        if chat else ch["choices"][0]["text"])]
@@ -68,7 +70,8 @@ async def test_streaming_frames_usage_and_done(tmp_path: Path, chat: bool) -> No
         events = n.truth_events()
         assert events_named(events, "request_accepted", lambda e: e["id"] == "req-42")
         done = events_named(events, "request_finished", lambda e: e["id"] == "req-42")
-        assert done and done[0]["output_tokens"] == 12
+        assert done
+        assert done[0]["output_tokens"] == 12
 
 
 async def test_stream_without_usage_option_has_no_usage_chunk(tmp_path: Path) -> None:
@@ -86,14 +89,16 @@ async def test_over_context_400_vllm_body(tmp_path: Path) -> None:
         assert r.status_code == 400
         err = r.json()["error"]
         assert set(err) == {"message", "type", "param", "code"}
-        assert err["type"] == "BadRequestError" and err["code"] == 400
+        assert err["type"] == "BadRequestError"
+        assert err["code"] == 400
         assert "maximum context length is 256 tokens" in err["message"]
         assert "200 input tokens" in err["message"]
         r = await c.post("/v1/completions", json={"prompt": "word " * 300})
         assert r.status_code == 400
         assert "maximum model length of 256" in r.json()["error"]["message"]
         r = await c.post("/v1/completions", json={"prompt": "x", "model": "nope"})
-        assert r.status_code == 404 and r.json()["error"]["type"] == "NotFoundError"
+        assert r.status_code == 404
+        assert r.json()["error"]["type"] == "NotFoundError"
         rejected = events_named(n.truth_events(), "rejected")
         assert [e["status"] for e in rejected] == [400, 400, 404]
         metrics = (await c.get("/metrics")).text
@@ -109,8 +114,10 @@ async def test_over_context_400_sglang_legacy_body(tmp_path: Path) -> None:
                                "max_tokens": 100})
         assert r.status_code == 400
         body = r.json()
-        assert body["object"] == "error" and body["code"] == 400
-        assert body["type"] == "BadRequestError" and "error" not in body
+        assert body["object"] == "error"
+        assert body["code"] == 400
+        assert body["type"] == "BadRequestError"
+        assert "error" not in body
         assert "maximum context length of 256 tokens" in body["message"]
         r = await c.post("/v1/completions", json={"prompt": "w " * 300})
         assert "longer than the model's context length (256 tokens)" in r.json()["message"]
@@ -126,12 +133,14 @@ async def test_hang_stops_tokens_while_vllm_health_stays_200(tmp_path: Path) -> 
         assert not task.done()  # no tokens while hung
         assert (await c.get("/health")).status_code == 200  # vLLM's /health cannot see it
         state = (await c.get("/admin/state")).json()
-        assert state["hung"] is True and state["waiting"] + state["running"] == 1
+        assert state["hung"] is True
+        assert state["waiting"] + state["running"] == 1
         await c.post("/admin/resume")
         r = await asyncio.wait_for(task, 5)
         assert r.json()["usage"]["completion_tokens"] >= 1
         r = await c.post("/admin/slow", params={"factor": "3"})
-        assert r.json() == {"slow_factor": 3.0} and n.node.engine is not None
+        assert r.json() == {"slow_factor": 3.0}
+        assert n.node.engine is not None
         assert n.node.engine.slow_factor == 3.0
         assert (await c.post("/admin/slow", params={"factor": "-1"})).status_code == 400
 
@@ -179,7 +188,8 @@ async def test_oom_in_process_error_frame_health_503_and_exit(tmp_path: Path) ->
         await asyncio.sleep(0.2)
         big = await c.post("/v1/completions", json={"prompt": "word " * 2500, "max_tokens": 5},
                            headers={"X-Request-Id": "big"})
-        assert big.status_code == 500 and big.json()["error"]["code"] == 500
+        assert big.status_code == 500
+        assert big.json()["error"]["code"] == 500
         frames = parse_sse(await victim)
         assert frames[-1] == "[DONE]"
         assert "error" in json.loads(frames[-2])

@@ -32,11 +32,13 @@ INVENTORY = Path(__file__).parents[2] / "testbed" / "inventory.yaml"
 def test_allocator_all_or_nothing_and_double_free_raises() -> None:
     a = BlockAllocator(4)
     got = a.allocate(3)
-    assert got is not None and len(set(got)) == 3
+    assert got is not None
+    assert len(set(got)) == 3
     assert a.allocate(2) is None
     assert a.num_free == 1  # the failed allocation took nothing
     a.free(got)
-    assert a.num_free == 4 and a.usage == 0.0
+    assert a.num_free == 4
+    assert a.usage == 0.0
     with pytest.raises(ValueError, match="double free"):
         a.free([got[0]])
 
@@ -54,9 +56,11 @@ class AllocatorMachine(RuleBasedStateMachine):
         free_before = self.alloc.num_free
         got = self.alloc.allocate(k)
         if k > free_before:
-            assert got is None and self.alloc.num_free == free_before
+            assert got is None
+            assert self.alloc.num_free == free_before
         else:
-            assert got is not None and len(got) == k
+            assert got is not None
+            assert len(got) == k
             self.owned.append(got)
 
     @precondition(lambda self: bool(self.owned))
@@ -106,14 +110,16 @@ def test_first_token_after_chunked_prefill_then_one_token_per_step() -> None:
             break
     # 100 prompt tokens in chunks of 32 → 4 steps to the first token, then one per step
     assert produced_at == [4, 5, 6]
-    assert r.num_output == 3 and s.allocator.num_free == 100
+    assert r.num_output == 3
+    assert s.allocator.num_free == 100
 
 
 def test_without_chunked_prefill_a_long_prompt_is_one_step() -> None:
     s = make_scheduler(100, batched=128, chunked=False)
     s.add(SimRequest("a", prompt_tokens=100, target_tokens=2))
     plan = s.schedule()
-    assert plan.prefill_tokens == 100 and plan.step_tokens == 100
+    assert plan.prefill_tokens == 100
+    assert plan.step_tokens == 100
 
 
 def test_kv_pressure_preempts_latest_and_everyone_still_finishes() -> None:
@@ -133,7 +139,8 @@ def test_max_num_seqs_caps_the_batch() -> None:
     for i in range(5):
         s.add(SimRequest(str(i), prompt_tokens=4, target_tokens=5))
     s.schedule()
-    assert len(s.running) == 2 and len(s.waiting) == 3
+    assert len(s.running) == 2
+    assert len(s.waiting) == 3
 
 
 def test_abort_frees_blocks_even_mid_step() -> None:
@@ -144,7 +151,8 @@ def test_abort_frees_blocks_even_mid_step() -> None:
     assert s.allocator.num_used > 0
     s.abort(r)
     assert s.complete(plan) == []  # the step that was running for it produces nothing
-    assert s.allocator.num_used == 0 and not s.has_work
+    assert s.allocator.num_used == 0
+    assert not s.has_work
 
 
 class SchedulerMachine(RuleBasedStateMachine):
@@ -270,8 +278,10 @@ def _sim_configs() -> dict[str, SimConfig]:
     for name, sc in inv.serving_configs.items():
         if name.startswith("sim-"):
             assert sc.command[:3] == ["python3", "-m", "testbed.simnode"]
-            assert "--admin" in sc.command and "--truth-file" in sc.command
-            assert sc.restart == "on-failure" and sc.env.get("PYTHONPATH") == "/opt/faultkit"
+            assert "--admin" in sc.command
+            assert "--truth-file" in sc.command
+            assert sc.restart == "on-failure"
+            assert sc.env.get("PYTHONPATH") == "/opt/faultkit"
             out[name] = parse_args(sc.command[3:])
     return out
 

@@ -112,7 +112,8 @@ def test_sglang_ranges_match_engines_md() -> None:
     assert (B.SGLANG_E2E[0], B.SGLANG_E2E[-1], len(B.SGLANG_E2E)) == (
         float(m.group(1)), float(m.group(2)), int(m.group(3)))
     m = re.search(r"`sglang:queue_time_seconds` \| histogram \| ([\d.]+) … ([\d.]+)", text)
-    assert m and (B.SGLANG_QUEUE_TIME[0], B.SGLANG_QUEUE_TIME[-1]) == (
+    assert m
+    assert (B.SGLANG_QUEUE_TIME[0], B.SGLANG_QUEUE_TIME[-1]) == (
         float(m.group(1)), float(m.group(2)))
 
 
@@ -148,7 +149,8 @@ async def test_scrape_has_every_metric_with_type_labels_and_buckets(
     prefix = "vllm:generation_tokens_total" if personality == "vllm" \
         else "sglang:generation_tokens_total"
     gen = next(s for s in samples if s.startswith(prefix + "{"))
-    assert label in gen and float(gen.split()[-1]) == 4.0
+    assert label in gen
+    assert float(gen.split()[-1]) == 4.0
     if personality == "vllm":
         assert 'vllm:request_success_total{model_name="sim-model",engine="0",' \
             'finished_reason="length"} 1.0' in samples
@@ -174,8 +176,10 @@ def test_promtext_histogram_is_cumulative_and_formats_like_prometheus_client() -
     assert 'x_seconds_bucket{a="q",le="0.1"} 2.0' in text
     assert 'x_seconds_bucket{a="q",le="1.0"} 2.0' in text
     assert 'x_seconds_bucket{a="q",le="+Inf"} 3.0' in text
-    assert 'x_seconds_count{a="q"} 3.0' in text and 'x_seconds_sum{a="q"} 5.15' in text
+    assert 'x_seconds_count{a="q"} 3.0' in text
+    assert 'x_seconds_sum{a="q"} 5.15' in text
     assert "# TYPE y_total counter\ny_total 2.0\n" in text
-    assert fmt_float(10) == "10.0" and fmt_float(math.inf) == "+Inf"
+    assert fmt_float(10) == "10.0"
+    assert fmt_float(math.inf) == "+Inf"
     with pytest.raises(ValueError, match="_total"):
         reg.counter("bad", "doc")

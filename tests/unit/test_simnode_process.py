@@ -68,7 +68,8 @@ def test_max_model_len_above_model_max_exits_1_with_vllm_message(tmp_path: Path)
            "max_model_len" in err
     events = read_truth(truth)
     assert [e["event"] for e in events] == ["started", "dead"]
-    assert events[1]["reason"] == "startup_validation" and events[1]["exit_code"] == 1
+    assert events[1]["reason"] == "startup_validation"
+    assert events[1]["exit_code"] == 1
 
 
 def test_too_little_kv_cache_exits_1_after_load(tmp_path: Path) -> None:
@@ -79,7 +80,8 @@ def test_too_little_kv_cache_exits_1_after_load(tmp_path: Path) -> None:
     assert "ValueError: To serve at least one request with the models's max seq len (4096)" \
         in err
     events = read_truth(truth)
-    assert events[-1]["event"] == "dead" and events[-1]["t"] - events[0]["t"] >= 0.3
+    assert events[-1]["event"] == "dead"
+    assert events[-1]["t"] - events[0]["t"] >= 0.3
 
 
 def test_vllm_port_is_closed_while_loading(tmp_path: Path) -> None:
@@ -97,7 +99,7 @@ def test_vllm_port_is_closed_while_loading(tmp_path: Path) -> None:
 
 def test_sglang_answers_503_while_loading(tmp_path: Path) -> None:
     with sim_process(tmp_path, "--personality", "sglang", "--load-seconds", "1.5") as (
-            proc, url, truth):
+            _proc, url, truth):
         assert wait_status(url + "/health") == 503
         r = httpx.post(url + "/v1/completions", json={"prompt": "x"}, timeout=5)
         assert r.status_code == 503
@@ -124,7 +126,8 @@ def test_long_prompt_oom_kills_the_process(tmp_path: Path) -> None:
         frames = parse_sse(body)
         assert frames[-1] == "[DONE]"
         err = json.loads(frames[-2])["error"]
-        assert err["code"] == 500 and "EngineCore" in err["message"]
+        assert err["code"] == 500
+        assert "EngineCore" in err["message"]
         code = proc.wait(timeout=10)
         _, stderr = proc.communicate(timeout=5)
     assert code == 1
@@ -134,6 +137,8 @@ def test_long_prompt_oom_kills_the_process(tmp_path: Path) -> None:
     assert names[:2] == ["started", "ready"]
     assert names.index("oom") < names.index("dead") == len(names) - 1
     oom = events_named(events, "oom")[0]
-    assert oom["tried_bytes"] > oom["free_bytes"] and oom["in_flight"] == ["long-1"]
+    assert oom["tried_bytes"] > oom["free_bytes"]
+    assert oom["in_flight"] == ["long-1"]
     assert events_named(events, "request_dropped", lambda e: e["id"] == "long-1")
-    assert events[-1]["exit_code"] == 1 and events[-1]["t"] - oom["t"] >= 0.4
+    assert events[-1]["exit_code"] == 1
+    assert events[-1]["t"] - oom["t"] >= 0.4
