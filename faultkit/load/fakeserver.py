@@ -165,8 +165,13 @@ def make_app() -> web.Application:
 
 
 async def serve(port: int = 0, host: str = "127.0.0.1") -> tuple[web.AppRunner, int]:
-    """Start the app on ``host:port`` (0 = any free port); return the runner and the port."""
-    runner = web.AppRunner(make_app(), access_log=None, handle_signals=False)
+    """Start the app on ``host:port`` (0 = any free port); return the runner and the port.
+
+    ``runner.cleanup()`` gives hanging handlers 0.2 s, then cancels them.
+    """
+    runner = web.AppRunner(
+        make_app(), access_log=None, handle_signals=False, shutdown_timeout=0.2
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024)
     await site.start()

@@ -149,11 +149,12 @@ class StreamInterpreter:
     ignored. The first error wins and is never overwritten.
     """
 
-    __slots__ = ("_parser", "outcome")
+    __slots__ = ("_eof", "_parser", "outcome")
 
     def __init__(self) -> None:
         self._parser = SSEParser()
         self.outcome = StreamOutcome()
+        self._eof = False
 
     def feed(self, chunk: bytes, t: float) -> None:
         """Consume bytes received at time ``t``."""
@@ -161,7 +162,12 @@ class StreamInterpreter:
             self._event(event, t)
 
     def close(self, t: float) -> StreamOutcome:
-        """End of stream at ``t``: finish parsing and settle the classification."""
+        """End of stream at ``t``: finish parsing and settle the classification.
+
+        An unterminated last frame that is not valid JSON is the cut-off remainder of a
+        truncated stream, not an error frame, so it is ignored.
+        """
+        self._eof = True
         for event in self._parser.close():
             self._event(event, t)
         out = self.outcome
@@ -197,7 +203,10 @@ class StreamInterpreter:
         try:
             obj = json.loads(data)
         except ValueError:
-            self._fail(f"frame is not JSON: {data[:120]!r}")
+            if self._eof:
+                out.chunks -= 1
+            else:
+                self._fail(f"frame is not JSON: {data[:120]!r}")
             return
         if not isinstance(obj, dict):
             self._fail(f"frame is not a JSON object: {data[:120]!r}")
