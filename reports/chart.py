@@ -13,7 +13,8 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from reports.load import RunData
+from reports.load import RunData, finite_points
+from reports.text import redact
 
 _COLOURS = {
     "ok": "#2ca02c",
@@ -30,11 +31,21 @@ _COLOURS = {
 }
 
 
-def _series(prometheus: dict[str, Any]) -> dict[str, Any] | None:
+def _series(prometheus: dict[str, Any]) -> tuple[str, list[tuple[float, float]]] | None:
+    """The first captured series with at least one finite sample: (name, points)."""
     for s in prometheus.get("series") or []:
-        if isinstance(s, dict) and s.get("values"):
-            return s
+        if isinstance(s, dict):
+            pts = finite_points(s.get("values"))
+            if pts:
+                return str(s.get("name", "series")), pts
     return None
+
+
+def _label(text: object, max_len: int = 60) -> str:
+    """Untrusted text for a chart label: redacted, printable ASCII only (no missing glyphs)."""
+    s = redact(str(text)).encode("ascii", "replace").decode("ascii")
+    s = "".join(ch if ch.isprintable() else "?" for ch in s)
+    return s.replace("$", "\\$")[:max_len]  # "$" would start mathtext
 
 
 def render_chart(data: RunData, out: Path) -> Path:
@@ -58,14 +69,14 @@ def render_chart(data: RunData, out: Path) -> Path:
             ys,
             s=10,
             color=_COLOURS.get(outcome, "#000000"),
-            label=f"{outcome} ({len(xs)})",
+            label=f"{_label(outcome, 30)} ({len(xs)})",
             alpha=0.8,
             marker="o" if outcome == "ok" else "x",
         )
     if not groups:
         ax.text(0.5, 0.5, "no requests recorded", transform=ax.transAxes, ha="center")
     ax.set_ylabel("E2E latency (s)")
-    ax.set_title(f"{data.run.get('scenario', 'run')} on {data.run.get('node', '?')}"[:80])
+    ax.set_title(_label(f"{data.run.get('scenario', 'run')} on {data.run.get('node', '?')}", 80))
     m = data.measurement
     for row in axes:
         a = row[0]
@@ -83,7 +94,7 @@ def render_chart(data: RunData, out: Path) -> Path:
                     m.t_detect - t0,
                     color="#ff7f0e",
                     linestyle="--",
-                    label=f"detected ({m.detect_signal})" if a is ax else None,
+                    label=f"detected ({_label(m.detect_signal, 20)})" if a is ax else None,
                 )
             if m.t_recovered is not None:
                 a.axvline(
@@ -98,9 +109,10 @@ def render_chart(data: RunData, out: Path) -> Path:
         ax.legend(loc="upper left", fontsize=7, ncol=4)
     if series:
         pa = axes[1][0]
-        pts = [(float(t) - t0, float(v)) for t, v in series["values"]]
-        pa.plot([p[0] for p in pts], [p[1] for p in pts], color="#1f77b4", drawstyle="steps-post")
-        pa.set_ylabel(str(series.get("name", "series"))[:40], fontsize=8)
+        name, pts = series
+        pa.plot([t - t0 for t, _ in pts], [v for _, v in pts], color="#1f77b4",
+                drawstyle="steps-post")
+        pa.set_ylabel(_label(name, 40), fontsize=8)
     axes[-1][0].set_xlabel("seconds from injection")
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)

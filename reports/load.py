@@ -8,6 +8,7 @@ A report must render from whatever a run left behind (a crashed run may have no
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,3 +113,16 @@ def load_run(path: Path) -> RunData:
         except (TypeError, ValueError) as exc:
             data.problems.append(f"verdict.json: does not match slo.Verdict ({exc})")
     return data
+
+
+def finite_points(values: Any) -> list[tuple[float, float]]:
+    """Prometheus ``[[t, "v"], ...]`` as floats, skipping malformed pairs and NaN/±Inf."""
+    out: list[tuple[float, float]] = []
+    for pair in values if isinstance(values, list) else []:
+        try:
+            t, v = float(pair[0]), float(pair[1])
+        except (TypeError, ValueError, IndexError, KeyError):
+            continue
+        if math.isfinite(v) and math.isfinite(t):
+            out.append((t, v))
+    return out

@@ -8,7 +8,6 @@ because the output is markdown, not HTML; the filters do the escaping markdown n
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from pathlib import Path
@@ -20,7 +19,7 @@ from reports import text
 from reports.chart import render_chart
 from reports.diagnosis import CONTEXT_RE, GPU_OOM_RE, STARTUP_KV_RE, diagnose, fault_kind
 from reports.figures import key_figures, num, pct
-from reports.load import RunData, load_run
+from reports.load import RunData, finite_points, load_run
 from reports.prevention import changes_for
 from reports.recovery import analyse
 from reports.timeline import mermaid, rows, signed, utc
@@ -56,24 +55,12 @@ CONTAINER_FIELDS = (
 LOG_EXCERPT_LINES = 20
 
 
-def _finite(values: Any) -> list[tuple[float, float]]:
-    out: list[tuple[float, float]] = []
-    for pair in values if isinstance(values, list) else []:
-        try:
-            t, v = float(pair[0]), float(pair[1])
-        except (TypeError, ValueError, IndexError):
-            continue
-        if math.isfinite(v):
-            out.append((t, v))
-    return out
-
-
 def _series_rows(data: RunData) -> list[dict[str, Any]]:
     result = []
     for s in data.prometheus.get("series") or []:
         if not isinstance(s, dict):
             continue
-        pts = _finite(s.get("values"))
+        pts = finite_points(s.get("values"))
         result.append(
             {
                 "name": s.get("name", "?"),
