@@ -69,7 +69,8 @@ def test_plain_callables_compose_on_either_side() -> None:
 
 def test_missing_window_data_fails_rather_than_passes() -> None:
     result = ttft_p95_below(2.0)(m()).checks[0]
-    assert not result.passed and result.observed == "no data"
+    assert not result.passed
+    assert result.observed == "no data"
 
 
 def test_checks_from_slo_uses_settings() -> None:

@@ -87,7 +87,9 @@ def test_signal_priority_alert_then_up_then_probe() -> None:
 def test_not_detected_is_a_finding_with_a_note() -> None:
     timeline = [e for e in outage_timeline(alert=False, up=False) if e.kind != "health_fail"]
     m = measure(outage_ledger(), timeline, NODE)
-    assert m.t_detect is None and m.detection_s is None and not m.detected
+    assert m.t_detect is None
+    assert m.detection_s is None
+    assert not m.detected
     assert any("not detected" in n for n in m.notes)
 
 
@@ -102,7 +104,8 @@ def test_readiness_failing_at_end_means_not_recovered_and_loss_runs_to_window_en
     ledger = outage_ledger(down_to=2000)
     timeline = [e for e in outage_timeline() if e.t < 1015.1]
     m = measure(ledger, timeline, NODE)
-    assert m.t_recovered is None and m.recovery_s is None
+    assert m.t_recovered is None
+    assert m.recovery_s is None
     assert m.lost_total == 200 + 1  # everything from 1010.0 to the end, plus the reset
     assert any("not recovered" in n for n in m.notes)
 
@@ -162,7 +165,8 @@ def test_window_slis_percentiles_tpot_and_throughput() -> None:
         for i in range(10)
     ]
     s = window_slis(records, 0.0, 10.0)
-    assert s.requests == 10 and s.error_ratio == 0.0
+    assert s.requests == 10
+    assert s.error_ratio == 0.0
     assert s.ttft_p50_s == pytest.approx(0.55)
     assert s.ttft_p95_s == pytest.approx(0.955)
     assert s.tpot_p50_s == pytest.approx((1.0 - 0.55) / 10)

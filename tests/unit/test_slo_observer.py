@@ -1,0 +1,87 @@
+"""slo.observer: change-only events for readiness, up samples and alert states."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+from aiohttp import web
+
+from faultkit.inventory import Node
+from faultkit.records import Event
+from slo.observer import Observer
+from slo.prom import Alert, Series
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def write(self, obj: Event) -> None:
+        self.events.append(obj)
+
+
+def node(port: int = 9) -> Node:
+    return Node(name="n1", engine="vllm", base_url=f"http://127.0.0.1:{port}", model="m",
+                prometheus={"job": "j1"})  # type: ignore[arg-type]
+
+
+async def test_probe_events_only_on_change_with_full_history_in_memory() -> None:
+    healthy = {"ok": True}
+
+    async def health(_: web.Request) -> web.Response:
+        return web.Response(status=200 if healthy["ok"] else 503, text="x")
+
+    app = web.Application()
+    app.router.add_get("/health", health)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    sink = Sink()
+    try:
+        async with Observer(node(port), None, sink, interval_s=0.05) as obs:
+            await asyncio.sleep(0.3)
+            healthy["ok"] = False
+            await asyncio.sleep(0.3)
+            healthy["ok"] = True
+            await asyncio.sleep(0.3)
+    finally:
+        await runner.cleanup()
+    assert [e.kind for e in sink.events] == ["health_ok", "health_fail", "health_ok"]
+    assert sink.events[1].data["status"] == 503
+    assert all(e.source == "observer" and e.node == "n1" for e in sink.events)
+    assert len(obs.probes) > 10  # every probe kept in memory, only changes written
+    assert [e.t for e in sink.events] == sorted(e.t for e in sink.events)
+
+
+def test_up_transitions_from_raw_samples_even_between_polls() -> None:
+    sink = Sink()
+    obs = Observer(node(), None, sink)
+    labels = {"job": "j1", "instance": "a"}
+    obs._on_up(10.0, [Series(labels, [(1.0, 1.0), (2.0, 1.0), (3.0, 0.0), (4.0, 1.0)])])
+    obs._on_up(11.0, [Series(labels, [(3.0, 0.0), (4.0, 1.0), (5.0, 1.0)])])  # overlap
+    assert [(e.kind, e.data["t_sample"]) for e in sink.events] == [
+        ("up_1", 1.0), ("up_0", 3.0), ("up_1", 4.0)]
+    assert all(e.t == 10.0 for e in sink.events)  # the moment seen
+
+
+def test_alert_states_for_this_node_only() -> None:
+    sink = Sink()
+    obs = Observer(node(), None, sink)
+    obs._for_s = {"Down": 2.0}
+
+    def alert(state: str, **labels: str) -> Alert:
+        return Alert("Down", state, {"alertname": "Down", **labels}, {}, 100.0, 1.0)
+
+    obs._on_alerts(101.0, [alert("pending", job="j1"), alert("firing", job="other")])
+    obs._on_alerts(101.5, [alert("pending", job="j1")])  # no change: no event
+    obs._on_alerts(102.5, [alert("firing", job="j1")])
+    obs._on_alerts(104.0, [])
+    kinds = [(e.kind, e.t, e.data["t_state"]) for e in sink.events]
+    assert kinds == [("alert_pending", 101.0, 100.0), ("alert_firing", 102.5, 102.0),
+                     ("alert_resolved", 104.0, 104.0)]
+    obs._on_alerts(105.0, [alert("firing", node="n1")])  # matched by the node label too
+    assert sink.events[-1].kind == "alert_firing"
