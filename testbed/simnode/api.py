@@ -203,7 +203,7 @@ class Api:
             if payload.get("stream"):
                 return await self._stream(request, req, resp_id, rid, chat, include_usage)
             return await self._whole(req, resp_id, rid, chat)
-        except (asyncio.CancelledError, ConnectionError):
+        except asyncio.CancelledError:  # aiohttp cancels the handler when the client leaves
             eng.abort(req, "client_disconnect")
             raise
 
@@ -233,6 +233,15 @@ class Api:
     async def _stream(self, request: web.Request, req: SimRequest, resp_id: str, rid: str,
                       chat: bool, include_usage: bool) -> web.StreamResponse:
         resp = web.StreamResponse(status=200, headers={**SSE_HEADERS, "X-Request-Id": rid})
+        try:
+            await self._pump(request, resp, req, resp_id, chat, include_usage)
+        except ConnectionError:  # the client went away between two writes
+            self.engine.abort(req, "client_disconnect")
+        return resp
+
+    async def _pump(self, request: web.Request, resp: web.StreamResponse, req: SimRequest,
+                    resp_id: str, chat: bool, include_usage: bool) -> None:
+        """Write the SSE stream of one request as its tokens appear."""
         await resp.prepare(request)
         obj = "chat.completion.chunk" if chat else "text_completion"
         head = (f'data: {{"id":"{resp_id}","object":"{obj}","created":{int(time.time())},'
@@ -272,4 +281,3 @@ class Api:
                 await resp.write(DONE)
                 break
         await resp.write_eof()
-        return resp

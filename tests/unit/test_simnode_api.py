@@ -202,3 +202,23 @@ async def test_oom_in_process_error_frame_health_503_and_exit(tmp_path: Path) ->
         dropped = {e["id"] for e in events_named(events, "request_dropped")}
         assert dropped == {"victim", "big"}
         assert events_named(events, "dead")[0]["exit_code"] == 1
+
+
+async def test_client_disconnect_drops_request_and_frees_kv(tmp_path: Path) -> None:
+    async with running_node(tmp_path, **FAST) as n, \
+            httpx.AsyncClient(base_url=n.url, timeout=10) as c:
+        async with c.stream("POST", "/v1/completions",
+                            json={"prompt": "x", "max_tokens": 3000, "ignore_eos": True,
+                                  "stream": True}, headers={"X-Request-Id": "gone"}) as r:
+            async for _ in r.aiter_bytes():
+                break
+        engine = n.node.engine
+        assert engine is not None
+        for _ in range(100):
+            if events_named(n.truth_events(), "request_dropped"):
+                break
+            await asyncio.sleep(0.02)
+        dropped = events_named(n.truth_events(), "request_dropped")
+        assert [(e["id"], e["reason"]) for e in dropped] == [("gone", "client_disconnect")]
+        assert engine.allocator.num_used == 0
+        assert not engine.scheduler.has_work

@@ -1,6 +1,8 @@
 """The simulated node as a real process on loopback: exit codes, messages, load-delay semantics.
 
 Each test starts ``python -m testbed.simnode`` (stdlib + aiohttp only) on an ephemeral port.
+Set ``SIMNODE_PYTHON`` to run the node under another interpreter, e.g. one with Debian
+bookworm's aiohttp 3.8.4, to check the container's runtime without Docker.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import pytest
 from tests.unit.simnode_helpers import events_named, parse_sse, read_truth
 
 REPO = Path(__file__).parents[2]
+PYTHON = os.environ.get("SIMNODE_PYTHON", sys.executable)
 
 
 def free_port() -> int:
@@ -36,7 +39,7 @@ def sim_process(tmp_path: Path, *args: str) -> Iterator[tuple[subprocess.Popen[s
     truth = tmp_path / "truth.jsonl"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "testbed.simnode", "--port", str(port),
+        [PYTHON, "-m", "testbed.simnode", "--port", str(port),
          "--truth-file", str(truth), *args],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
