@@ -27,23 +27,50 @@ def test_report_command_rejects_a_non_run_dir(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     result = CliRunner().invoke(cli, ["report", str(tmp_path / "empty")])
     assert result.exit_code != 0
-    assert "not a run directory" in result.output and "run.json" in result.output
+    assert "not a run directory" in result.output
+    assert "run.json" in result.output
     result = CliRunner().invoke(cli, ["report"])
-    assert result.exit_code == 2 and "at least one RUN_DIR" in result.output
+    assert result.exit_code == 2
+    assert "at least one RUN_DIR" in result.output
 
 
 GATE: dict[str, Any] = {
-    "node": "sim-vllm-a", "candidate": "ctx-32k", "current": "default",
-    "config_diff": ["--- default", "+++ ctx-32k", "@@ -1,2 +1,2 @@",
-                    "-  max_model_len: 4096", "+  max_model_len: 32768", "```"],
-    "scenarios": [
-        {"name": "kill", "passed": True, "detection_s": 4.0, "recovery_s": 8.3, "lost": 19,
-         "why": "all checks passed", "run_dir": "runs/20260101T120000Z-kill-sim-vllm-a"},
-        {"name": "rollout", "passed": False, "detection_s": 6.0, "recovery_s": None, "lost": 161,
-         "why": "lost 161 > 50 | candidate never ready", "run_dir": "runs/x-rollout"},
+    "node": "sim-vllm-a",
+    "candidate": "ctx-32k",
+    "current": "default",
+    "config_diff": [
+        "--- default",
+        "+++ ctx-32k",
+        "@@ -1,2 +1,2 @@",
+        "-  max_model_len: 4096",
+        "+  max_model_len: 32768",
+        "```",
     ],
-    "decision": "fail", "why": "1 of 2 gate scenarios failed", "promoted": False,
-    "rolled_back": True, "junit_xml": "runs/gate-junit.xml",
+    "scenarios": [
+        {
+            "name": "kill",
+            "passed": True,
+            "detection_s": 4.0,
+            "recovery_s": 8.3,
+            "lost": 19,
+            "why": "all checks passed",
+            "run_dir": "runs/20260101T120000Z-kill-sim-vllm-a",
+        },
+        {
+            "name": "rollout",
+            "passed": False,
+            "detection_s": 6.0,
+            "recovery_s": None,
+            "lost": 161,
+            "why": "lost 161 > 50 | candidate never ready",
+            "run_dir": "runs/x-rollout",
+        },
+    ],
+    "decision": "fail",
+    "why": "1 of 2 gate scenarios failed",
+    "promoted": False,
+    "rolled_back": True,
+    "junit_xml": "runs/gate-junit.xml",
 }
 
 
@@ -51,42 +78,79 @@ def test_gate_summary(tmp_path: Path) -> None:
     md = render_gate(GATE, tmp_path / "gate.md").read_text()
     assert md.startswith("# Gate: ctx-32k on sim-vllm-a")
     assert "**Decision: FAIL** — 1 of 2 gate scenarios failed" in md
-    assert "````diff\n--- default\n" in md and "+  max_model_len: 32768" in md
+    assert "````diff\n--- default\n" in md
+    assert "+  max_model_len: 32768" in md
     assert "| kill | PASS | 4.0 s | 8.3 s | 19 |" in md
     assert "| rollout | FAIL | 6.0 s | not reached | 161 | lost 161 &gt; 50 \\| candidate" in md
-    assert "| Rolled back | yes |" in md and "| Promoted | no |" in md
+    assert "| Rolled back | yes |" in md
+    assert "| Promoted | no |" in md
     assert "1 of 2 scenarios passed." in md
     assert table_problems(md) == []
 
 
 def test_gate_summary_tolerates_missing_keys(tmp_path: Path) -> None:
     md = render_gate({"decision": "pass"}, tmp_path / "gate.md").read_text()
-    assert "**Decision: PASS** — not captured" in md and "No scenario ran." in md
+    assert "**Decision: PASS** — not captured" in md
+    assert "No scenario ran." in md
     assert table_problems(md) == []
 
 
 BUDGET: dict[str, Any] = {
-    "generated_at": 1767268800.0, "window": "30d", "prometheus": "http://127.0.0.1:9090",
-    "nodes": [{"node": "sim-vllm-a", "engine": "vllm", "slos": [
-        {"slo": "availability", "objective": 0.99, "sli": 0.9931, "budget_total": 1234.5,
-         "budget_spent_fraction": 0.69, "budget_remaining_fraction": 0.31,
-         "burn_rates": {"1h": 15.2, "6h": 2.0, "1d": 0.9, "3d": 0.7},
-         "thresholds": {"page": 14.4, "ticket": 1}, "alerts_firing_now": ["SLOBurnFast"],
-         "note": "windows scaled down for the testbed"},
-        {"slo": "ttft", "objective": 0.95, "sli": None, "budget_total": None,
-         "budget_spent_fraction": None, "budget_remaining_fraction": None, "burn_rates": {},
-         "thresholds": {}, "alerts_firing_now": [], "note": "no traffic in window"},
-    ]}],
-    "chaos_runs": [{"run_dir": "runs/a", "scenario": "kill", "node": "sim-vllm-a",
-                    "t_start": 1767268780.0, "lost": 19, "budget_spent_fraction": 0.0154}],
+    "generated_at": 1767268800.0,
+    "window": "30d",
+    "prometheus": "http://127.0.0.1:9090",
+    "nodes": [
+        {
+            "node": "sim-vllm-a",
+            "engine": "vllm",
+            "slos": [
+                {
+                    "slo": "availability",
+                    "objective": 0.99,
+                    "sli": 0.9931,
+                    "budget_total": 1234.5,
+                    "budget_spent_fraction": 0.69,
+                    "budget_remaining_fraction": 0.31,
+                    "burn_rates": {"1h": 15.2, "6h": 2.0, "1d": 0.9, "3d": 0.7},
+                    "thresholds": {"page": 14.4, "ticket": 1},
+                    "alerts_firing_now": ["SLOBurnFast"],
+                    "note": "windows scaled down for the testbed",
+                },
+                {
+                    "slo": "ttft",
+                    "objective": 0.95,
+                    "sli": None,
+                    "budget_total": None,
+                    "budget_spent_fraction": None,
+                    "budget_remaining_fraction": None,
+                    "burn_rates": {},
+                    "thresholds": {},
+                    "alerts_firing_now": [],
+                    "note": "no traffic in window",
+                },
+            ],
+        }
+    ],
+    "chaos_runs": [
+        {
+            "run_dir": "runs/a",
+            "scenario": "kill",
+            "node": "sim-vllm-a",
+            "t_start": 1767268780.0,
+            "lost": 19,
+            "budget_spent_fraction": 0.0154,
+        }
+    ],
 }
 
 
 def test_budget_review(tmp_path: Path) -> None:
     md = render_budget(BUDGET, tmp_path / "budget.md").read_text()
     assert "| Generated at | 2026-01-01 12:00:00.000 UTC |" in md
-    assert ("| availability | 0.9900 | 0.9931 | 1234.500 | 69 % | 31 % | 15.20 | 2.00 | 0.90 "
-            "| 0.70 | SLOBurnFast |") in md
+    assert (
+        "| availability | 0.9900 | 0.9931 | 1234.500 | 69 % | 31 % | 15.20 | 2.00 | 0.90 "
+        "| 0.70 | SLOBurnFast |"
+    ) in md
     assert "| ttft | 0.9500 | — | — | — | — | — | — | — | — | none |" in md
     assert "windows scaled down for the testbed" in md
     assert "| 2026-01-01 11:59:40.000 | kill | sim-vllm-a | 19 | 1.54 % |" in md
@@ -96,10 +160,20 @@ def test_budget_review(tmp_path: Path) -> None:
 def test_report_command_renders_gate_and_budget(tmp_path: Path) -> None:
     (tmp_path / "gate.json").write_text(json.dumps(GATE))
     (tmp_path / "budget.json").write_text(json.dumps(BUDGET))
-    result = CliRunner().invoke(cli, ["report", "--gate", str(tmp_path / "gate.json"),
-                                      "--budget", str(tmp_path / "budget.json")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "report",
+            "--gate",
+            str(tmp_path / "gate.json"),
+            "--budget",
+            str(tmp_path / "budget.json"),
+        ],
+    )
     assert result.exit_code == 0, result.output
-    assert (tmp_path / "gate.md").exists() and (tmp_path / "budget.md").exists()
+    assert (tmp_path / "gate.md").exists()
+    assert (tmp_path / "budget.md").exists()
     (tmp_path / "bad.json").write_text("[1]")
     result = CliRunner().invoke(cli, ["report", "--gate", str(tmp_path / "bad.json")])
-    assert result.exit_code == 1 and "must be an object" in result.output
+    assert result.exit_code == 1
+    assert "must be an object" in result.output

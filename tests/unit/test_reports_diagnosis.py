@@ -17,21 +17,36 @@ T0 = 1767268800.0
 
 def _measurement(**over: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
-        "node": "n1", "t_inject": T0, "t_revert": T0 + 10, "t_window_end": T0 + 60,
-        "t_detect": T0 + 3, "detect_signal": "alert", "detection_s": 3.0,
-        "t_recovered": T0 + 20, "recovery_s": 20.0, "lost_total": 0, "requests_total": 10,
+        "node": "n1",
+        "t_inject": T0,
+        "t_revert": T0 + 10,
+        "t_window_end": T0 + 60,
+        "t_detect": T0 + 3,
+        "detect_signal": "alert",
+        "detection_s": 3.0,
+        "t_recovered": T0 + 20,
+        "recovery_s": 20.0,
+        "lost_total": 0,
+        "requests_total": 10,
     }
     base.update(over)
     return base
 
 
-def make_run(tmp_path: Path, *, fault: str = "kill", container: dict[str, Any] | None = None,
-             timeline: list[dict[str, Any]] | None = None, ledger: list[dict[str, Any]] | None = None,
-             measurement: dict[str, Any] | None = None) -> Path:
+def make_run(
+    tmp_path: Path,
+    *,
+    fault: str = "kill",
+    container: dict[str, Any] | None = None,
+    timeline: list[dict[str, Any]] | None = None,
+    ledger: list[dict[str, Any]] | None = None,
+    measurement: dict[str, Any] | None = None,
+) -> Path:
     d = tmp_path / "run"
     d.mkdir()
-    (d / "run.json").write_text(json.dumps({"scenario": "s", "node": "n1",
-                                            "fault": {"kind": fault, "params": {}}}))
+    (d / "run.json").write_text(
+        json.dumps({"scenario": "s", "node": "n1", "fault": {"kind": fault, "params": {}}})
+    )
     if container is not None:
         (d / "container.json").write_text(json.dumps(container))
     (d / "timeline.jsonl").write_text("".join(json.dumps(e) + "\n" for e in timeline or []))
@@ -49,8 +64,14 @@ def _state(**over: Any) -> dict[str, Any]:
 
 
 def test_oomkilled_is_memory_exhaustion_with_matching_changes(tmp_path: Path) -> None:
-    d = make_run(tmp_path, fault="memory_squeeze", container={
-        "before": _state(), "after": _state(status="exited", exit_code=137, oom_killed=True)})
+    d = make_run(
+        tmp_path,
+        fault="memory_squeeze",
+        container={
+            "before": _state(),
+            "after": _state(status="exited", exit_code=137, oom_killed=True),
+        },
+    )
     diags = diagnose(load_run(d))
     assert diags[0].key == "memory_exhaustion"
     assert any("oom_killed = true" in e for e in diags[0].evidence)
@@ -62,17 +83,31 @@ def test_oomkilled_is_memory_exhaustion_with_matching_changes(tmp_path: Path) ->
 
 
 def test_exit_137_without_injected_kill_is_memory_exhaustion(tmp_path: Path) -> None:
-    d = make_run(tmp_path, fault="oversized_context",
-                 container={"before": _state(), "after": _state(exit_code=137)})
+    d = make_run(
+        tmp_path,
+        fault="oversized_context",
+        container={"before": _state(), "after": _state(exit_code=137)},
+    )
     assert _keys(d)[0] == "memory_exhaustion"
 
 
 def test_exit_137_from_an_injected_kill_is_not_memory(tmp_path: Path) -> None:
-    d = make_run(tmp_path, fault="kill", container={"before": _state(), "after": _state()},
-                 timeline=[{"t": T0 + 1, "source": "harness", "kind": "restart_seen",
-                            "data": {"exit_code": 137, "oom_killed": False}}])
+    d = make_run(
+        tmp_path,
+        fault="kill",
+        container={"before": _state(), "after": _state()},
+        timeline=[
+            {
+                "t": T0 + 1,
+                "source": "harness",
+                "kind": "restart_seen",
+                "data": {"exit_code": 137, "oom_killed": False},
+            }
+        ],
+    )
     keys = _keys(d)
-    assert "memory_exhaustion" not in keys and "injected_kill" in keys
+    assert "memory_exhaustion" not in keys
+    assert "injected_kill" in keys
 
 
 def test_no_evidence_is_undiagnosed(tmp_path: Path) -> None:
@@ -85,36 +120,60 @@ def test_no_evidence_is_undiagnosed(tmp_path: Path) -> None:
 
 def test_gpu_oom_from_log(tmp_path: Path) -> None:
     log = "INFO start\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
-    d = make_run(tmp_path, fault="oversized_context",
-                 container={"before": _state(), "after": _state(), "log_tail": log})
+    d = make_run(
+        tmp_path,
+        fault="oversized_context",
+        container={"before": _state(), "after": _state(), "log_tail": log},
+    )
     diags = diagnose(load_run(d))
     assert diags[0].key == "gpu_oom"
     assert "CUDA out of memory" in diags[0].evidence[0]
 
 
 def _rec(i: int, **over: Any) -> dict[str, Any]:
-    return {"id": f"r{i}", "node": "n1", "kind": "chat", "t_invoke": T0 + i, "t_end": T0 + i + 0.01,
-            "status": "fail", **over}
+    return {
+        "id": f"r{i}",
+        "node": "n1",
+        "kind": "chat",
+        "t_invoke": T0 + i,
+        "t_end": T0 + i + 0.01,
+        "status": "fail",
+        **over,
+    }
 
 
 def test_context_length_400_is_clean_rejection(tmp_path: Path) -> None:
-    detail = ('{"error":{"message":"This model\'s maximum context length is 2048 tokens",'
-              '"code":400}}')
-    d = make_run(tmp_path, fault="oversized_context", ledger=[
-        _rec(1, http_status=400, error_class="http_4xx", error_detail=detail),
-        _rec(2, http_status=400, error_class="http_4xx",
-             error_detail='{"error":{"type":"exceed_context_size_error","n_ctx":512}}'),
-        _rec(3, http_status=400, error_class="http_4xx", error_detail="invalid json"),
-    ])
+    detail = (
+        '{"error":{"message":"This model\'s maximum context length is 2048 tokens","code":400}}'
+    )
+    d = make_run(
+        tmp_path,
+        fault="oversized_context",
+        ledger=[
+            _rec(1, http_status=400, error_class="http_4xx", error_detail=detail),
+            _rec(
+                2,
+                http_status=400,
+                error_class="http_4xx",
+                error_detail='{"error":{"type":"exceed_context_size_error","n_ctx":512}}',
+            ),
+            _rec(3, http_status=400, error_class="http_4xx", error_detail="invalid json"),
+        ],
+    )
     diag = next(x for x in diagnose(load_run(d)) if x.key == "context_rejection")
     assert diag.evidence[0].startswith("2 ledger records")
 
 
 def test_startup_kv_error_is_config_rejected(tmp_path: Path) -> None:
-    log = ("ValueError: To serve at least one request with the models's max seq len (32768), "
-           "(4.00 GiB KV cache is needed, which is larger than the available KV cache memory")
-    d = make_run(tmp_path, fault="rollout",
-                 container={"before": _state(), "after": _state(), "log_tail": log})
+    log = (
+        "ValueError: To serve at least one request with the models's max seq len (32768), "
+        "(4.00 GiB KV cache is needed, which is larger than the available KV cache memory"
+    )
+    d = make_run(
+        tmp_path,
+        fault="rollout",
+        container={"before": _state(), "after": _state(), "log_tail": log},
+    )
     assert "config_rejected" in _keys(d)
 
 
@@ -123,9 +182,12 @@ def _ev(t: float, source: str, kind: str, **data: Any) -> dict[str, Any]:
 
 
 def test_rollout_without_readiness_is_failed_rollout(tmp_path: Path) -> None:
-    tl = [_ev(T0, "fault", "inject_end", fault="rollout", params={}),
-          _ev(T0 + 60, "harness", "rollback_start"), _ev(T0 + 61, "harness", "rollback_done"),
-          _ev(T0 + 70, "observer", "health_ok")]
+    tl = [
+        _ev(T0, "fault", "inject_end", fault="rollout", params={}),
+        _ev(T0 + 60, "harness", "rollback_start"),
+        _ev(T0 + 61, "harness", "rollback_done"),
+        _ev(T0 + 70, "observer", "health_ok"),
+    ]
     d = make_run(tmp_path, fault="rollout", timeline=tl)
     assert "failed_rollout" in _keys(d)
     rec = analyse(load_run(d))
@@ -135,14 +197,18 @@ def test_rollout_without_readiness_is_failed_rollout(tmp_path: Path) -> None:
 
 
 def test_rollout_that_became_ready_is_not_failed(tmp_path: Path) -> None:
-    tl = [_ev(T0, "fault", "inject_end", fault="rollout", params={}),
-          _ev(T0 + 20, "observer", "health_ok"), _ev(T0 + 60, "harness", "rollback_start")]
+    tl = [
+        _ev(T0, "fault", "inject_end", fault="rollout", params={}),
+        _ev(T0 + 20, "observer", "health_ok"),
+        _ev(T0 + 60, "harness", "rollback_start"),
+    ]
     assert "failed_rollout" not in _keys(make_run(tmp_path, fault="rollout", timeline=tl))
 
 
 def test_not_detected_with_loss_is_monitoring_gap(tmp_path: Path) -> None:
-    m = _measurement(t_detect=None, detect_signal=None, detection_s=None, lost_total=4,
-                     t_impact=T0 + 1)
+    m = _measurement(
+        t_detect=None, detect_signal=None, detection_s=None, lost_total=4, t_impact=T0 + 1
+    )
     diags = diagnose(load_run(make_run(tmp_path, fault="stop", measurement=m)))
     gap = next(x for x in diags if x.key == "monitoring_gap")
     assert any("t_detect = null" in e for e in gap.evidence)
@@ -155,8 +221,11 @@ def test_not_detected_without_impact_is_no_gap(tmp_path: Path) -> None:
 
 
 def test_restart_loop_from_restart_count(tmp_path: Path) -> None:
-    d = make_run(tmp_path, fault="stop", container={"before": _state(restart_count=1),
-                                                    "after": _state(restart_count=4)})
+    d = make_run(
+        tmp_path,
+        fault="stop",
+        container={"before": _state(restart_count=1), "after": _state(restart_count=4)},
+    )
     assert "restart_loop" in _keys(d)
     rec = analyse(load_run(d))
     assert rec.mechanisms[0] == "restart policy (restart_count 1 → 4)"

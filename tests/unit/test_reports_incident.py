@@ -55,8 +55,16 @@ def test_golden(rendered: dict[str, Path], name: str) -> None:
 def test_markdown_structure(rendered: dict[str, Path], name: str) -> None:
     md = rendered[name].read_text(encoding="utf-8")
     assert table_problems(md) == []
-    for title in ("Key figures", "Timeline", "Symptoms", "Telemetry", "Diagnosis", "Recovery",
-                  "Preventive changes", "Conditions"):
+    for title in (
+        "Key figures",
+        "Timeline",
+        "Symptoms",
+        "Telemetry",
+        "Diagnosis",
+        "Recovery",
+        "Preventive changes",
+        "Conditions",
+    ):
         assert f"\n## {title}\n" in md
     mermaid = re.search(r"```mermaid\n(.*?)\n```", md, re.S)
     assert mermaid is not None
@@ -101,8 +109,11 @@ def _in_json(token: str, numbers: list[float]) -> bool:
 def test_every_key_figure_is_traceable(rendered: dict[str, Path], name: str) -> None:
     md = rendered[name].read_text(encoding="utf-8")
     numbers = _json_numbers(RUNS / name)
-    rows = [cells(line) for line in section(md, "Key figures").splitlines()
-            if line.startswith("| ") and not line.startswith("| Figure")]
+    rows = [
+        cells(line)
+        for line in section(md, "Key figures").splitlines()
+        if line.startswith("| ") and not line.startswith("| Figure")
+    ]
     assert len(rows) >= 8
     for label, value, source in rows:
         value = value.replace("\\", "")
@@ -128,7 +139,8 @@ def test_key_figures_fail_when_a_number_is_not_in_the_json(tmp_path: Path) -> No
     m["detection_s"] = 4.444
     (d / "measurement.json").write_text(json.dumps(m))
     md_after = render_incident(d).read_text()
-    assert "4.44 s via alert" in md_after and "4.44" not in md_before
+    assert "4.44 s via alert" in md_after
+    assert "4.44" not in md_before
     assert not _in_json("4.43", _json_numbers(d))
 
 
@@ -147,7 +159,8 @@ def test_chart_is_produced_and_not_blank(rendered: dict[str, Path], name: str) -
     png = rendered[name].with_name("timeline.png")
     assert png.stat().st_size > 20_000
     img = imread(png)
-    assert img.shape[0] > 300 and img.shape[1] > 600
+    assert img.shape[0] > 300
+    assert img.shape[1] > 600
     rgb = img[..., :3].reshape(-1, 3)
     # not blank: many distinct colours, and a fair share of non-white pixels
     assert len(np.unique((rgb * 255).astype(int), axis=0)) > 50
@@ -157,7 +170,8 @@ def test_chart_is_produced_and_not_blank(rendered: dict[str, Path], name: str) -
 def test_fail_oom_report_says_memory(rendered: dict[str, Path]) -> None:
     md = rendered["fail-oom"].read_text()
     diagnosis = section(md, "Diagnosis")
-    assert "memory exhaustion" in diagnosis and "oom\\_killed = true" in diagnosis
+    assert "memory exhaustion" in diagnosis
+    assert "oom\\_killed = true" in diagnosis
     assert "**Verdict: FAIL** — lost:" in md
     assert "| prevent | Cap --max-num-batched-tokens" in section(md, "Preventive changes")
 
@@ -172,24 +186,39 @@ def test_not_detected_report_names_the_gap(rendered: dict[str, Path]) -> None:
 def test_failed_rollout_report(rendered: dict[str, Path]) -> None:
     md = rendered["failed-rollout"].read_text()
     diagnosis = section(md, "Diagnosis")
-    assert "failed rollout" in diagnosis and "KV cache is needed" in diagnosis
+    assert "failed rollout" in diagnosis
+    assert "KV cache is needed" in diagnosis
     assert "What brought it back: rollback to the previous config." in md
 
 
 def test_hostile_text_is_escaped_and_redacted(tmp_path: Path) -> None:
     d = copy_run("pass-kill", tmp_path)
     c = json.loads((d / "container.json").read_text())
-    c["log_tail"] += "\n```\n<img src=x onerror=alert(1)>\nAuthorization: Bearer sk-live0123456789abc"
+    c["log_tail"] += (
+        "\n```\n<img src=x onerror=alert(1)>\nAuthorization: Bearer sk-live0123456789abc"
+    )
     c["after"]["image"] = "evil|image`<b>"
     (d / "container.json").write_text(json.dumps(c))
     with (d / "timeline.jsonl").open("a") as fh:
-        fh.write(json.dumps({"t": 1767268805.0, "source": "observer", "kind": "alert_firing",
-                             "data": {"alertname": "X|Y:`z`<i>; api_key=abcd1234secret"}}) + "\n")
+        fh.write(
+            json.dumps(
+                {
+                    "t": 1767268805.0,
+                    "source": "observer",
+                    "kind": "alert_firing",
+                    "data": {"alertname": "X|Y:`z`<i>; api_key=abcd1234secret"},
+                }
+            )
+            + "\n"
+        )
     md = render_incident(d).read_text()
-    assert "sk-live0123456789abc" not in md and "abcd1234secret" not in md
+    assert "sk-live0123456789abc" not in md
+    assert "abcd1234secret" not in md
     outside = re.sub(r"^(`{3,})text\n.*?\n\1$", "", md, flags=re.S | re.M)
     assert "<img" in md  # inside the fenced log, where it is inert text
-    assert "<img" not in outside and "<b>" not in outside and "<i>" not in outside
+    assert "<img" not in outside
+    assert "<b>" not in outside
+    assert "<i>" not in outside
     assert table_problems(md) == []
     assert "````text" in md  # the log's ``` forced a longer fence
 
@@ -210,4 +239,5 @@ def test_unreadable_json_is_reported_not_fatal(tmp_path: Path) -> None:
     d = copy_run("pass-kill", tmp_path)
     (d / "verdict.json").write_text("{not json")
     md = render_incident(d).read_text()
-    assert "verdict.json: unreadable" in md and "**Verdict: not captured**" in md
+    assert "verdict.json: unreadable" in md
+    assert "**Verdict: not captured**" in md

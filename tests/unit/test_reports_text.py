@@ -35,7 +35,8 @@ def test_redaction_keeps_token_counts() -> None:
 def test_inline_cannot_break_a_table_or_inject_html() -> None:
     hostile = "a | b `code` <script>alert(1)</script> *em* [x](http://e) \n| new row"
     out = inline(hostile)
-    assert "<script>" not in out and "&lt;script&gt;" in out
+    assert "<script>" not in out
+    assert "&lt;script&gt;" in out
     assert "\n" not in out
     assert len(cells(f"| {out} | z |")) == 2
     assert "`" not in out.replace("\\`", "")
@@ -43,16 +44,20 @@ def test_inline_cannot_break_a_table_or_inject_html() -> None:
 
 def test_code_cannot_be_closed_or_split() -> None:
     out = code("x</code><b>|`y`")
-    assert out.startswith("<code>") and out.endswith("</code>")
-    assert out.count("</code>") == 1 and "|" not in out and "`" not in out
+    assert out.startswith("<code>")
+    assert out.endswith("</code>")
+    assert out.count("</code>") == 1
+    assert "|" not in out
+    assert "`" not in out
     assert "<b>" not in out
 
 
 def test_fenced_uses_a_fence_longer_than_any_backtick_run() -> None:
     body = "before\n````\nstill inside\n```\nend Authorization: Basic dXNlcjpwYXNz"
     out = fenced(body)
-    fence = out.split("\n", 1)[0].rstrip("text")
-    assert len(fence) == 5 and out.endswith("\n" + fence)
+    fence = out.split("\n", 1)[0].removesuffix("text")
+    assert len(fence) == 5
+    assert out.endswith("\n" + fence)
     inner = out.split("\n")[1:-1]
     assert all(not line.startswith(fence) for line in inner)
     assert "dXNlcjpwYXNz" not in out
@@ -60,7 +65,9 @@ def test_fenced_uses_a_fence_longer_than_any_backtick_run() -> None:
 
 def test_fenced_keeps_the_last_lines() -> None:
     out = fenced("\n".join(f"line {i}" for i in range(100)), max_lines=10)
-    assert "line 99" in out and "line 89" not in out and "line 90" in out
+    assert "line 99" in out
+    assert "line 89" not in out
+    assert "line 90" in out
 
 
 def test_mermaid_label_strips_syntax() -> None:
@@ -72,7 +79,9 @@ def test_mermaid_label_strips_syntax() -> None:
 @given(st.text())
 def test_inline_is_always_one_safe_cell(text: str) -> None:
     out = inline(text)
-    assert "\n" not in out and "<" not in out and ">" not in out
+    assert "\n" not in out
+    assert "<" not in out
+    assert ">" not in out
     assert len(cells(f"| {out} | tail |")) == 2
 
 
