@@ -21,6 +21,7 @@ from faultkit.errors import InventoryError
 from faultkit.inventory import Inventory, Node, load_inventory
 from faultkit.load import LoadProfile
 from faultkit.plugin.experiment import DryRunPlan, Experiment
+from faultkit.plugin.candidate import CandidateSession
 from faultkit.plugin.settings import Settings, resolve_settings
 from faultkit.rundir import RunDir
 
@@ -38,6 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         ("--prometheus-url", "prometheus_url", "override the inventory's Prometheus URL"),
         ("--runs-dir", "runs_dir", "where run directories go (default: runs)"),
         ("--load-profile", "load_profile", 'background load, e.g. "concurrency=4,output_tokens=32"'),
+        ("--serving-config", "serving_config",
+         "run against this serving config: rolled onto the (single) --node for the session, "
+         "then rolled back"),
     )
     for flag, name, help_text in options:
         group.addoption(flag, dest=f"faultkit_{name}", default=None, help=help_text)
@@ -114,7 +118,7 @@ def selected_nodes(config: pytest.Config, inventory: Inventory) -> list[Node]:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "node" not in metafunc.fixturenames:
         return
-    inventory = inventory_of(metafunc.config)
+    inventory = _with_candidate(metafunc.config, inventory_of(metafunc.config))
     marker = metafunc.definition.get_closest_marker("fault")
     kind = marker.args[0] if marker and marker.args else None
     nodes = [n for n in selected_nodes(metafunc.config, inventory) if kind is None or n.allows(kind)]
@@ -139,6 +143,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("node", nodes, ids=[n.name for n in nodes])
 
 
+def _with_candidate(config: pytest.Config, inventory: Inventory) -> Inventory:
+    """With --serving-config, the selected node is described as running the candidate."""
+    name = settings_of(config).serving_config
+    if not name:
+        return inventory
+    nodes = selected_nodes(config, inventory)
+    if len(nodes) != 1:
+        raise pytest.UsageError("--serving-config needs exactly one node: add --node NAME")
+    if name not in inventory.serving_configs:
+        raise pytest.UsageError(
+            f"--serving-config {name!r} is not in {inventory.source} "
+            f"(have: {', '.join(sorted(inventory.serving_configs))})"
+        )
+    target = nodes[0]
+    swapped = [n.model_copy(update={"serving_config": name}) if n.name == target.name else n
+               for n in inventory.nodes]
+    return inventory.model_copy(update={"nodes": swapped})
+
+
 @pytest.fixture(scope="session")
 def faultkit_settings(request: pytest.FixtureRequest) -> Settings:
     return settings_of(request.config)
@@ -146,7 +169,7 @@ def faultkit_settings(request: pytest.FixtureRequest) -> Settings:
 
 @pytest.fixture(scope="session")
 def faultkit_inventory(request: pytest.FixtureRequest) -> Inventory:
-    inventory = inventory_of(request.config)
+    inventory = _with_candidate(request.config, inventory_of(request.config))
     override = settings_of(request.config).prometheus_url
     if override:
         inventory = inventory.model_copy(
@@ -170,10 +193,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if session.config.option.collectonly or settings_of(session.config).dry_run:
         return
     try:
-        from faultkit.sweep import sweep_journal
+        from faultkit.sweep import sweep
     except ImportError:
         return
-    reverted = sweep_journal()
+    reverted = sweep()
     if reverted:
         session.config.get_terminal_writer().line(
             "faultkit: swept faults a previous harness left applied: " + "; ".join(reverted)
@@ -234,3 +257,21 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.section("faultkit incident reports")
         for path in sorted(set(reports)):
             terminalreporter.line(str(path))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _candidate_serving_config(request: pytest.FixtureRequest) -> Iterator[None]:
+    """With --serving-config, roll the candidate onto the node for the session (unless it
+    already runs it, as under ``faultkit gate``) and roll it back at the end."""
+    settings = settings_of(request.config)
+    if not settings.serving_config or settings.dry_run:
+        yield
+        return
+    inventory = inventory_of(request.config)
+    (node,) = selected_nodes(request.config, inventory)
+    session = CandidateSession(node, inventory, settings.serving_config)
+    session.start()
+    try:
+        yield
+    finally:
+        session.stop()

@@ -21,6 +21,7 @@ class Settings:
     prometheus_url: str | None
     runs_dir: Path
     load_profile: str | None
+    serving_config: str | None
     dry_run: bool
 
 
@@ -48,6 +49,7 @@ def resolve_settings(config: pytest.Config, env: Mapping[str, str]) -> Settings:
     runs, _ = _pick(config, env, "runs_dir")
     profile, _ = _pick(config, env, "load_profile")
     dry, _ = _pick(config, env, "dry_run")
+    candidate, _ = _pick(config, env, "serving_config")
     inventory_path = Path(inventory) if inventory else DEFAULT_INVENTORY
     if inventory and not inventory_path.is_absolute():
         inventory_path = Path(config.invocation_params.dir) / inventory_path
@@ -58,5 +60,6 @@ def resolve_settings(config: pytest.Config, env: Mapping[str, str]) -> Settings:
         prometheus_url=str(prom).rstrip("/") if prom else None,
         runs_dir=Path(runs) if runs else Path(config.invocation_params.dir) / "runs",
         load_profile=str(profile) if profile else None,
+        serving_config=str(candidate) if candidate else None,
         dry_run=_truthy(dry),
     )

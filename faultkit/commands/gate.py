@@ -1,0 +1,195 @@
+"""``faultkit gate``: the pre-promotion gate for a candidate serving config.
+
+Rolls the candidate onto the node, runs the scenarios marked ``gate`` against it (a
+``pytest`` subprocess: the same scenarios users run), writes JUnit XML, ``gate.json`` and
+``gate.md``, and exits 0 on pass, 1 on fail. The previous config is restored unless the
+gate passed *and* ``--promote`` was given; an interrupted gate (Ctrl-C, SIGTERM, crash)
+restores it too, and what a killed gate left behind is reverted by ``faultkit sweep``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import signal
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+from faultkit.errors import FaultkitError
+from faultkit.faults import make_fault
+from faultkit.inventory import Inventory, Node, load_inventory
+from faultkit.records import Event, JsonlWriter
+from faultkit.rundir import RunDir
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_INVENTORY = REPO_ROOT / "testbed" / "inventory.yaml"
+SCENARIOS = REPO_ROOT / "scenarios"
+
+
+def _say(message: str) -> None:
+    click.echo(f"[gate {time.strftime('%H:%M:%S')}] {message}", err=True)
+
+
+@dataclass(frozen=True)
+class ScenarioOutcome:
+    name: str
+    passed: bool
+    why: str
+    run_dir: str | None
+    detection_s: float | None = None
+    recovery_s: float | None = None
+    lost: int | None = None
+
+
+def config_diff(inventory: Inventory, current: str | None, candidate: str) -> list[str]:
+    """Unified diff of the two serving configs as YAML."""
+
+    def dump(name: str | None) -> list[str]:
+        if name is None:
+            return ["(unknown)\n"]
+        config = inventory.serving_config(name).model_dump(mode="json", exclude_defaults=True)
+        return yaml.safe_dump(config, sort_keys=True, width=100).splitlines(keepends=True)
+
+    return [line.rstrip("\n") for line in difflib.unified_diff(
+        dump(current), dump(candidate), fromfile=current or "current", tofile=candidate)]
+
+
+def read_junit(path: Path) -> list[ScenarioOutcome]:
+    """Scenario outcomes from pytest's JUnit XML (run dirs from its properties)."""
+    if not path.exists():
+        return []
+    outcomes = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        failure = case.find("failure")
+        if failure is None:
+            failure = case.find("error")
+        skipped = case.find("skipped")
+        if skipped is not None:
+            continue
+        run_dir = props.get("faultkit_run_dir")
+        figures = _figures(Path(run_dir)) if run_dir else {}
+        why = "all checks passed"
+        if failure is not None:
+            why = (failure.get("message") or "failed").splitlines()[0][:300]
+        outcomes.append(ScenarioOutcome(
+            name=case.get("name", "?"), passed=failure is None, why=why, run_dir=run_dir, **figures,
+        ))
+    return outcomes
+
+
+def _figures(run_dir: Path) -> dict[str, Any]:
+    data = RunDir(run_dir).read_json(run_dir / "measurement.json", {}) or {}
+    return {"detection_s": data.get("detection_s"), "recovery_s": data.get("recovery_s"),
+            "lost": data.get("lost_total")}
+
+
+async def _run_gate(inventory: Inventory, node: Node, config: str, out: Path, promote: bool,
+                    pytest_args: tuple[str, ...]) -> dict[str, Any]:
+    timeline = JsonlWriter(out / "timeline.jsonl")
+
+    def emit(event: Event) -> None:
+        timeline.write(event)
+        _say(f"{event.kind} {event.data.get('reason', '')}".rstrip())
+
+    rollout = make_fault("rollout", node, inventory=inventory, timeline=emit, config=config)
+    data: dict[str, Any] = {
+        "node": node.name, "candidate": config, "current": node.serving_config,
+        "config_diff": config_diff(inventory, node.serving_config, config),
+        "scenarios": [], "promoted": False, "rolled_back": False,
+        "junit_xml": str(out / "junit.xml"), "started_at": time.time(),
+    }
+    _say(f"rolling {config!r} onto {node.name} ({rollout.describe()})")
+    try:
+        await rollout.inject()
+        if rollout.result.get("rolled_back"):
+            data.update(decision="fail", rolled_back=True, why=(
+                f"{config} did not become ready ({rollout.result.get('failed_reason', 'unknown')}); "
+                "it was rolled back automatically"), rollout=rollout.result)
+            return data
+        _say(f"{config} is serving; running the gate scenarios")
+        argv = [sys.executable, "-m", "pytest", str(SCENARIOS), "-m", "gate", "-p", "no:cacheprovider",
+                "--node", node.name, "--inventory", str(inventory.source),
+                "--runs-dir", str(out / "runs"), "--serving-config", config,
+                f"--junitxml={out / 'junit.xml'}", "-o", "junit_family=xunit2", *pytest_args]
+        proc = await asyncio.create_subprocess_exec(*argv)
+        code = await proc.wait()
+        outcomes = read_junit(out / "junit.xml")
+        data["scenarios"] = [o.__dict__ for o in outcomes]
+        failed = [o for o in outcomes if not o.passed]
+        if code not in (0, 1) or not outcomes:
+            data.update(decision="fail", why=f"the gate scenarios did not run cleanly (pytest exit {code})")
+        elif failed:
+            data.update(decision="fail", why="; ".join(f"{o.name}: {o.why}" for o in failed)[:800])
+        else:
+            data.update(decision="pass", why=f"all {len(outcomes)} gate scenarios passed on {config}")
+        data["rollout"] = rollout.result
+        if data["decision"] == "pass" and promote:
+            rollout.promote()
+            data["promoted"] = True
+        return data
+    finally:
+        if not data["promoted"]:
+            _say(f"restoring {node.serving_config or 'the previous config'} on {node.name}")
+            await rollout.revert()
+            data["rolled_back"] = True
+        timeline.close()
+
+
+@click.command()
+@click.option("--inventory", "inventory_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=DEFAULT_INVENTORY, show_default=True)
+@click.option("--node", "node_name", required=True, help="node to gate the config on")
+@click.option("--config", "config", required=True, help="candidate serving config (inventory name)")
+@click.option("--promote", is_flag=True, help="keep the candidate if the gate passes")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("runs"),
+              show_default=True, help="where the gate directory is written")
+@click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
+def gate(inventory_path: Path, node_name: str, config: str, promote: bool, out_dir: Path,
+         pytest_args: tuple[str, ...]) -> None:
+    """Gate CONFIG on NODE: roll it out, run the `gate` scenarios, pass/fail, roll back.
+
+    Exit code 0 = pass, 1 = fail, 2 = bad input. Writes gate.md, gate.json and junit.xml.
+    """
+    from faultkit.sweep import sweep
+    from reports.render import render_gate
+
+    inventory = load_inventory(inventory_path)
+    node = inventory.node(node_name)
+    inventory.serving_config(config)  # unknown config: a clear error before anything happens
+    if not node.allows("rollout"):
+        raise click.UsageError(f"node {node_name!r} does not allow the rollout fault "
+                               "(protected, or 'rollout' missing from its faults allowlist)")
+    swept = sweep()
+    if swept:
+        _say("reverted leftovers of a killed harness: " + "; ".join(swept))
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = out_dir / f"gate-{stamp}-{node_name}-{config}"
+    out.mkdir(parents=True)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        data = asyncio.run(_run_gate(inventory, node, config, out, promote, pytest_args))
+    except KeyboardInterrupt:
+        _say("interrupted: the previous config was restored")
+        sys.exit(130)
+    except FaultkitError as exc:
+        raise click.ClickException(str(exc)) from exc
+    data["finished_at"] = time.time()
+    RunDir(out).write_json(out / "gate.json", data)
+    md = render_gate(data, out / "gate.md")
+    verdict = "PASS" if data["decision"] == "pass" else "FAIL"
+    _say(f"{verdict}: {data['why']}")
+    click.echo(f"gate {verdict} — {config} on {node_name}; report: {md}")
+    sys.exit(0 if data["decision"] == "pass" else 1)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt

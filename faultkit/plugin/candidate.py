@@ -1,0 +1,74 @@
+"""Keep a candidate serving config on a node for a whole pytest session.
+
+The rollout fault lives in one event loop on a background thread from roll-out to roll-
+back, so its tasks never cross loops with the scenarios' own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from faultkit._docker import DockerHost
+from faultkit.errors import FaultkitError
+from faultkit.inventory import Inventory, Node
+
+
+class CandidateSession:
+    def __init__(self, node: Node, inventory: Inventory, config: str) -> None:
+        self.node = node
+        self.inventory = inventory
+        self.config = config
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._done: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+        self.error: str | None = None
+
+    def already_running(self) -> bool:
+        if self.node.docker is None:
+            return False
+        try:
+            state = DockerHost(self.node.docker.host).state(self.node.docker.container)
+        except FaultkitError:
+            return False
+        return state.labels.get("faultkit.serving-config") == self.config
+
+    def start(self) -> None:
+        if self.already_running():
+            return
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True,
+                                        name="faultkit-candidate")
+        self._thread.start()
+        self._ready.wait()
+        if self.error:
+            self.stop()
+            pytest.exit(self.error, returncode=1)
+
+    async def _main(self) -> None:
+        from faultkit.faults import make_fault
+
+        self._loop = asyncio.get_running_loop()
+        self._done = asyncio.Event()
+        try:
+            fault = make_fault("rollout", self.node, inventory=self.inventory, config=self.config)
+            async with fault:
+                if fault.result.get("rolled_back"):
+                    self.error = (f"--serving-config {self.config}: the candidate did not become ready "
+                                  f"({fault.result.get('failed_reason')}); it was rolled back")
+                self._ready.set()
+                await self._done.wait()
+        except FaultkitError as exc:
+            self.error = f"--serving-config {self.config}: {exc}"
+        finally:
+            self._ready.set()
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        if self._loop is not None and self._done is not None:
+            self._loop.call_soon_threadsafe(self._done.set)
+        self._thread.join(timeout=300)
+        self._thread = None
