@@ -23,6 +23,10 @@ prometheus_down    detail — Prometheus unreachable (written once per outage); 
 ``t_sample`` fields carry the moment Prometheus says it happened. Only alerts whose
 labels name the node (``node=<name>``) or its job (``job=<job>``) are recorded.
 
+Probes and Prometheus looks run on independent cadences, so a hung Prometheus never
+delays readiness probing; a probe that hangs (a paused node) takes up to
+``probe_timeout_s`` (default 1 s) and is stamped with its send time.
+
 The full probe history stays in memory (:attr:`Observer.probes`); on disk the changes are
 enough, since readiness is a step function: measurement reconstructs state intervals from
 ``health_ok``/``health_fail`` events (each holds until the next one).
@@ -33,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import httpx
@@ -98,26 +103,32 @@ class Observer:
             await self._client.aclose()
 
     async def _run(self) -> None:
+        # two independent cadences: a slow or hung Prometheus never delays readiness probes
+        loops = [self._every(self._probe_once)]
+        if self.prometheus is not None:
+            loops.append(self._every(self._prometheus_once))
+        await asyncio.gather(*loops)
+
+    async def _every(self, step: Callable[[], Awaitable[None]]) -> None:
         loop = asyncio.get_running_loop()
         next_at = loop.time()
         while True:
-            next_at += self.interval_s
-            await self.poll_once()
-            await asyncio.sleep(max(0.0, next_at - loop.time()))
+            next_at = max(next_at + self.interval_s, loop.time())
+            await asyncio.sleep(next_at - loop.time())
+            await step()
 
     # ------------------------------------------------------------------ polling
     async def poll_once(self) -> None:
         """One round: readiness probe and (concurrently) the Prometheus look."""
+        await asyncio.gather(self._probe_once(), self._prometheus_once())
+
+    async def _probe_once(self) -> None:
         assert self._client is not None, "use the Observer as an async context manager"
-        if self.prometheus is None:
-            self._on_probe(await probe(self.node, self._client, timeout_s=self.probe_timeout_s))
-            return
-        result, prom_state = await asyncio.gather(
-            probe(self.node, self._client, timeout_s=self.probe_timeout_s),
-            asyncio.to_thread(self._prometheus_look),
-        )
-        self._on_probe(result)
-        self._on_prometheus(*prom_state)
+        self._on_probe(await probe(self.node, self._client, timeout_s=self.probe_timeout_s))
+
+    async def _prometheus_once(self) -> None:
+        if self.prometheus is not None:
+            self._on_prometheus(*await asyncio.to_thread(self._prometheus_look))
 
     def _emit(self, kind: str, t: float, data: dict[str, Any]) -> None:
         event = Event(t=t, source="observer", kind=kind, node=self.node.name, data=data)
