@@ -1,0 +1,72 @@
+"""``memory_squeeze``: lower the container's memory limit under its usage → the kernel OOM-kills it.
+
+Params: ``limit`` (e.g. ``32m``; default: ``fraction`` × current usage, at least 4 MiB)
+and ``fraction`` (0.5). The fault is in effect (``inject_end``) once the new limit is set;
+``result`` gets ``usage_before``, ``limit_before``/``memswap_before``, ``limit_applied``
+(bytes), and after revert ``oom_killed``, ``restart_count_before``/``after`` and
+``time_to_ready_s`` (monotonic seconds from the start of the revert). Revert restores both
+limits exactly (memory and memory+swap) and waits until the node is ready again — with the
+lowered limit a restarted engine may OOM-loop until then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from typing import Any, ClassVar
+
+from faultkit.errors import FaultError
+from faultkit.faults.base import ParamSpec
+from faultkit.faults.process import _ReadyMixin
+
+_DOCKER_MIN = 6 * 1024**2  # Docker refuses memory limits below 6 MiB
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def parse_bytes(text: str) -> int:
+    """``512m`` / ``2g`` / ``1048576`` → bytes."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([bkmg]?)b?\s*", text.lower())
+    if not match:
+        raise FaultError(f"memory size {text!r}: use e.g. 32m, 1g or a byte count")
+    return int(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+class MemorySqueeze(_ReadyMixin):
+    kind: ClassVar[str] = "memory_squeeze"
+    PARAMS: ClassVar[ParamSpec] = {
+        "limit": (str, None),
+        "fraction": (float, 0.5),
+        "ready_timeout_s": (float, None),
+        "first_token": (bool, False),
+    }
+
+    def what(self) -> str:
+        target = self.params["limit"] or f"{self.params['fraction']:.0%} of its usage"
+        return f"lower the memory limit to {target} (OOM kill); revert restores it"
+
+    async def _prepare(self) -> list[dict[str, Any]]:
+        name = self.container
+        memory, memswap = await asyncio.to_thread(self.docker.memory_limits, name)
+        usage = await asyncio.to_thread(self.docker.memory_usage, name)
+        st = await asyncio.to_thread(self.docker.state, name)
+        self.result.update(limit_before=memory, memswap_before=memswap, usage_before=usage,
+                           restart_count_before=st.restart_count)
+        if self.params["limit"]:
+            limit = parse_bytes(self.params["limit"])
+        else:
+            limit = max(_DOCKER_MIN, int(usage * self.params["fraction"]))
+        self.result["limit_applied"] = limit
+        return [self.step("memory", memory=memory, memswap=memswap)]
+
+    async def _apply(self) -> None:
+        limit = self.result["limit_applied"]
+        await asyncio.to_thread(self.docker.set_memory_limits, self.container, limit, limit)
+
+    async def _after_undo(self) -> None:
+        st = await asyncio.to_thread(self.docker.state, self.container)
+        self.result["oom_killed"] = st.oom_killed or st.restart_count > self.result[
+            "restart_count_before"]
+        if not st.running and not st.restarting:
+            await asyncio.to_thread(self.docker.start, self.container)
+        await self._wait_back(self.t_revert_mono or time.monotonic())

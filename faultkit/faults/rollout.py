@@ -1,0 +1,204 @@
+"""``rollout``: put a named serving config on a node; roll back automatically if it fails.
+
+Container mode (default): the node's container is replaced by one running the config's
+image, command, env (merged over the current env), memory and restart policy, keeping
+its name, published ports, mounts, networks and labels (``faultkit.serving-config`` set to
+the config's name; ``faultkit.config-hash``, which described the previous config, dropped).
+The previous container spec is journaled first, so ``faultkit sweep`` can restore it.
+
+Command-pair mode: when the config has ``apply:``/``rollback:`` shell commands (e.g.
+``docker compose -f base.yml -f candidate.yml up -d``), those are run instead.
+
+Readiness is polled with a tenacity deadline (``config.ready_timeout_s``). The rollout has
+*failed* when the container exits for good, restart-loops (``max_restarts`` restarts,
+OOM kills included) or never answers OK before the deadline; then it rolls back to the
+previous config and waits for ready again. ``result``: ``config``, ``ready`` (bool),
+``failed_reason``, ``t_failed_detected`` / ``t_restored`` (epoch seconds),
+``time_to_ready_s`` (monotonic), ``rolled_back`` (bool). A failed rollout is a finding:
+``inject()`` returns normally and the body runs against the restored node.
+
+:meth:`Rollout.promote` keeps a passing candidate: revert then leaves it in place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from typing import Any, ClassVar
+
+import httpx
+from tenacity import AsyncRetrying, RetryError, retry_if_result, stop_after_delay, wait_fixed
+
+from faultkit._docker import ContainerSpec, spec_to_json
+from faultkit.errors import FaultError, NodeNotReady
+from faultkit.faults import undo
+from faultkit.faults.base import Fault, ParamSpec
+from faultkit.health import probe, wait_ready
+from faultkit.inventory import ServingConfig
+
+
+class Rollout(Fault):
+    kind: ClassVar[str] = "rollout"
+    PARAMS: ClassVar[ParamSpec] = {
+        "config": (str, None),
+        "max_restarts": (int, 2),
+        "restore_timeout_s": (float, None),
+    }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.params["config"]:
+            raise FaultError("rollout needs config=NAME (a serving config in the inventory)")
+        if self.inventory is None:
+            raise FaultError("rollout needs the inventory (it holds the serving configs)")
+        self.config: ServingConfig = self.inventory.serving_config(self.params["config"])
+        self.promoted = False
+        self._restore_steps: list[dict[str, Any]] = []
+
+    def what(self) -> str:
+        how = "apply/rollback commands" if self.config.apply else "replace the container"
+        return f"roll out serving config {self.params['config']!r} ({how}); rollback on failure"
+
+    # inject -------------------------------------------------------------------------
+    async def _prepare(self) -> list[dict[str, Any]]:
+        self.result.update(config=self.params["config"], rolled_back=False, ready=False)
+        if self.config.apply:
+            self.mode = "commands"
+            assert self.config.rollback is not None
+            self._restore_steps = [{"op": "shell", "command": self.config.rollback}]
+            return list(self._restore_steps)
+        self.mode = "container"
+        previous = await asyncio.to_thread(self.docker.spec_of, self.container)
+        endpoints = await asyncio.to_thread(self.docker.endpoints, self.container)
+        self._previous = previous
+        self._networks = [
+            {"name": name, "aliases": [a for a in (ep.get("Aliases") or []) if a]}
+            for name, ep in endpoints.items()
+        ]
+        self._restore_steps = [self.step("container", spec=spec_to_json(previous),
+                                         networks=self._networks)]
+        self.result["previous_image"] = previous.image
+        return list(self._restore_steps)
+
+    def _candidate(self) -> ContainerSpec:
+        prev = self._previous
+        labels = {k: v for k, v in prev.labels.items() if k != "faultkit.config-hash"}
+        labels["faultkit.serving-config"] = str(self.params["config"])
+        image = self.config.image
+        if image == "faultkit/base:bookworm" and prev.image != image:
+            image = prev.image  # the lab's base image is tagged locally; keep the resolved one
+        return dataclasses.replace(
+            prev,
+            image=image,
+            command=tuple(self.config.command),
+            env={**prev.env, **self.config.env},
+            memory=self.config.memory or prev.memory,
+            restart_policy=self.config.restart,
+            restart_max_retries=self.config.restart_max_retries,
+            labels=labels,
+        )
+
+    async def _apply(self) -> None:
+        t0 = time.monotonic()
+        if self.config.apply:
+            await asyncio.to_thread(undo.run_step, {"op": "shell", "command": self.config.apply})
+        else:
+            spec = self._candidate()
+            await asyncio.to_thread(self.docker.remove, self.container)
+            await asyncio.to_thread(self.docker.create, spec)
+            for net in self._networks:
+                if net["name"] != spec.network:
+                    await asyncio.to_thread(self.docker.connect, self.container, net["name"],
+                                            aliases=net["aliases"])
+        reason = await self._wait_candidate()
+        if reason is None:
+            self.result.update(ready=True, time_to_ready_s=round(time.monotonic() - t0, 3))
+            return
+        self.result.update(failed_reason=reason, t_failed_detected=time.time())
+        self.emit("config_failed", reason=reason, config=self.params["config"])
+        await self._roll_back()
+
+    async def _wait_candidate(self) -> str | None:
+        """None when the candidate serves; else why it failed (exit, restart loop, deadline)."""
+        deadline = self.config.ready_timeout_s
+        last: dict[str, str] = {"why": f"not ready within {deadline:.0f} s"}
+
+        async def check(http: httpx.AsyncClient) -> bool | str:
+            """True: ready; False: keep waiting; a string: failed for good (why)."""
+            result = await probe(self.node, http, timeout_s=2.0)
+            if result.ok:
+                return True
+            last["why"] = f"not ready within {deadline:.0f} s (last answer: {result.detail})"
+            if self.config.apply:
+                return False
+            st = await asyncio.to_thread(self.docker.state, self.container)
+            if st.restart_count >= self.params["max_restarts"]:
+                oom = ", OOM-killed" if st.oom_killed else ""
+                return f"restart loop: {st.restart_count} restarts (exit {st.exit_code}{oom})"
+            if not st.running and not st.restarting and st.status in ("exited", "dead"):
+                await asyncio.sleep(1.0)  # the restart policy may be about to act
+                st = await asyncio.to_thread(self.docker.state, self.container)
+                if not st.running and not st.restarting:
+                    oom = ", OOM-killed" if st.oom_killed else ""
+                    return f"container exited (code {st.exit_code}{oom}) and stays down"
+            return False
+
+        outcome: bool | str = False
+        async with httpx.AsyncClient() as http:
+            try:
+                async for attempt in AsyncRetrying(
+                    stop=stop_after_delay(deadline), wait=wait_fixed(0.5),
+                    retry=retry_if_result(lambda result: result is False),
+                ):
+                    with attempt:
+                        outcome = await check(http)
+                    done = attempt.retry_state.outcome
+                    if done is not None and not done.failed:  # keep a raised error as is
+                        attempt.retry_state.set_result(outcome)
+            except RetryError:
+                return last["why"]
+        return outcome if isinstance(outcome, str) else None
+
+    async def _roll_back(self) -> None:
+        self.emit("rollback_start", config=self.params["config"])
+        for step in self._restore_steps:
+            await asyncio.to_thread(undo.run_step, step)
+        await self._wait_restored()
+        self.result.update(rolled_back=True, t_restored=time.time())
+        if self._record is not None and self.journal is not None:
+            self._record.undo = []  # already restored: nothing left for revert or the sweep
+            self.journal.update(self._record)
+        self.emit("rollback_done", config=self.params["config"])
+
+    async def _wait_restored(self) -> None:
+        timeout = self.params["restore_timeout_s"]
+        if timeout is None and self.node.serving_config and self.inventory is not None:
+            timeout = self.inventory.serving_config(self.node.serving_config).ready_timeout_s
+        try:
+            await wait_ready(self.node, timeout_s=float(timeout or 120.0))
+        except NodeNotReady as exc:
+            raise FaultError(
+                f"rollback of {self.node.name!r} to its previous config did not become ready: "
+                f"{exc}; inspect the container, then `faultkit testbed up` or fix it by hand"
+            ) from exc
+
+    # promote / revert -----------------------------------------------------------------
+    def promote(self) -> None:
+        """Keep the candidate: revert will leave it in place (nothing to undo)."""
+        if not self.result.get("ready"):
+            raise FaultError(f"cannot promote {self.params['config']!r}: it did not become ready")
+        self.promoted = True
+        if self._record is not None and self.journal is not None:
+            self._record.undo = []
+            self.journal.update(self._record)
+        self.emit("promoted", config=self.params["config"])
+
+    async def _after_undo(self) -> None:
+        if self.promoted:
+            return
+        if self.result.get("rolled_back"):
+            return  # already restored during inject
+        await self._wait_restored()
+        self.result.setdefault("t_restored", time.time())
+
