@@ -115,7 +115,7 @@ class LoadProfile:
         values: dict[str, Any] = {}
         for raw_key, value in data.items():
             key = _ALIASES.get(raw_key.strip(), raw_key.strip())
-            if key not in fields or key == "extra_body":
+            if key not in fields or (key == "extra_body" and not isinstance(value, Mapping)):
                 allowed = ", ".join(n for n in fields if n != "extra_body")
                 raise ValueError(f"unknown load profile key {raw_key!r} (allowed: {allowed})")
             values[key] = _convert(key, value) if isinstance(value, str) else value
