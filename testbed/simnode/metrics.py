@@ -178,8 +178,8 @@ class EngineMetrics:
                      "Histogram of End-to-end request latency in seconds", names, B.SGLANG_E2E)
         self.queue = h("sglang:queue_time_seconds",
                        "Histogram of queueing time in seconds.", names, B.SGLANG_QUEUE_TIME)
-        for fam in (self.ttft, self.itl, self.e2e, self.queue):
-            fam.touch(lv)
+        for hist in (self.ttft, self.itl, self.e2e, self.queue):
+            hist.touch(lv)
 
     # ------------------------------------------------------------------ events
     def _preempt_lv(self) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -103,7 +104,8 @@ class SimNode:
             log.info("The server is fired up and ready to roll!")
 
     async def _bind(self, api: Api) -> None:
-        kwargs = {"handler_cancellation": True} if _AIOHTTP_39 else {}
+        # 3.9+ no longer cancels handlers when the client goes away; 3.8 always did
+        kwargs: dict[str, Any] = {"handler_cancellation": True} if _AIOHTTP_39 else {}
         self.runner = web.AppRunner(api.app(), access_log=None, **kwargs)
         await self.runner.setup()
         site = web.TCPSite(self.runner, self.cfg.host, self.cfg.port)
