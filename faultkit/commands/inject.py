@@ -1,0 +1,109 @@
+"""``faultkit inject KIND --node N``: run one fault against a node for a while, then revert.
+
+Runs the sweep first (so a fault a killed run left behind is reverted before a new one),
+shows a live line with what is applied, and reverts at the end of ``--duration``, on
+Ctrl-C or on SIGTERM. ``--dry-run`` prints the plan and touches nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from faultkit.faults import make_fault
+from faultkit.inventory import load_inventory
+from faultkit.journal import FaultJournal
+from faultkit.records import Event
+from faultkit.sweep import sweep as run_sweep
+
+#: the repo's testbed inventory (faultkit/commands/inject.py → repo root)
+DEFAULT_INVENTORY = Path(__file__).resolve().parents[2] / "testbed" / "inventory.yaml"
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """``30s`` / ``2m`` / ``500ms`` / ``1h`` / ``45`` (seconds) → seconds."""
+    match = _DURATION.match(text)
+    if not match:
+        raise click.BadParameter(f"{text!r}: use e.g. 30s, 2m, 500ms")
+    scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[match.group(2)]
+    return float(match.group(1)) * scale
+
+
+def parse_params(pairs: tuple[str, ...]) -> dict[str, str]:
+    params = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r}: use key=value", param_hint="--param")
+        params[key.strip()] = value.strip()
+    return params
+
+
+@click.command()
+@click.argument("kind")
+@click.option("--node", "node_name", required=True, help="node name from the inventory")
+@click.option("--inventory", "inventory_path", type=click.Path(dir_okay=False),
+              default=str(DEFAULT_INVENTORY), show_default="testbed/inventory.yaml")
+@click.option("--duration", default="30s", show_default=True, help="e.g. 30s, 2m, 500ms")
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="fault parameter")
+@click.option("--dry-run", is_flag=True, help="print the plan; act on nothing")
+@click.option("--journal-dir", type=click.Path(file_okay=False), default=None,
+              help="journal directory (default: $FAULTKIT_HOME/journal)")
+def inject(kind: str, node_name: str, inventory_path: str, duration: str,
+           params: tuple[str, ...], dry_run: bool, journal_dir: str | None) -> None:
+    """Apply fault KIND to a node for --duration, then revert (also on Ctrl-C / SIGTERM)."""
+    seconds = parse_duration(duration)
+    inventory = load_inventory(inventory_path)
+    journal = None if dry_run else FaultJournal(Path(journal_dir) if journal_dir else None)
+    if journal is not None:
+        for line in run_sweep(journal):
+            click.echo(f"sweep: {line}")
+
+    def emit(event: Event) -> None:
+        extra = {k: v for k, v in event.data.items() if k not in ("fault", "id", "params")}
+        stamp = time.strftime("%H:%M:%S", time.localtime(event.t))
+        click.echo(f"\r{stamp} {event.kind}" + (f" {json.dumps(extra)}" if extra else ""),
+                   err=True)
+
+    fault = make_fault(kind, node_name, inventory=inventory, timeline=emit, journal=journal,
+                       dry_run=dry_run, **parse_params(params))
+    click.echo(("plan: " if dry_run else "") + fault.describe() + f" for {seconds:g} s")
+    if dry_run:
+        return
+    asyncio.run(_run(fault, seconds))
+    if fault.result:
+        click.echo("result: " + json.dumps(fault.result, default=str))
+    if fault.guard_reason:
+        click.echo(f"ended early: {fault.guard_reason}")
+
+
+async def _run(fault: Any, seconds: float) -> None:
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    assert main is not None
+    loop.add_signal_handler(signal.SIGTERM, main.cancel)
+    live = sys.stderr.isatty()
+    try:
+        async with fault:
+            start = time.monotonic()
+            while (left := seconds - (time.monotonic() - start)) > 0 and fault.active:
+                if live:
+                    sys.stderr.write(f"\r[applied {seconds - left:5.1f}/{seconds:g} s] "
+                                     f"{fault.describe()} (mode {fault.mode or '-'})\x1b[K")
+                    sys.stderr.flush()
+                await fault.hold(min(1.0, left))
+            if live:
+                sys.stderr.write("\n")
+    except asyncio.CancelledError:
+        click.echo("interrupted: fault reverted", err=True)
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
