@@ -169,9 +169,7 @@ async def serve(port: int = 0, host: str = "127.0.0.1") -> tuple[web.AppRunner, 
 
     ``runner.cleanup()`` gives hanging handlers 0.2 s, then cancels them.
     """
-    runner = web.AppRunner(
-        make_app(), access_log=None, handle_signals=False, shutdown_timeout=0.2
-    )
+    runner = web.AppRunner(make_app(), access_log=None, handle_signals=False, shutdown_timeout=0.2)
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024)
     await site.start()

@@ -27,9 +27,7 @@ async def server() -> AsyncIterator[str]:
 
 async def _one(base_url: str, model: str, **profile: object) -> RequestRecord:
     values = {"concurrency": 1, "requests": 1, "output_tokens": 6, **FAST, **profile}
-    result = await LoadGenerator(
-        Target("t", base_url, model), LoadProfile.from_dict(values)
-    ).run()
+    result = await LoadGenerator(Target("t", base_url, model), LoadProfile.from_dict(values)).run()
     assert result.violations == []
     assert len(result.records) == 1
     return result.records[0]

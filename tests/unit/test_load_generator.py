@@ -200,10 +200,14 @@ async def test_background_load_drain_lets_short_requests_finish(server: str) -> 
 async def test_background_load_exception_in_block_still_drains(server: str) -> None:
     profile = LoadProfile(concurrency=2, output_tokens=100)
     load = BackgroundLoad(Target("t", server, "slow,delay=0.05"), profile, drain_timeout_s=0.1)
-    with pytest.raises(RuntimeError, match="scenario broke"):
+
+    async def scenario() -> None:
         async with load:
             await asyncio.sleep(0.1)
             raise RuntimeError("scenario broke")
+
+    with pytest.raises(RuntimeError, match="scenario broke"):
+        await scenario()
     assert len(load.records) == 2
     assert all(r.error_class == "cancelled" for r in load.records)
 
@@ -228,29 +232,28 @@ def test_ledger_reports_violations() -> None:
 
 
 async def test_sigkilled_server_every_request_has_one_terminal_status(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "faultkit.load.fakeserver", "--port", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "faultkit.load.fakeserver", "--port", "0", stdout=subprocess.PIPE
     )
     try:
         assert proc.stdout is not None
-        line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 20)
-        port = int(line.rsplit(":", 1)[1])
+        line = await asyncio.wait_for(proc.stdout.readline(), 20)
+        port = int(line.decode().rsplit(":", 1)[1])
         target = Target("killed", f"http://127.0.0.1:{port}", "slow,delay=0.02")
         profile = LoadProfile(concurrency=4, requests=16, output_tokens=200, total_timeout_s=10)
         ledger_path = tmp_path / "ledger.jsonl"
         gen = LoadGenerator(target, profile, ledger=Ledger(ledger_path))
         run = asyncio.create_task(gen.run())
-        while sum(1 for r in gen.ledger.in_flight()) < 4:
+        while len(gen.ledger.in_flight()) < 4:  # noqa: ASYNC110 - polling public state
             await asyncio.sleep(0.02)
         await asyncio.sleep(0.3)  # streams are mid-way
         t_kill = time.time()
         os.kill(proc.pid, signal.SIGKILL)
         result = await asyncio.wait_for(run, 20)
     finally:
-        proc.kill()
-        proc.wait()
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
     assert result.violations == []
     records = result.records
     assert len(records) == 16 == len({r.id for r in records})

@@ -140,7 +140,7 @@ def test_comments_keepalives_and_unknown_fields_are_ignored() -> None:
 
 
 def test_multiline_data_is_joined_with_newline() -> None:
-    events = SSEParser().feed(b"data: {\"a\":\ndata: 1}\n\n")
+    events = SSEParser().feed(b'data: {"a":\ndata: 1}\n\n')
     assert [e.data for e in events] == ['{"a":\n1}']
 
 
