@@ -167,6 +167,9 @@ class ServingConfig(_Model):
     command: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     memory: str | None = Field(None, description="memory limit, e.g. 512m or 24g")
+    shm_size: str | None = Field(
+        None, description="size of /dev/shm, e.g. 1g (vLLM's shared-memory queues need ~400 MiB)"
+    )
     restart: RestartPolicy = "on-failure"
     restart_max_retries: int = Field(0, ge=0, description="for on-failure; 0 = unlimited")
     ready_timeout_s: float = Field(120.0, gt=0)
@@ -174,7 +177,7 @@ class ServingConfig(_Model):
     apply: str | None = Field(None, description="shell command applying this config (compose)")
     rollback: str | None = Field(None, description="shell command restoring the previous one")
 
-    @field_validator("memory")
+    @field_validator("memory", "shm_size")
     @classmethod
     def _memory(cls, value: str | None) -> str | None:
         if value is not None and not _MEMORY_RE.match(value):
