@@ -110,8 +110,9 @@ def render_chart(data: RunData, out: Path) -> Path:
     if series:
         pa = axes[1][0]
         name, pts = series
-        pa.plot([t - t0 for t, _ in pts], [v for _, v in pts], color="#1f77b4",
-                drawstyle="steps-post")
+        pa.plot(
+            [t - t0 for t, _ in pts], [v for _, v in pts], color="#1f77b4", drawstyle="steps-post"
+        )
         pa.set_ylabel(_label(name, 40), fontsize=8)
     axes[-1][0].set_xlabel("seconds from injection")
     fig.tight_layout()

@@ -106,6 +106,15 @@ def key_figures(data: RunData) -> list[Figure]:
                 "measurement.json t_detect = null",
             )
         )
+    by_signal = {k: v for k, v in m.detection_by_signal_s.items() if isinstance(v, int | float)}
+    if by_signal:
+        figs.append(
+            Figure(
+                "Detection by signal",
+                ", ".join(f"{k} {num(v, 2)} s" for k, v in sorted(by_signal.items())),
+                "measurement.json detection_by_signal_s",
+            )
+        )
     if m.recovery_s is not None:
         figs.append(
             Figure(

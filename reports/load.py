@@ -7,14 +7,16 @@ A report must render from whatever a run left behind (a crashed run may have no
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from faultkit.errors import NotARunDirectory
-from faultkit.records import Event, RequestRecord, read_ledger, read_timeline
+from faultkit.records import Event, RequestRecord, iter_jsonl
 from faultkit.rundir import RunDir
 from slo.types import Measurement, Verdict
 
@@ -64,6 +66,58 @@ class RunData:
         return min(starts) if starts else None
 
 
+def _is_num(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _bad_fields(obj: Any) -> list[str]:
+    """Fields of a dataclass whose value does not fit its annotation (numbers, str, dict)."""
+    bad = []
+    for f in dataclasses.fields(obj):
+        ann, value = str(f.type), getattr(obj, f.name)
+        if value is None:
+            if "None" not in ann:
+                bad.append(f.name)
+        elif ann.startswith(("float", "int")):
+            if not _is_num(value):
+                bad.append(f.name)
+        elif ann.startswith(("str", "DetectSignal", "Status", "EventSource", "RequestKind")):
+            if not isinstance(value, str):
+                bad.append(f.name)
+        elif ann.startswith("dict[str, int]"):
+            if not isinstance(value, dict) or not all(
+                isinstance(k, str) and _is_num(v) for k, v in value.items()
+            ):
+                bad.append(f.name)
+        elif (ann.startswith("dict") and not isinstance(value, dict)) or (
+            ann.startswith("list") and not isinstance(value, list)
+        ):
+            bad.append(f.name)
+    return bad
+
+
+def _valid(obj: Event | RequestRecord) -> bool:
+    return not [name for name in _bad_fields(obj) if name != "itl_s"]
+
+
+_T = TypeVar("_T", Event, RequestRecord)
+
+
+def _read_lines(path: Path, parse: Callable[[dict[str, Any]], _T]) -> tuple[list[_T], int]:
+    """Parse each JSON line with ``parse``; keep well-typed ones. Returns (kept, lines seen)."""
+    kept: list[_T] = []
+    seen = 0
+    for obj in iter_jsonl(path):
+        seen += 1
+        try:
+            item = parse(obj)
+        except (TypeError, ValueError, AttributeError):
+            continue
+        if _valid(item):
+            kept.append(item)
+    return kept, seen
+
+
 def is_run_dir(path: Path) -> bool:
     return path.is_dir() and any((path / name).exists() for name in RUN_FILES)
 
@@ -92,20 +146,31 @@ def load_run(path: Path) -> RunData:
     data.run = read_obj(rd.run_json)
     data.prometheus = read_obj(rd.prometheus_json)
     data.container = read_obj(rd.container_json)
-    try:
-        data.timeline = read_timeline(rd.timeline_jsonl)
-    except (TypeError, ValueError) as exc:
-        data.problems.append(f"timeline.jsonl: unreadable ({exc})")
-    try:
-        data.ledger = read_ledger(rd.ledger_jsonl)
-    except (TypeError, ValueError) as exc:
-        data.problems.append(f"ledger.jsonl: unreadable ({exc})")
+    events, n_lines = _read_lines(rd.timeline_jsonl, Event.from_json)
+    data.timeline = sorted(events, key=lambda e: e.t)
+    if len(events) < n_lines:
+        data.problems.append(f"timeline.jsonl: {n_lines - len(events)} malformed event(s) skipped")
+    data.ledger, n_lines = _read_lines(rd.ledger_jsonl, RequestRecord.from_json)
+    if len(data.ledger) < n_lines:
+        data.problems.append(
+            f"ledger.jsonl: {n_lines - len(data.ledger)} malformed record(s) skipped"
+        )
     m = read_obj(rd.measurement_json)
     if m:
         try:
-            data.measurement = Measurement.from_json(m)
+            measurement = Measurement.from_json(m)
         except (TypeError, ValueError) as exc:
             data.problems.append(f"measurement.json: does not match slo.Measurement ({exc})")
+        else:
+            bad = [f"measurement.json {name}" for name in _bad_fields(measurement)] + [
+                f"measurement.json slis.{k}.{name}"
+                for k, w in measurement.slis.items()
+                for name in _bad_fields(w)
+            ]
+            if bad:
+                data.problems.append("wrong type in " + ", ".join(bad) + "; measurement ignored")
+            else:
+                data.measurement = measurement
     v = read_obj(rd.verdict_json)
     if v:
         try:

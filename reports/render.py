@@ -36,7 +36,9 @@ _ENV.filters.update(
     inline=text.inline,
     code=text.code,
     fenced=text.fenced,
-    num=lambda v, d=1: "—" if v is None else num(v, d),
+    num=lambda v, d=1: (
+        "—" if v is None else (num(v, d) if isinstance(v, int | float) else text.inline(v))
+    ),
     pct=lambda v: "—" if v is None else pct(v),
     utc=lambda t: "—" if not isinstance(t, int | float) else utc(t),
     signed=signed,

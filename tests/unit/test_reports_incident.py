@@ -241,3 +241,31 @@ def test_unreadable_json_is_reported_not_fatal(tmp_path: Path) -> None:
     md = render_incident(d).read_text()
     assert "verdict.json: unreadable" in md
     assert "**Verdict: not captured**" in md
+
+
+def test_wrongly_typed_files_are_reported_not_rendered(tmp_path: Path) -> None:
+    d = copy_run("pass-kill", tmp_path)
+    m = json.loads((d / "measurement.json").read_text())
+    m["detection_s"] = "fast"
+    m["slis"]["fault"]["requests"] = "many"
+    (d / "measurement.json").write_text(json.dumps(m))
+    with (d / "timeline.jsonl").open("a") as fh:
+        fh.write(json.dumps({"t": "soon", "source": "fault", "kind": "inject_start"}) + "\n")
+        fh.write(json.dumps({"t": 1.0, "source": "fault", "kind": "x", "data": [1]}) + "\n")
+    md = render_incident(d).read_text()
+    assert "| Measurement | not captured |" in md
+    assert "measurement.json detection\\_s" in md
+    assert "slis.fault.requests" in md
+    assert "timeline.jsonl: 2 malformed event\\(s\\) skipped" in md
+    assert table_problems(md) == []
+
+
+def test_public_names_are_pinned() -> None:
+    import reports
+
+    assert reports.__all__ == [
+        "CATALOGUE", "UNDIAGNOSED", "Change", "Diagnosis", "RunData", "changes_for",
+        "diagnose", "is_run_dir", "load_run", "render_budget", "render_gate", "render_incident",
+    ]
+    for name in reports.__all__:
+        assert getattr(reports, name) is not None
