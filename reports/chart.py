@@ -86,9 +86,18 @@ def render_chart(data: RunData, out: Path) -> Path:
                 m.t_inject - t0,
                 end - t0,
                 color="#d62728",
-                alpha=0.12,
-                label="fault window" if a is ax else None,
+                alpha=0.18,
+                label="fault applied" if a is ax else None,
             )
+            until = m.t_recovered if m.t_recovered is not None else m.t_window_end
+            if until > end:  # impact outlasting the fault (e.g. an instant kill)
+                a.axvspan(
+                    end - t0,
+                    until - t0,
+                    color="#d62728",
+                    alpha=0.06,
+                    label="until recovered" if a is ax else None,
+                )
             if m.t_detect is not None:
                 a.axvline(
                     m.t_detect - t0,
@@ -104,7 +113,8 @@ def render_chart(data: RunData, out: Path) -> Path:
                     label="recovered" if a is ax else None,
                 )
     top = max((y for _, ys in groups.values() for y in ys), default=1.0)
-    ax.set_ylim(bottom=0, top=max(top, 0.1) * 1.45)  # headroom so the legend hides no point
+    top = max(top, 0.1)
+    ax.set_ylim(bottom=-0.04 * top, top=top * 1.45)  # headroom so the legend hides no point
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper left", fontsize=7, ncol=4)
     if series:
