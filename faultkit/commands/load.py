@@ -1,0 +1,292 @@
+"""``faultkit load``: streaming load against an OpenAI-compatible endpoint, with a summary.
+
+Target a node of the inventory (``--node``) or any endpoint (``--endpoint URL --model M``).
+Exit status: 0 when the run completed (failed requests are *measured*, not an error),
+1 when the endpoint cannot be reached at all (pre-flight ``GET /v1/models`` refused or
+timed out, or the first requests all refused), 3 when the ledger invariant was violated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import csv
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import httpx
+
+from faultkit.errors import LoadError
+from faultkit.inventory import load_inventory
+from faultkit.load import (
+    Ledger,
+    LoadGenerator,
+    LoadProfile,
+    LoadResult,
+    LoadSummary,
+    Target,
+    summarize,
+)
+from faultkit.records import RequestRecord
+
+#: The default inventory: the testbed's, in the source tree (repo root = two levels up).
+DEFAULT_INVENTORY = Path(__file__).resolve().parents[2] / "testbed" / "inventory.yaml"
+#: This many first requests all refused (or connect-timed-out) = the endpoint is unreachable.
+UNREACHABLE_AFTER = 8
+_UNREACHABLE = frozenset({"refused", "timeout_connect"})
+
+
+@click.command()
+@click.option("--node", help="node name from the inventory")
+@click.option(
+    "--inventory",
+    type=click.Path(dir_okay=False),
+    help=f"inventory file (default: {DEFAULT_INVENTORY})",
+)
+@click.option("--endpoint", help="base URL of an OpenAI-compatible server (instead of --node)")
+@click.option("--model", help="model name (with --endpoint)")
+@click.option("--api-key-env", help="env var holding the API key (with --endpoint)")
+@click.option(
+    "--concurrency", type=click.IntRange(min=1), help="closed loop workers / open loop cap"
+)
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="open loop: req/s")
+@click.option("--burstiness", type=float, default=1.0, show_default=True, help="1 = Poisson")
+@click.option("--requests", type=click.IntRange(min=1), help="stop after N requests")
+@click.option("--duration", type=click.FloatRange(min=0, min_open=True), help="stop after S s")
+@click.option("--input-tokens", type=click.IntRange(min=1), default=32, show_default=True)
+@click.option("--output-tokens", type=click.IntRange(min=1), default=32, show_default=True)
+@click.option(
+    "--endpoint-kind", type=click.Choice(["chat", "completion"]), default="chat", show_default=True
+)
+@click.option("--no-stream", is_flag=True, help="non-streaming requests (TTFT = E2E)")
+@click.option("--warmup", type=click.IntRange(min=0), default=0, help="warm-up requests")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--connect-timeout", type=float, default=5.0, show_default=True)
+@click.option("--first-token-timeout", type=float, default=60.0, show_default=True)
+@click.option("--timeout", "total_timeout", type=float, default=300.0, show_default=True)
+@click.option("--ttft-max", type=float, help="goodput threshold on TTFT (s)")
+@click.option("--tpot-max", type=float, help="goodput threshold on TPOT (s)")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write summary JSON")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="append summary CSV row")
+@click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), help="raw records")
+def load(**opts: Any) -> None:
+    """Run streaming load and print TTFT / TPOT percentiles and throughput.
+
+    Closed loop by default (--concurrency workers, default 1); --rate makes it open loop.
+    Without --requests or --duration, 100 requests are sent.
+    """
+    target = _target(opts)
+    try:
+        profile = LoadProfile(
+            endpoint=opts["endpoint_kind"],
+            stream=not opts["no_stream"],
+            concurrency=opts["concurrency"],
+            rate=opts["rate"],
+            burstiness=opts["burstiness"],
+            requests=opts["requests"] if opts["requests"] or opts["duration"] else 100,
+            duration_s=opts["duration"],
+            input_tokens=opts["input_tokens"],
+            output_tokens=opts["output_tokens"],
+            connect_timeout_s=opts["connect_timeout"],
+            first_token_timeout_s=opts["first_token_timeout"],
+            total_timeout_s=opts["total_timeout"],
+            seed=opts["seed"],
+            warmup=opts["warmup"],
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    preflight(target, timeout_s=profile.connect_timeout_s)
+    ledger_path = Path(opts["ledger_path"]) if opts["ledger_path"] else None
+    result, unreachable = asyncio.run(_run(target, profile, ledger_path))
+    if unreachable:
+        raise LoadError(
+            f"{target.api_root}: the first {UNREACHABLE_AFTER} requests could not connect "
+            f"({unreachable}); is the server up and listening there?"
+        )
+    summary = summarize(
+        result.records,
+        duration_s=result.duration_s,
+        ttft_max_s=opts["ttft_max"],
+        tpot_max_s=opts["tpot_max"],
+    )
+    click.echo(format_summary(summary, profile))
+    if opts["json_path"]:
+        _write_json(Path(opts["json_path"]), target, profile, result, summary)
+    if opts["csv_path"]:
+        _append_csv(Path(opts["csv_path"]), target, profile, summary)
+    if result.violations:
+        for line in result.violations:
+            click.secho(f"LEDGER INVARIANT VIOLATED: {line}", fg="red", err=True)
+        raise SystemExit(3)
+
+
+def _target(opts: dict[str, Any]) -> Target:
+    if opts["node"] and opts["endpoint"]:
+        raise click.UsageError("give either --node or --endpoint, not both")
+    if opts["endpoint"]:
+        if not opts["model"]:
+            raise click.UsageError("--endpoint needs --model")
+        key = os.environ.get(opts["api_key_env"]) if opts["api_key_env"] else None
+        url = str(opts["endpoint"])
+        if not url.startswith(("http://", "https://")):
+            raise click.UsageError(f"--endpoint must be an http:// URL (got {url!r})")
+        return Target("endpoint", url, opts["model"], None, key)
+    if not opts["node"]:
+        raise click.UsageError("give --node NAME (from the inventory) or --endpoint URL --model M")
+    inventory = load_inventory(opts["inventory"] or DEFAULT_INVENTORY)
+    return Target.from_node(inventory.node(opts["node"]))
+
+
+def preflight(target: Target, *, timeout_s: float) -> None:
+    """``GET /v1/models`` once; raise :class:`LoadError` if nothing answers there.
+
+    Any HTTP answer (even 401/404/503) means something is listening; the load run itself
+    then measures what it does.
+    """
+    url = target.api_root + "/models"
+    headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else {}
+    try:
+        httpx.get(url, headers=headers, timeout=httpx.Timeout(timeout_s, read=30.0))
+    except httpx.ConnectError as exc:
+        raise LoadError(f"cannot reach {url}: {exc}; is the server up and listening?") from None
+    except httpx.TimeoutException:
+        raise LoadError(f"{url}: no answer within the timeout; is the server overloaded?") from None
+    except httpx.HTTPError as exc:
+        raise LoadError(f"{url}: {type(exc).__name__}: {exc}") from None
+
+
+async def _run(
+    target: Target, profile: LoadProfile, ledger_path: Path | None
+) -> tuple[LoadResult, str | None]:
+    first: list[str] = []
+
+    def watch(record: RequestRecord) -> None:
+        if len(first) < UNREACHABLE_AFTER:
+            first.append(record.error_class or "ok")
+            if len(first) == UNREACHABLE_AFTER and set(first) <= _UNREACHABLE:
+                gen.cancel_in_flight()
+
+    ledger = Ledger(ledger_path, on_record=watch)
+    gen = LoadGenerator(target, profile, ledger=ledger)
+    task = asyncio.create_task(gen.run())
+    progress = asyncio.create_task(_progress(gen, profile)) if sys.stderr.isatty() else None
+    try:
+        result = await asyncio.shield(task)
+    except asyncio.CancelledError:  # Ctrl-C: record what is in flight, report what we have
+        gen.cancel_in_flight()
+        result = await task
+    finally:
+        ledger.close()
+        if progress is not None:
+            progress.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await progress
+            click.echo("\r\033[K", err=True, nl=False)
+    unreachable = (
+        ", ".join(sorted(set(first)))
+        if len(first) >= UNREACHABLE_AFTER and set(first) <= _UNREACHABLE
+        else None
+    )
+    return result, unreachable
+
+
+async def _progress(gen: LoadGenerator, profile: LoadProfile) -> None:
+    start = gen.clock.now()
+    while True:
+        await asyncio.sleep(0.5)
+        records = gen.ledger.records
+        done = len(records)
+        failed = sum(1 for r in records if r.status != "ok")
+        elapsed = gen.clock.now() - start
+        goal = f"/{profile.requests}" if profile.requests else ""
+        click.echo(
+            f"\r\033[K{done}{goal} done  {failed} failed  {len(gen.ledger.in_flight())} in flight"
+            f"  {elapsed:.1f} s  {done / elapsed if elapsed else 0:.1f} req/s",
+            err=True,
+            nl=False,
+        )
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "—"
+    ms = value * 1000
+    return f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms"
+
+
+def format_summary(s: LoadSummary, profile: LoadProfile) -> str:
+    """The human summary, in the layout of the issue."""
+    if profile.open_loop:
+        cap = f" (cap {profile.concurrency})" if profile.concurrency else ""
+        shape = f"Rate: {profile.rate:g} req/s{cap}"
+    else:
+        shape = f"Concurrency: {profile.workers}"
+    lines = [
+        f"Requests: {s.requests}   {shape}   Duration: {s.duration_s:.1f} s",
+        f"TTFT  p50 {_ms(s.ttft.p50)}  p95 {_ms(s.ttft.p95)}  p99 {_ms(s.ttft.p99)}",
+        f"TPOT  p50 {_ms(s.tpot.p50)}   p95 {_ms(s.tpot.p95)}",
+        f"Throughput: {s.output_token_rate_tps:.0f} tok/s   "
+        f"Request rate: {s.request_rate_rps:.1f} req/s   Errors: {100 * s.error_rate:.1f} %",
+    ]
+    if s.errors_by_class:
+        by_class = ", ".join(f"{name} {n}" for name, n in s.errors_by_class.items())
+        lines.append(f"Errors by class: {by_class}")
+    if s.thresholds:
+        lines.append(f"Goodput: {s.goodput_rps:.1f} req/s ({100 * s.goodput_ratio:.1f} %)")
+    return "\n".join(lines)
+
+
+def _write_json(
+    path: Path, target: Target, profile: LoadProfile, result: LoadResult, summary: LoadSummary
+) -> None:
+    data = {
+        "target": {"name": target.name, "base_url": target.base_url, "model": target.model},
+        "profile": profile.to_json(),
+        "t_start": result.t_start,
+        "t_end": result.t_end,
+        "summary": summary.to_json(),
+        "violations": result.violations,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def summary_row(target: Target, profile: LoadProfile, s: LoadSummary) -> dict[str, Any]:
+    """One flat CSV row: target, load shape, counts, rates and every percentile."""
+    row: dict[str, Any] = {
+        "target": target.name,
+        "model": target.model,
+        "concurrency": profile.concurrency,
+        "rate": profile.rate,
+        "input_tokens": profile.input_tokens,
+        "output_tokens": profile.output_tokens,
+        "requests": s.requests,
+        "ok": s.ok,
+        "failed": s.failed,
+        "unknown": s.unknown,
+        "duration_s": s.duration_s,
+        "request_rate_rps": s.request_rate_rps,
+        "output_token_rate_tps": s.output_token_rate_tps,
+        "error_rate": s.error_rate,
+        "goodput_rps": s.goodput_rps,
+    }
+    for name in ("ttft", "tpot", "itl", "e2e"):
+        dist = getattr(s, name)
+        for stat in ("mean", "p50", "p90", "p95", "p99", "p999"):
+            row[f"{name}_{stat}_s"] = getattr(dist, stat)
+    return row
+
+
+def _append_csv(path: Path, target: Target, profile: LoadProfile, s: LoadSummary) -> None:
+    row = summary_row(target, profile, s)
+    new = not path.exists() or path.stat().st_size == 0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(row))
+        if new:
+            writer.writeheader()
+        writer.writerow(row)

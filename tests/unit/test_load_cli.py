@@ -1,0 +1,118 @@
+"""``faultkit load`` end to end against the fake server in a subprocess."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from faultkit.cli import cli
+from faultkit.records import read_ledger
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "faultkit.load.fakeserver", "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    yield f"http://127.0.0.1:{int(line.rsplit(':', 1)[1])}"
+    proc.kill()
+    proc.wait()
+
+
+def _closed_port() -> int:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = int(sock.getsockname()[1])
+    sock.close()
+    return port
+
+
+def test_summary_and_result_files(endpoint: str, tmp_path: Path) -> None:
+    out_json, out_csv, ledger = tmp_path / "r.json", tmp_path / "r.csv", tmp_path / "l.jsonl"
+    args = ["load", "--endpoint", endpoint, "--model", "slow,delay=0.001", "--concurrency", "4"]
+    args += ["--requests", "40", "--output-tokens", "8", "--json", str(out_json)]
+    args += ["--csv", str(out_csv), "--ledger", str(ledger)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert re.fullmatch(r"Requests: 40   Concurrency: 4   Duration: [\d.]+ s", lines[0])
+    assert re.fullmatch(r"TTFT  p50 [\d.]+ ms  p95 [\d.]+ ms  p99 [\d.]+ ms", lines[1])
+    assert re.fullmatch(r"TPOT  p50 [\d.]+ ms   p95 [\d.]+ ms", lines[2])
+    assert re.fullmatch(
+        r"Throughput: \d+ tok/s   Request rate: [\d.]+ req/s   Errors: 0\.0 %", lines[3]
+    )
+    data = json.loads(out_json.read_text())
+    assert data["summary"]["requests"] == 40
+    assert data["summary"]["ok"] == 40
+    assert data["summary"]["total_output_tokens"] == 320
+    assert set(data["summary"]["ttft"]) >= {"p50", "p90", "p95", "p99", "p999"}
+    assert data["profile"]["concurrency"] == 4
+    assert data["violations"] == []
+    rows = list(csv.DictReader(out_csv.open()))
+    assert rows[0]["requests"] == "40"
+    assert float(rows[0]["ttft_p95_s"]) > 0
+    assert len(read_ledger(ledger)) == 40
+
+
+def test_errors_are_measured_not_fatal(endpoint: str) -> None:
+    args = ["load", "--endpoint", endpoint, "--model", "status,code=429", "--requests", "5"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "Errors: 100.0 %" in result.output
+    assert "Errors by class: http_429 5" in result.output
+
+
+def test_node_from_inventory(endpoint: str, tmp_path: Path) -> None:
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(
+        f"nodes:\n  - name: fake\n    engine: vllm\n    base_url: {endpoint}\n    model: ok\n"
+    )
+    args = ["load", "--node", "fake", "--inventory", str(inv), "--requests", "3", "--no-stream"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("Requests: 3")
+
+
+def test_unreachable_endpoint_exits_nonzero_with_one_line() -> None:
+    url = f"http://127.0.0.1:{_closed_port()}"
+    result = CliRunner().invoke(cli, ["load", "--endpoint", url, "--model", "m"])
+    assert result.exit_code != 0
+    assert "cannot reach" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_first_requests_all_refused_stops_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("faultkit.commands.load.preflight", lambda *a, **k: None)
+    url = f"http://127.0.0.1:{_closed_port()}"
+    args = ["load", "--endpoint", url, "--model", "m", "--requests", "1000", "--concurrency", "2"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code != 0
+    assert "could not connect (refused)" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--node", "a", "--endpoint", "http://127.0.0.1:1"], "not both"),
+        (["--endpoint", "http://127.0.0.1:1"], "needs --model"),
+        ([], "give --node NAME"),
+        (["--endpoint", "127.0.0.1:1", "--model", "m"], "must be an http:// URL"),
+    ],
+)
+def test_usage_errors(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(cli, ["load", *args])
+    assert result.exit_code == 2
+    assert message in result.output
