@@ -43,7 +43,7 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}"
 )
 
-_WORDS = (
+_WORDS_TEXT = (
     "the of and to in is was for on that with as by at from it an be this are or his "
     "which had not but have were they one their all been has its more when who would "
     "there we can what about up out if into time only other so some them these her two "
@@ -54,7 +54,8 @@ _WORDS = (
     "another know while last might us great old year off come since against go came "
     "right used take three model token server request latency cache memory engine "
     "stream health metric queue batch prompt answer fault node restart kill pause"
-).split()
+)
+_WORDS = _WORDS_TEXT.split()
 
 
 def _corpus(lines: int = 4000) -> list[str]:
