@@ -271,7 +271,7 @@ def model_spec() -> dict[str, Any]:
 
 
 def ensure_vllm_model(progress: Progress) -> Path:
-    """Generate (once) and return the tiny random-weight Llama (``$FAULTKIT_HOME/models/tiny-vllm``).
+    """Generate (once) and return the tiny random-weight Llama in ``$FAULTKIT_HOME/models``.
 
     Runs ``testbed/vllm/make_model.py`` with the vLLM venv's Python (torch, transformers,
     tokenizers, safetensors live there) with ``HF_HUB_OFFLINE=1``; nothing is downloaded.
