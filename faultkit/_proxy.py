@@ -52,12 +52,12 @@ class DelayProxy:
         self.connections += 1
         task = asyncio.current_task()
         assert task is not None
-        self._tasks.add(task)  # type: ignore[arg-type]
+        self._tasks.add(task)
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.upstream)
         except OSError:
             writer.close()
-            self._tasks.discard(task)  # type: ignore[arg-type]
+            self._tasks.discard(task)
             return
         try:
             await asyncio.gather(
@@ -73,7 +73,7 @@ class DelayProxy:
         finally:
             for w in (writer, up_writer):
                 w.close()
-            self._tasks.discard(task)  # type: ignore[arg-type]
+            self._tasks.discard(task)
 
     async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, *,
                     delayed: bool) -> None:

@@ -38,8 +38,8 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * scale
 
 
-def parse_params(pairs: tuple[str, ...]) -> dict[str, str]:
-    params = {}
+def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:

@@ -72,7 +72,7 @@ class Rollout(Fault):
         previous = await asyncio.to_thread(self.docker.spec_of, self.container)
         endpoints = await asyncio.to_thread(self.docker.endpoints, self.container)
         self._previous = previous
-        self._networks = [
+        self._networks: list[dict[str, Any]] = [
             {"name": name, "aliases": [a for a in (ep.get("Aliases") or []) if a]}
             for name, ep in endpoints.items()
         ]

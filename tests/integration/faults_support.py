@@ -9,8 +9,12 @@ serving configs). Remove it with :func:`remove_scratch`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from faultkit._docker import ContainerSpec, DockerHost, docker_host
 from faultkit.errors import ContainerNotFound
@@ -27,8 +31,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def scratch_node(lab_inventory: Inventory, name: str, **node_changes: Any) -> tuple[Inventory, Node]:
-    base = lab_inventory.node("llama")
+def scratch_node(
+    lab_inventory: Inventory, name: str, *, base_name: str = "llama", **node_changes: Any
+) -> tuple[Inventory, Node]:
+    base = lab_inventory.node(base_name)
     assert base.serving_config
     config = lab_inventory.serving_config(base.serving_config)
     port = free_port()
@@ -42,7 +48,7 @@ def scratch_node(lab_inventory: Inventory, name: str, **node_changes: Any) -> tu
     })
     host = docker_host(node.docker.host if node.docker else "unix:///var/run/docker.sock")
     remove_scratch(host, container)
-    volumes, env = lab_mounts(base, lambda _m: None)
+    volumes, env = lab_mounts(node, lambda _m: None)
     image = host.state(base.docker.container).image if base.docker else config.image
     host.create(ContainerSpec(
         name=container, image=image, command=tuple(config.command), env={**config.env, **env},
@@ -51,7 +57,7 @@ def scratch_node(lab_inventory: Inventory, name: str, **node_changes: Any) -> tu
         labels={**TEST_LABELS, "faultkit.node": name,
                 "faultkit.serving-config": base.serving_config},
     ))
-    asyncio.run(wait_ready(node, timeout_s=60))
+    asyncio.run(wait_ready(node, timeout_s=config.ready_timeout_s + 30))
     inventory = Inventory(
         nodes=[node], serving_configs=dict(lab_inventory.serving_configs),
         prometheus=lab_inventory.prometheus, source="<scratch>",
@@ -59,8 +65,47 @@ def scratch_node(lab_inventory: Inventory, name: str, **node_changes: Any) -> tu
     return inventory, node
 
 
+def write_inventory(inventory: Inventory, path: Path) -> Path:
+    """Write ``inventory`` as YAML (for `faultkit inject --inventory`)."""
+    path.write_text(yaml.safe_dump(inventory.model_dump(mode="json"), sort_keys=False))
+    return path
+
+
 def remove_scratch(host: DockerHost, container: str) -> None:
-    try:
+    with contextlib.suppress(ContainerNotFound):
         host.remove(container)
-    except ContainerNotFound:
-        pass
+
+
+def snapshot(node: Node) -> dict[str, Any]:
+    """What "restored" compares: container config, networks (+aliases), limits, netns state."""
+    from faultkit import _netns
+
+    assert node.docker is not None
+    host = docker_host(node.docker.host)
+    name = node.docker.container
+    attrs = host.inspect(name)
+    spec = host.spec_of(name)
+    networks = {
+        net: sorted(a for a in (ep.get("Aliases") or []) if a != attrs["Id"][:12])
+        for net, ep in host.endpoints(name).items()
+    }
+    st = host.state(name)
+    pid = st.pid
+    return {
+        "spec": spec,
+        "networks": networks,
+        "limits": host.memory_limits(name),
+        "paused": st.paused,
+        "running": st.running,
+        "netns_rules": _netns.tagged_rules(pid, "filter") if pid else None,
+        "host_nat_rules": _netns.tagged_rules(None, "nat"),
+        "qdiscs": [dev for dev in _netns.interfaces(pid) if _netns.root_qdisc_is_ours(pid, dev)]
+        if pid else None,
+    }
+
+
+async def assert_restored(node: Node, before: dict[str, Any]) -> None:
+    """The node is as ``before`` and serving again."""
+    await wait_ready(node, timeout_s=60)
+    after = await asyncio.to_thread(snapshot, node)
+    assert after == before
