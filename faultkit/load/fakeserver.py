@@ -77,7 +77,7 @@ async def _generate(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     chat = request.path.endswith("/chat/completions")
     mode, params = _mode(str(body.get("model", "ok")))
-    n = int(body.get("max_tokens") or 16)
+    n = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
     prompt = (
         " ".join(str(m.get("content", "")) for m in body.get("messages", []))
         if chat
@@ -124,9 +124,10 @@ async def _generate(request: web.Request) -> web.StreamResponse:
     for i in range(stop_at):
         if delay:
             await asyncio.sleep(delay)
-        await resp.write(_chunk(chat, " tok", finish="length" if i == n - 1 else None))
+        chunk = _chunk(chat, " tok", finish="length" if i == n - 1 else None)
         if i == 0 and rid is not None:
-            request.app[_FIRST_SEND][rid] = time.time()
+            request.app[_FIRST_SEND][rid] = time.time()  # just before the write
+        await resp.write(chunk)
     if mode == "reset":
         assert request.transport is not None
         sock = request.transport.get_extra_info("socket")

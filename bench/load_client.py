@@ -1,0 +1,235 @@
+"""How much load can faultkit's client generate, and how exact are its timestamps?
+
+Runs a zero-latency OpenAI-compatible SSE server (``faultkit.load.fakeserver``) in a
+separate process on loopback (pinned to the last CPU when there are several) and drives it
+from this process pinned to CPU 0 ("one client core"):
+
+A. streamed tokens/s — 32 streams × 500 one-token chunks (server writes each whole stream at once)
+B. requests/s        — 64 concurrent streams × 10 chunks
+C. TTFT timestamp error at 256 concurrent streams: the server stamps the wall-clock time
+   it wrote each request's first content chunk (keyed by X-Request-Id); the error is the
+   client's ``t_first_token`` minus that send time (p50 / p99 / max).
+
+If ``vllm`` is importable in ``$FAULTKIT_HOME/vllm-venv`` (default ``~/.cache/faultkit``),
+``vllm bench serve`` runs A and B against the same server on the same core and both
+figures are printed with the ratio ours / vLLM's. Otherwise that part says why it was
+skipped. Usage: ``python bench/load_client.py [--quick] [--skip-vllm]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import httpx
+
+from faultkit.load import LoadGenerator, LoadProfile, Target, percentile, summarize
+
+CLIENT_CPU = 0
+
+
+def _pick_server_cpu() -> int | None:
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus[-1] if len(cpus) > 1 else None
+
+
+SERVER_CPU = _pick_server_cpu()
+
+
+def start_server() -> tuple[subprocess.Popen[str], str]:
+    cmd = [sys.executable, "-m", "faultkit.load.fakeserver", "--port", "0"]
+    if SERVER_CPU is not None:
+        cmd = ["taskset", "-c", str(SERVER_CPU), *cmd]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    return proc, f"http://127.0.0.1:{int(line.rsplit(':', 1)[1])}"
+
+
+async def ours(
+    url: str, model: str, concurrency: int, requests: int, tokens: int
+) -> dict[str, float]:
+    profile = LoadProfile(
+        concurrency=concurrency,
+        requests=requests,
+        output_tokens=tokens,
+        input_tokens=32,
+        warmup=min(concurrency, 32),
+    )
+    result = await LoadGenerator(Target("bench", url, model), profile).run()
+    s = summarize(result.records, duration_s=result.duration_s)
+    assert s.ok == requests, f"{requests - s.ok} requests failed: {s.errors_by_class}"
+    assert not result.violations, result.violations
+    return {"tok_s": s.output_token_rate_tps, "req_s": s.request_rate_rps, "dur_s": s.duration_s}
+
+
+async def ttft_error(url: str, concurrency: int, requests: int) -> dict[str, float]:
+    profile = LoadProfile(concurrency=concurrency, requests=requests, output_tokens=16)
+    result = await LoadGenerator(Target("bench", url, "ok"), profile).run()
+    async with httpx.AsyncClient() as client:
+        sent = (await client.get(url + "/stats", timeout=30)).json()
+    errors = [
+        r.t_first_token - sent[r.id]
+        for r in result.records
+        if r.t_first_token is not None and r.id in sent
+    ]
+    assert len(errors) == requests, f"only {len(errors)} of {requests} matched"
+    return {
+        "p50_ms": 1000 * (percentile(errors, 50) or 0),
+        "p99_ms": 1000 * (percentile(errors, 99) or 0),
+        "max_ms": 1000 * max(errors),
+        "min_ms": 1000 * min(errors),
+    }
+
+
+def vllm_python() -> tuple[Path | None, str]:
+    home = Path(os.environ.get("FAULTKIT_HOME", "~/.cache/faultkit")).expanduser()
+    python = home / "vllm-venv" / "bin" / "python"
+    if not python.exists():
+        return None, f"no virtualenv at {python.parent.parent}"
+    check = subprocess.run(
+        [str(python), "-c", "import vllm; print(vllm.__version__)"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if check.returncode != 0:
+        return None, f"vllm is not importable there: {check.stderr.strip().splitlines()[-1:]}"
+    return python, check.stdout.strip()
+
+
+def tokenizer_dir() -> Path | None:
+    home = Path(os.environ.get("FAULTKIT_HOME", "~/.cache/faultkit")).expanduser()
+    for candidate in sorted((home / "models").glob("*/tokenizer.json")):
+        return candidate.parent
+    return None
+
+
+def vllm_bench(
+    python: Path, tok: Path, url: str, concurrency: int, requests: int, tokens: int
+) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [
+            "taskset",
+            "-c",
+            str(CLIENT_CPU),
+            str(python),
+            "-m",
+            "vllm.entrypoints.cli.main",
+            "bench",
+            "serve",
+            "--backend",
+            "openai-chat",
+            "--base-url",
+            url,
+            "--endpoint",
+            "/v1/chat/completions",
+            "--model",
+            str(tok),
+            "--served-model-name",
+            "burst",
+            "--tokenizer",
+            str(tok),
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "32",
+            "--random-output-len",
+            str(tokens),
+            "--num-prompts",
+            str(requests),
+            "--max-concurrency",
+            str(concurrency),
+            "--request-rate",
+            "inf",
+            "--ignore-eos",
+            "--num-warmups",
+            str(min(concurrency, 32)),
+            "--disable-tqdm",
+            "--save-result",
+            "--result-dir",
+            tmp,
+            "--result-filename",
+            "r.json",
+        ]
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, env=env, timeout=900, check=False
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"vllm bench serve failed: {proc.stderr[-800:]}")
+        data = json.loads((Path(tmp) / "r.json").read_text())
+    return {
+        "tok_s": float(data["output_throughput"]),
+        "req_s": float(data["request_throughput"]),
+        "dur_s": float(data["duration"]),
+        "completed": float(data["completed"]),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="faultkit load client capacity")
+    parser.add_argument("--quick", action="store_true", help="smaller runs (smoke test)")
+    parser.add_argument("--skip-vllm", action="store_true")
+    args = parser.parse_args()
+    os.sched_setaffinity(0, {CLIENT_CPU})
+    scale = 0.2 if args.quick else 1.0
+    a = (32, int(640 * scale), 500)
+    b = (64, int(10_000 * scale), 10)
+    c = (256, int(2048 * scale))
+    server, url = start_server()
+    try:
+        print(
+            f"server {url} (CPU {SERVER_CPU}), client on CPU {CLIENT_CPU}, "
+            f"python {sys.version.split()[0]}"
+        )
+        ra = asyncio.run(ours(url, "burst", *a))
+        print(
+            f"A faultkit  {a[0]} streams x {a[2]} tokens, {a[1]} req: "
+            f"{ra['tok_s']:,.0f} tok/s  ({ra['dur_s']:.1f} s)"
+        )
+        rb = asyncio.run(ours(url, "burst", *b))
+        print(
+            f"B faultkit  {b[0]} streams x {b[2]} tokens, {b[1]} req: "
+            f"{rb['req_s']:,.0f} req/s  ({rb['dur_s']:.1f} s)"
+        )
+        rc = asyncio.run(ttft_error(url, *c))
+        print(
+            f"C faultkit  TTFT timestamp error at {c[0]} concurrent streams ({c[1]} req): "
+            f"p50 {rc['p50_ms']:.2f} ms  p99 {rc['p99_ms']:.2f} ms  max {rc['max_ms']:.2f} ms "
+            f"(min {rc['min_ms']:.3f} ms)"
+        )
+        if args.skip_vllm:
+            print("vllm bench serve: skipped (--skip-vllm)")
+            return
+        python, why = vllm_python()
+        tok = tokenizer_dir()
+        if python is None or tok is None:
+            reason = why if python is None else "no tokenizer under $FAULTKIT_HOME/models"
+            print(f"vllm bench serve: skipped ({reason})")
+            return
+        print(f"vllm bench serve: vllm {why}, tokenizer {tok}")
+        va = vllm_bench(python, tok, url, *a)
+        print(
+            f"A vllm      {va['tok_s']:,.0f} tok/s  ({va['dur_s']:.1f} s)   "
+            f"ratio faultkit/vllm = {ra['tok_s'] / va['tok_s']:.2f}x"
+        )
+        vb = vllm_bench(python, tok, url, *b)
+        print(
+            f"B vllm      {vb['req_s']:,.0f} req/s  ({vb['dur_s']:.1f} s)   "
+            f"ratio faultkit/vllm = {rb['req_s'] / vb['req_s']:.2f}x"
+        )
+    finally:
+        server.kill()
+        server.wait()
+
+
+if __name__ == "__main__":
+    main()
