@@ -199,6 +199,15 @@ class DockerHost:
             )
         return raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
 
+    def events(self, name: str, since: float, until: float) -> list[dict[str, Any]]:
+        """Docker's own events for container ``name`` between two epoch times (die with its
+        exit code, oom, start, kill with its signal, pause, …), oldest first."""
+        with self._mapped(container=name):
+            stream = self.client.events(
+                since=int(since), until=int(until) + 1, filters={"container": name}, decode=True
+            )
+            return [e for e in stream if e.get("Type") == "container"]
+
     def labelled(self, key: str = LABEL_OWNER, value: str | None = None) -> list[Container]:
         selector = key if value is None else f"{key}={value}"
         with self._mapped():

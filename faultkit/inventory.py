@@ -199,8 +199,8 @@ class PrometheusSettings(_Model):
 class Inventory(_Model):
     """The whole inventory file."""
 
-    prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)
-    slo: SLOSettings = Field(default_factory=SLOSettings)
+    prometheus: PrometheusSettings = Field(default_factory=lambda: PrometheusSettings())
+    slo: SLOSettings = Field(default_factory=lambda: SLOSettings())
     nodes: list[Node] = Field(min_length=1)
     serving_configs: dict[str, ServingConfig] = Field(default_factory=dict)
     source: str = Field("<memory>", exclude=True, description="file it was loaded from")

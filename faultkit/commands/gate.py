@@ -25,6 +25,7 @@ import yaml
 
 from faultkit.errors import FaultkitError
 from faultkit.faults import make_fault
+from faultkit.faults.rollout import Rollout
 from faultkit.inventory import Inventory, Node, load_inventory
 from faultkit.records import Event, JsonlWriter
 from faultkit.rundir import RunDir
@@ -133,6 +134,7 @@ async def _run_gate(inventory: Inventory, node: Node, config: str, out: Path, pr
             data.update(decision="pass", why=f"all {len(outcomes)} gate scenarios passed on {config}")
         data["rollout"] = rollout.result
         if data["decision"] == "pass" and promote:
+            assert isinstance(rollout, Rollout)
             rollout.promote()
             data["promoted"] = True
         return data

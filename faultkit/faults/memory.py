@@ -7,6 +7,12 @@ and ``fraction`` (0.5). The fault is in effect (``inject_end``) once the new lim
 ``time_to_ready_s`` (monotonic seconds from the start of the revert). Revert restores both
 limits exactly (memory and memory+swap) and waits until the node is ready again — with the
 lowered limit a restarted engine may OOM-loop until then.
+
+Kernel difference (``mode`` in ``result`` and events): with cgroup v2 the kernel accepts a
+limit under the usage and OOM-kills at once (mode ``under_usage``). cgroup v1 refuses a
+limit it cannot reclaim down to ("unable to set memory limit"); then the limit is set to
+the current usage + ``headroom`` (default 1 MiB, mode ``above_usage``) and the engine is
+OOM-killed as soon as it allocates more — i.e. under load.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import re
 import time
 from typing import Any, ClassVar
 
-from faultkit.errors import FaultError
+from faultkit.errors import DockerError, FaultError
 from faultkit.faults.base import ParamSpec
 from faultkit.faults.process import _ReadyMixin
 
@@ -37,6 +43,7 @@ class MemorySqueeze(_ReadyMixin):
     PARAMS: ClassVar[ParamSpec] = {
         "limit": (str, None),
         "fraction": (float, 0.5),
+        "headroom": (str, "1m"),
         "ready_timeout_s": (float, None),
         "first_token": (bool, False),
     }
@@ -61,7 +68,19 @@ class MemorySqueeze(_ReadyMixin):
 
     async def _apply(self) -> None:
         limit = self.result["limit_applied"]
-        await asyncio.to_thread(self.docker.set_memory_limits, self.container, limit, limit)
+        self.mode = "under_usage"
+        try:
+            await asyncio.to_thread(self.docker.set_memory_limits, self.container, limit, limit)
+        except DockerError as exc:
+            if "unable to set memory limit" not in str(exc):
+                raise
+            # cgroup v1 refuses a limit it cannot reclaim down to (v2 OOM-kills at once):
+            # set it just above the current usage, so the engine's next allocations OOM it
+            usage = await asyncio.to_thread(self.docker.memory_usage, self.container)
+            limit = max(_DOCKER_MIN, usage + parse_bytes(self.params["headroom"]))
+            self.mode = "above_usage"
+            self.result.update(limit_applied=limit, mode=self.mode, refused=str(exc)[-160:])
+            await asyncio.to_thread(self.docker.set_memory_limits, self.container, limit, limit)
 
     async def _after_undo(self) -> None:
         st = await asyncio.to_thread(self.docker.state, self.container)

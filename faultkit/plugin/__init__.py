@@ -213,8 +213,11 @@ def load_profile(faultkit_settings: Settings, request: pytest.FixtureRequest) ->
             return LoadProfile.from_string(text)
         except ValueError as exc:
             raise pytest.UsageError(f"load profile {text!r}: {exc}") from exc
-    return LoadProfile(concurrency=4, input_tokens=32, output_tokens=24, first_token_timeout_s=10.0,
-                       total_timeout_s=30.0, connect_timeout_s=2.0)
+    # Open loop: users keep arriving at a steady rate whatever the node does, so "lost"
+    # counts what users would have lost (a closed loop retries a dead node as fast as it
+    # refuses and inflates the count).
+    return LoadProfile(rate=10.0, concurrency=16, input_tokens=32, output_tokens=24,
+                       first_token_timeout_s=10.0, total_timeout_s=30.0, connect_timeout_s=2.0)
 
 
 @pytest.fixture
@@ -240,12 +243,12 @@ def experiment(
         request.node.user_properties.append(("faultkit_report", str(exp.run.incident_md)))
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    outcome = yield
-    excinfo = outcome.excinfo
-    if excinfo is not None and isinstance(excinfo[1], DryRunPlan):
-        outcome.force_exception(pytest.skip.Exception(f"dry run: {excinfo[1]}", _use_item_location=True))
+    try:
+        return (yield)
+    except DryRunPlan as plan:
+        pytest.skip(f"dry run: {plan}")
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -174,6 +174,7 @@ class Experiment:
     def _finish(self, prom: Prometheus) -> Measurement:
         ledger = self.run.ledger()
         t_end = time.time()
+        self._record_container_events(t_end)
         try:
             self.run.write_json(self.run.prometheus_json,
                                 capture(prom, self.node, self.t_start, t_end, timeline=self.events))
@@ -192,6 +193,46 @@ class Experiment:
         })
         self._write_run_info(t_end=t_end)
         return self.measurement
+
+    def _record_container_events(self, t_end: float) -> None:
+        """Put Docker's own container events for the run on the timeline (source harness).
+
+        Docker resets ExitCode/OOMKilled when its restart policy restarts a container, so
+        these events are the lasting evidence: ``restart_seen`` carries the exit code and
+        whether the kernel OOM-killed it.
+        """
+        if self.node.docker is None:
+            return
+        try:
+            events = DockerHost(self.node.docker.host).events(
+                self.node.docker.container, self.t_start, t_end)
+        except FaultkitError as exc:
+            log.warning("could not read Docker events: %s", exc)
+            return
+        last_oom: float | None = None
+        pending_die: dict[str, Any] | None = None
+        for raw in events:
+            action = str(raw.get("Action") or raw.get("status") or "")
+            if action.startswith(("exec_", "health_status")):
+                continue
+            t = int(raw.get("timeNano") or 0) / 1e9 or float(raw.get("time") or 0)
+            attrs = (raw.get("Actor") or {}).get("Attributes") or {}
+            data: dict[str, Any] = {"action": action}
+            if "exitCode" in attrs:
+                data["exit_code"] = int(attrs["exitCode"])
+            if "signal" in attrs:
+                data["signal"] = attrs["signal"]
+            if action == "oom":
+                last_oom = t
+            if action == "die":
+                data["oom_killed"] = last_oom is not None and t - last_oom < 2.0
+                pending_die = data
+            self.emit(Event(t=t, source="harness", kind=f"docker_{action}", node=self.node.name,
+                            data=data))
+            if action == "start" and pending_die is not None:
+                self.emit(Event(t=t, source="harness", kind="restart_seen", node=self.node.name,
+                                data={k: v for k, v in pending_die.items() if k != "action"}))
+                pending_die = None
 
     # ------------------------------------------------------------------ judging
     def default_checks(self) -> Checks:
