@@ -22,6 +22,7 @@ from testbed.simnode.engine import Engine, engine_dead_error
 from testbed.simnode.errors_body import error_response, over_context_message
 from testbed.simnode.scheduler import SimRequest
 from testbed.simnode.textgen import VOCAB_JSON, token_index
+from testbed.simnode.validate import invalid_field
 
 log = logging.getLogger("testbed.simnode")
 
@@ -165,6 +166,9 @@ class Api:
             return self._reject(rid, 400, "Invalid JSON in request body", "BadRequestError")
         if not isinstance(payload, dict):
             return self._reject(rid, 400, "Request body must be a JSON object", "BadRequestError")
+        invalid = invalid_field(payload)
+        if invalid is not None:
+            return self._reject(rid, 400, invalid[1], "BadRequestError", invalid[0])
         model = payload.get("model", cfg.model_name)
         if model not in (cfg.model_name, cfg.model):
             return self._reject(rid, 404, f"The model `{model}` does not exist.",
