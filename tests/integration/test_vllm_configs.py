@@ -28,26 +28,26 @@ def base_image() -> str:
 
 
 def test_bad_max_model_len_exits_nonzero_and_restart_policy_gives_up(base_image: str) -> None:
-    node = ScratchVllm.start("vllm-bad-maxlen", base_image)
+    vllm = ScratchVllm.start("vllm-bad-maxlen", base_image)
     try:
-        retries = node.config.restart_max_retries
+        retries = vllm.config.restart_max_retries
         deadline = time.monotonic() + 60 * (retries + 1)
-        state = node.state()
+        state = vllm.state()
         while time.monotonic() < deadline:
-            state = node.state()
-            if state["Status"] == "exited" and node.restart_count() >= retries:
+            state = vllm.state()
+            if state["Status"] == "exited" and vllm.restart_count() >= retries:
                 break
             time.sleep(0.5)
         assert state["Status"] == "exited", state
         assert state["ExitCode"] == 1
-        assert node.restart_count() == retries, "on-failure:N restarts exactly N times"
+        assert vllm.restart_count() == retries, "on-failure:N restarts exactly N times"
         time.sleep(2)
-        assert node.state()["Status"] == "exited", "the policy must have given up"
-        logs = node.logs(2000)
+        assert vllm.state()["Status"] == "exited", "the policy must have given up"
+        logs = vllm.logs(2000)
         assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN" in logs
-        assert node.health() is None
+        assert vllm.health() is None
     finally:
-        node.remove()
+        vllm.remove()
 
 
 def _preemptions(text: str) -> float:
@@ -57,10 +57,10 @@ def _preemptions(text: str) -> float:
 
 
 async def test_small_kv_cache_preempts_under_concurrent_long_requests(base_image: str) -> None:
-    node = ScratchVllm.start("vllm-small-kv", base_image)
+    vllm = ScratchVllm.start("vllm-small-kv", base_image)
     try:
-        await asyncio.to_thread(node.wait_ready, 240.0)
-        async with httpx.AsyncClient(base_url=node.base_url, timeout=180) as client:
+        await asyncio.to_thread(vllm.wait_ready, 240.0)
+        async with httpx.AsyncClient(base_url=vllm.base_url, timeout=180) as client:
             before = _preemptions((await client.get("/metrics")).text)
             prompt = " token" * 400
             body = {"model": MODEL, "prompt": prompt, "max_tokens": 400, "ignore_eos": True}
@@ -74,4 +74,4 @@ async def test_small_kv_cache_preempts_under_concurrent_long_requests(base_image
         assert after > before, "16 x ~800-token sequences in a 2,048-token cache must preempt"
         print(f"vllm-small-kv: num_preemptions_total {before:g} → {after:g}")
     finally:
-        node.remove()
+        vllm.remove()

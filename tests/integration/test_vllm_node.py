@@ -34,7 +34,7 @@ def base_image() -> str:
 
 
 @pytest.fixture(scope="module")
-def node(base_image: str) -> Iterator[ScratchVllm]:
+def vllm(base_image: str) -> Iterator[ScratchVllm]:
     scratch = ScratchVllm.start("vllm-good", base_image)
     try:
         ready = scratch.wait_ready(READY_TIMEOUT_S)
@@ -48,10 +48,10 @@ def _chat(content: str, **extra: object) -> dict[str, object]:
     return {"model": MODEL, "messages": [{"role": "user", "content": content}], **extra}
 
 
-def test_streamed_chat_completion_reaches_done(node: ScratchVllm) -> None:
+def test_streamed_chat_completion_reaches_done(vllm: ScratchVllm) -> None:
     frames: list[str] = []
     body = _chat("hello from faultkit", stream=True, max_tokens=16)
-    with httpx.stream("POST", f"{node.base_url}/v1/chat/completions", json=body,
+    with httpx.stream("POST", f"{vllm.base_url}/v1/chat/completions", json=body,
                       timeout=60) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
@@ -67,12 +67,12 @@ def test_streamed_chat_completion_reaches_done(node: ScratchVllm) -> None:
     assert chunks[-1]["choices"][0]["finish_reason"] in ("stop", "length")
 
 
-def test_metrics_carry_the_families_alerts_use(node: ScratchVllm) -> None:
+def test_metrics_carry_the_families_alerts_use(vllm: ScratchVllm) -> None:
     # one non-streamed request so the TTFT histogram has an observation
-    done = httpx.post(f"{node.base_url}/v1/chat/completions", json=_chat("hi", max_tokens=4),
+    done = httpx.post(f"{vllm.base_url}/v1/chat/completions", json=_chat("hi", max_tokens=4),
                       timeout=60)
     assert done.status_code == 200
-    text = httpx.get(f"{node.base_url}/metrics", timeout=30).text
+    text = httpx.get(f"{vllm.base_url}/metrics", timeout=30).text
     types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.MULTILINE))
     assert types.get("vllm:num_requests_running") == "gauge"
     assert types.get("vllm:kv_cache_usage_perc") == "gauge"
@@ -84,12 +84,12 @@ def test_metrics_carry_the_families_alerts_use(node: ScratchVllm) -> None:
     assert 'le="+Inf"' in text
 
 
-def test_prompt_over_max_model_len_gets_400_with_error_body(node: ScratchVllm) -> None:
+def test_prompt_over_max_model_len_gets_400_with_error_body(vllm: ScratchVllm) -> None:
     prompt = " token" * 3000  # > 1024 tokens whatever the tokenizer merges
-    tokens = httpx.post(f"{node.base_url}/tokenize", json={"model": MODEL, "prompt": prompt},
+    tokens = httpx.post(f"{vllm.base_url}/tokenize", json={"model": MODEL, "prompt": prompt},
                         timeout=30).json()["count"]
     assert tokens > 1024
-    response = httpx.post(f"{node.base_url}/v1/chat/completions",
+    response = httpx.post(f"{vllm.base_url}/v1/chat/completions",
                           json=_chat(prompt, max_tokens=8), timeout=60)
     assert response.status_code == 400
     error = response.json()["error"]
@@ -98,34 +98,34 @@ def test_prompt_over_max_model_len_gets_400_with_error_body(node: ScratchVllm) -
     assert re.search(r"maximum (context|model) length", error["message"])
 
 
-def test_engine_death_exits_nonzero_and_on_failure_restarts(node: ScratchVllm) -> None:
+def test_engine_death_exits_nonzero_and_on_failure_restarts(vllm: ScratchVllm) -> None:
     """vLLM itself exits 0 after an engine death; the entrypoint makes that exit 3."""
-    restarts = node.restart_count()
-    killed = node.container.exec_run(["pkill", "-KILL", "-f", "VLLM::EngineCore"])
+    restarts = vllm.restart_count()
+    killed = vllm.container.exec_run(["pkill", "-KILL", "-f", "VLLM::EngineCore"])
     assert killed.exit_code == 0, killed.output
     saw_503 = False
     deadline = time.monotonic() + 30
-    while node.restart_count() == restarts and time.monotonic() < deadline:
-        saw_503 = saw_503 or node.health(timeout_s=1.0) == 503
+    while vllm.restart_count() == restarts and time.monotonic() < deadline:
+        saw_503 = saw_503 or vllm.health(timeout_s=1.0) == 503
         time.sleep(0.1)
-    assert node.restart_count() == restarts + 1, node.logs(40)
-    assert "exiting 3 so the restart policy acts" in node.logs(400)
-    node.wait_ready(READY_TIMEOUT_S)
+    assert vllm.restart_count() == restarts + 1, vllm.logs(40)
+    assert "exiting 3 so the restart policy acts" in vllm.logs(400)
+    vllm.wait_ready(READY_TIMEOUT_S)
     print(f"engine death: /health 503 seen before the restart: {saw_503}")
 
 
 def test_sigkill_of_main_process_restarts_and_is_ready_again(
-    node: ScratchVllm, record_property: pytest.RecordProperty
+    vllm: ScratchVllm, record_property: pytest.RecordProperty
 ) -> None:
-    restarts = node.restart_count()
+    restarts = vllm.restart_count()
     killed_at = time.monotonic()
-    os.kill(node.host_pid(), signal.SIGKILL)
-    ready = node.wait_ready(READY_TIMEOUT_S)
-    assert node.restart_count() == restarts + 1
-    assert node.state()["Running"]
+    os.kill(vllm.host_pid(), signal.SIGKILL)
+    ready = vllm.wait_ready(READY_TIMEOUT_S)
+    assert vllm.restart_count() == restarts + 1
+    assert vllm.state()["Running"]
     time_to_ready = ready - killed_at
     record_property("vllm_sigkill_time_to_ready_s", round(time_to_ready, 2))
     print(f"SIGKILL → /health 200 again after {time_to_ready:.1f} s")
-    response = httpx.post(f"{node.base_url}/v1/chat/completions",
+    response = httpx.post(f"{vllm.base_url}/v1/chat/completions",
                           json=_chat("still there?", max_tokens=4), timeout=60)
     assert response.status_code == 200
