@@ -1,0 +1,27 @@
+"""End-to-end tests drive the ``faultkit`` CLI and the scenario suite as a user does."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from testbed.lab import Lab
+
+REPO = Path(__file__).resolve().parents[2]
+FAULTKIT = [sys.executable, "-m", "faultkit.cli"]
+
+
+def run_cli(*args: str, timeout: float = 600, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*FAULTKIT, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          check=False)
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[Lab]:
+    lab = Lab(progress=lambda message: print(f"[testbed] {message}"))
+    lab.up()
+    yield lab
