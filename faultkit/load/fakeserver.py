@@ -6,7 +6,7 @@ response can end reproducible on loopback. The **model name** selects the behavi
 
 ==================  ==============================================================
 ``ok`` (default)    role chunk, ``max_tokens`` content chunks, usage chunk, ``[DONE]``
-``burst``           like ``ok`` but the whole stream is written at once (benchmark)
+``burst``           like ``ok``, the whole (cached) stream written at once (benchmark)
 ``slow``            ``delay`` seconds between content chunks
 ``error_object``    ``after`` tokens, then ``data: {"error": {...}}`` and ``[DONE]``
 ``error_string``    ``after`` tokens, then ``data: {"error": "..."}`` (TGI) and ``[DONE]``
@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import socket
 import struct
@@ -106,13 +107,7 @@ async def _generate(request: web.Request) -> web.StreamResponse:
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
 
     if mode == "burst":
-        parts = [_chunk(chat, None, role=True)] if chat else []
-        parts += [_chunk(chat, " tok") for _ in range(n - 1)]
-        parts.append(_chunk(chat, " tok", finish="length"))
-        if include_usage:
-            parts.append(_usage(prompt, n))
-        parts.append(b"data: [DONE]\n\n")
-        await resp.write(b"".join(parts))
+        await resp.write(_burst_body(chat, n, include_usage))
         await resp.write_eof()
         return resp
 
@@ -149,6 +144,18 @@ async def _generate(request: web.Request) -> web.StreamResponse:
     await resp.write(b"data: [DONE]\n\n")
     await resp.write_eof()
     return resp
+
+
+@functools.lru_cache(maxsize=64)
+def _burst_body(chat: bool, n: int, include_usage: bool) -> bytes:
+    """A whole stream, built once per shape so the server costs almost nothing per request."""
+    parts = [_chunk(chat, None, role=True)] if chat else []
+    parts += [_chunk(chat, " tok") for _ in range(n - 1)]
+    parts.append(_chunk(chat, " tok", finish="length"))
+    if include_usage:
+        parts.append(_usage("", n))
+    parts.append(b"data: [DONE]\n\n")
+    return b"".join(parts)
 
 
 _BROKEN = frozenset({"error_object", "error_string", "error_field", "truncated", "reset"})
