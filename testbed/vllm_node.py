@@ -212,7 +212,12 @@ def ensure_vllm_env(progress: Progress) -> Path:
     )
     requirements = json.loads(listed)
     progress(f"installing {TORCH_REQUIREMENT} and {len(requirements)} vLLM dependencies")
-    _run([*pip, TORCH_REQUIREMENT, *requirements], "installing vLLM's dependencies", log)
+    _run(
+        [*pip, TORCH_REQUIREMENT, *requirements],
+        f"installing vLLM's dependencies ({TORCH_REQUIREMENT} is not on PyPI: pip finds it "
+        "through its configured find-links, e.g. PIP_FIND_LINKS or /etc/pip.conf)",
+        log,
+    )
     _write_dist_info_shim(venv)
     _copy_extra_libs(venv)
     _run(
