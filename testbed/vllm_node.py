@@ -98,6 +98,10 @@ print(json.dumps(out))
 # ----------------------------------------------------------------------------- runtime
 
 
+#: A venv built on the system Python (Debian bookworm's 3.11) uses the image's own copy.
+_SYSTEM_PREFIXES = frozenset({Path("/usr"), Path("/")})
+
+
 def python_runtime() -> Path:
     """The Python installation the venv is built on (mounted into the container as is)."""
     return Path(sys.base_prefix).resolve()
@@ -310,18 +314,23 @@ def ensure_vllm_model(progress: Progress) -> Path:
 def vllm_container_mounts() -> dict[str, dict[str, str]]:
     """Bind mounts for the node's container, in the docker SDK's ``volumes=`` form, all read-only.
 
+    The runtime is not mounted when it is the system Python (``/usr``): the base image's
+    ``python3`` (bookworm's 3.11) then serves the venv, as long as the host is bookworm too.
+
     venv → :data:`VENV_IN_CONTAINER`; the Python runtime → its own path; the model →
     :data:`MODEL_IN_CONTAINER`; ``testbed/vllm/`` (the entrypoint) →
     :data:`WRAPPER_DIR_IN_CONTAINER`.
     Call :func:`ensure_vllm_env` and :func:`ensure_vllm_model` first.
     """
-    runtime = str(python_runtime())
-    return {
+    mounts = {
         str(venv_dir()): {"bind": VENV_IN_CONTAINER, "mode": "ro"},
-        runtime: {"bind": runtime, "mode": "ro"},
         str(model_dir()): {"bind": MODEL_IN_CONTAINER, "mode": "ro"},
         str(HELPERS_DIR): {"bind": WRAPPER_DIR_IN_CONTAINER, "mode": "ro"},
     }
+    runtime = python_runtime()
+    if runtime not in _SYSTEM_PREFIXES:  # never mount over the image's own /usr
+        mounts[str(runtime)] = {"bind": str(runtime), "mode": "ro"}
+    return mounts
 
 
 def vllm_container_env() -> dict[str, str]:

@@ -139,3 +139,11 @@ def test_bad_and_small_configs_are_what_their_names_say() -> None:
 
 def test_model_head_size_is_one_the_cpu_attention_supports() -> None:
     assert make_model.HIDDEN // make_model.HEADS in (32, 64, 80, 96, 112, 128, 256)
+
+
+def test_system_python_runtime_is_never_mounted_over_usr(
+    fk_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vllm_node, "python_runtime", lambda: Path("/usr"))
+    binds = [spec["bind"] for spec in vllm_node.vllm_container_mounts().values()]
+    assert "/usr" not in binds
