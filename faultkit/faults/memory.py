@@ -10,9 +10,10 @@ lowered limit a restarted engine may OOM-loop until then.
 
 Kernel difference (``mode`` in ``result`` and events): with cgroup v2 the kernel accepts a
 limit under the usage and OOM-kills at once (mode ``under_usage``). cgroup v1 refuses a
-limit it cannot reclaim down to ("unable to set memory limit"); then the limit is set to
-the current usage + ``headroom`` (default 1 MiB, mode ``above_usage``) and the engine is
-OOM-killed as soon as it allocates more — i.e. under load.
+limit it cannot reclaim down to ("unable to set memory limit"); then the tightest limit
+it accepts is searched in 256 KiB steps from just under the usage up to usage + ``headroom``
+(mode ``above_usage``), and the engine is OOM-killed as soon as it allocates more than the
+page cache it can drop — i.e. under load.
 """
 
 from __future__ import annotations
@@ -74,13 +75,31 @@ class MemorySqueeze(_ReadyMixin):
         except DockerError as exc:
             if "unable to set memory limit" not in str(exc):
                 raise
-            # cgroup v1 refuses a limit it cannot reclaim down to (v2 OOM-kills at once):
-            # set it just above the current usage, so the engine's next allocations OOM it
-            usage = await asyncio.to_thread(self.docker.memory_usage, self.container)
-            limit = max(_DOCKER_MIN, usage + parse_bytes(self.params["headroom"]))
+            # cgroup v1 refuses a limit it cannot reclaim down to (v2 OOM-kills at once).
+            # Each refused attempt made the kernel reclaim what it could (page cache), so
+            # walk the limit down in 5 % steps of the usage; what is left is the engine's
+            # own memory, and its next allocations OOM it.
             self.mode = "above_usage"
-            self.result.update(limit_applied=limit, mode=self.mode, refused=str(exc)[-160:])
-            await asyncio.to_thread(self.docker.set_memory_limits, self.container, limit, limit)
+            refused = str(exc)[-160:]
+            step = 256 * 1024
+            usage = await asyncio.to_thread(self.docker.memory_usage, self.container)
+            limit = max(_DOCKER_MIN, usage - 4 * step)
+            for _ in range(4 + parse_bytes(self.params["headroom"]) // step):
+                try:
+                    await asyncio.to_thread(
+                        self.docker.set_memory_limits, self.container, limit, limit
+                    )
+                    break
+                except DockerError as again:
+                    if "unable to set memory limit" not in str(again):
+                        raise
+                    limit += step
+            else:
+                raise FaultError(
+                    f"memory_squeeze: the kernel refused every limit up to {limit} bytes "
+                    f"(usage {usage}); give a larger headroom= or use cgroup v2"
+                )
+            self.result.update(limit_applied=limit, mode=self.mode, refused=refused)
 
     async def _after_undo(self) -> None:
         st = await asyncio.to_thread(self.docker.state, self.container)

@@ -1,0 +1,156 @@
+"""Process, memory and request faults on throwaway testbed nodes: effect seen, node restored."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from faultkit._docker import docker_host
+from faultkit.faults import make_fault
+from faultkit.inventory import Inventory, Node
+from faultkit.journal import FaultJournal
+from faultkit.records import Event
+from tests.integration.faults_support import assert_restored, remove_scratch, scratch_node, snapshot
+
+pytestmark = pytest.mark.docker
+DOCKER = "unix:///var/run/docker.sock"
+
+
+@pytest.fixture(scope="module")
+def scratch(lab_inventory: Inventory) -> Iterator[tuple[Inventory, Node]]:
+    inv, node = scratch_node(lab_inventory, "fk-proc")
+    yield inv, node
+    assert node.docker is not None
+    remove_scratch(docker_host(DOCKER), node.docker.container)
+
+
+@pytest.fixture
+def journal(tmp_path: Path) -> FaultJournal:
+    return FaultJournal(tmp_path / "journal")
+
+
+async def _health(node: Node, wait_s: float = 2.0) -> str:
+    try:
+        async with httpx.AsyncClient() as client:
+            r = await client.get(node.base_url + node.health_path, timeout=wait_s)
+            return str(r.status_code)
+    except httpx.TimeoutException:
+        return "timeout"
+    except httpx.HTTPError as exc:
+        return type(exc).__name__
+
+
+async def test_kill_sigkill_restart_policy_brings_it_back(scratch, journal) -> None:
+    inv, node = scratch
+    before = snapshot(node)
+    events: list[Event] = []
+    fault = make_fault("kill", node, inventory=inv, journal=journal, timeline=events.append)
+    async with fault:
+        pass
+    assert fault.result["exit_code"] == 137
+    assert fault.result["restart_count_after"] == fault.result["restart_count_before"] + 1
+    assert 0 < fault.result["time_to_ready_s"] < 60
+    assert "time_to_first_token_s" in fault.result
+    kinds = [e.kind for e in events]
+    assert kinds == ["inject_start", "inject_end", "revert_start", "revert_end"]
+    await assert_restored(node, before)
+    assert journal.unreverted() == []
+
+
+async def test_docker_kill_is_not_restarted_by_docker(scratch, journal) -> None:
+    inv, node = scratch
+    before = snapshot(node)
+    fault = make_fault("kill", node, inventory=inv, journal=journal, docker_kill=True,
+                       first_token=False)
+    async with fault:
+        await asyncio.sleep(1.5)  # well past Docker's first restart back-off
+        st = docker_host(DOCKER).state(node.docker.container)  # type: ignore[union-attr]
+        assert not st.running
+        assert await _health(node) != "200"
+    await assert_restored(node, before)
+
+
+@pytest.mark.parametrize("kind", ["stop", "restart"])
+async def test_cold_start_times_recorded(kind: str, scratch, journal) -> None:
+    inv, node = scratch
+    before = snapshot(node)
+    fault = make_fault(kind, node, inventory=inv, journal=journal)
+    async with fault:
+        if kind == "stop":
+            assert await _health(node) != "200"
+    assert 0 < fault.result["time_to_ready_s"] <= fault.result["time_to_first_token_s"] < 60
+    await assert_restored(node, before)
+
+
+async def test_pause_hangs_requests_then_unpauses(scratch, journal) -> None:
+    inv, node = scratch
+    before = snapshot(node)
+    async with make_fault("pause", node, inventory=inv, journal=journal):
+        assert await _health(node, wait_s=1.0) == "timeout"
+    await assert_restored(node, before)
+
+
+async def test_node_restart_restarts_every_selected_container(scratch, journal) -> None:
+    inv, node = scratch
+    host = docker_host(DOCKER)
+    name = node.docker.container  # type: ignore[union-attr]
+    started = host.state(name).started_at
+    before = snapshot(node)
+    fault = make_fault("node_restart", node, inventory=inv, journal=journal,
+                       label=f"faultkit.node={node.name}")
+    async with fault:
+        pass
+    assert fault.result["containers"] == [name]
+    assert host.state(name).started_at > started  # type: ignore[operator]
+    await assert_restored(node, before)
+
+
+async def test_request_faults_record_how_the_node_answered(scratch, journal) -> None:
+    inv, node = scratch
+    fault = make_fault("oversized_context", node, inventory=inv, journal=journal,
+                       input_tokens=2000, concurrency=2, requests=4)
+    async with fault:
+        await fault.hold(5)
+    assert fault.result["issued"] == 4
+    assert fault.result["by_outcome"] == {"http_4xx": 4}  # llama-server: clean 400
+    assert fault.result["crashed"] is False
+    flood = make_fault("flood", node, inventory=inv, journal=journal, rate=20)
+    t0 = time.monotonic()
+    async with flood:
+        await flood.hold(2)
+    assert time.monotonic() - t0 < 15
+    assert flood.result["issued"] >= 20
+    assert sum(flood.result["by_outcome"].values()) == flood.result["issued"]
+
+
+@pytest.fixture(scope="module")
+def sim_scratch(lab_inventory: Inventory) -> Iterator[tuple[Inventory, Node]]:
+    inv, node = scratch_node(lab_inventory, "fk-mem", base_name="sim-vllm")
+    yield inv, node
+    remove_scratch(docker_host(DOCKER), node.docker.container)  # type: ignore[union-attr]
+
+
+async def test_memory_squeeze_oom_kills_and_revert_restores_limit(sim_scratch, journal) -> None:
+    inv, node = sim_scratch
+    host = docker_host(DOCKER)
+    name = node.docker.container  # type: ignore[union-attr]
+    before = snapshot(node)
+    fault = make_fault("memory_squeeze", node, inventory=inv, journal=journal, fraction=0.4)
+    load = make_fault("flood", node, inventory=inv, journal=journal, rate=200, input_tokens=2048,
+                      output_tokens=64)
+    async with fault:
+        assert host.memory_limits(name)[0] == fault.result["limit_applied"] < before["limits"][0]
+        async with load:  # the kernel acts when the engine next allocates: give it work
+            for _ in range(40):
+                st = host.state(name)
+                if st.oom_killed or st.restart_count > fault.result["restart_count_before"]:
+                    break
+                await asyncio.sleep(0.25)
+    assert fault.result["oom_killed"] is True
+    assert load.result["by_outcome"].get("ok", 0) < load.result["issued"]  # users saw it
+    await assert_restored(node, before)
