@@ -63,7 +63,8 @@ class LoadProfile:
     total_timeout_s: float = 300.0
     seed: int = 0
     warmup: int = 0
-    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    #: extra JSON fields merged into every request body (e.g. ``{"temperature": 0}``)
+    extra_body: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if self.endpoint not in ("chat", "completion"):

@@ -111,7 +111,8 @@ def full_backlog() -> Iterator[int]:
 
 
 async def test_timeout_connect_on_full_backlog(full_backlog: int) -> None:
-    record = await _one(f"http://127.0.0.1:{full_backlog}", "ok", connect_timeout_s=0.3)
+    url = f"http://127.0.0.1:{full_backlog}"
+    record = await _one(url, "ok", connect_timeout_s=0.2, first_token_timeout_s=2.0)
     assert (record.status, record.error_class) == ("fail", "timeout_connect")
 
 

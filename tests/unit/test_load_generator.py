@@ -63,6 +63,7 @@ def test_profile_from_string_converts_types_and_aliases() -> None:
     )
     assert LoadProfile.from_string("") == LoadProfile()
     assert LoadProfile.from_dict(p.to_json()) == p
+    assert hash(p) == hash(LoadProfile.from_dict(p.to_json()))
 
 
 @pytest.mark.parametrize(
@@ -269,4 +270,4 @@ async def test_sigkilled_server_every_request_has_one_terminal_status(tmp_path: 
     # A connect racing the kernel's teardown of the dying process may be accepted and then
     # reset; once the socket is gone every attempt is refused. None may look successful.
     assert all(r.status == "fail" and r.error_class in ("refused", "reset") for r in after)
-    assert after[-1].error_class == "refused"
+    assert all(r.content_chunks == 0 for r in after)

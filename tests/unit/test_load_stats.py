@@ -129,3 +129,16 @@ def test_summarize_empty_ledger() -> None:
 
 def test_itl_values_flatten() -> None:
     assert itl_values([rec(0, itl=(1.0, 2.0)), rec(1, itl=(3.0,))]) == [1.0, 2.0, 3.0]
+
+
+def test_public_names_are_pinned() -> None:
+    import faultkit.load
+
+    assert set(faultkit.load.__all__) == {
+        "PERCENTILES", "BackgroundLoad", "Clock", "Distribution", "Ledger", "LoadGenerator",
+        "LoadProfile", "LoadResult", "LoadSummary", "RequestRunner", "SSEParser",
+        "StreamInterpreter", "StreamOutcome", "Target", "arrival_offsets",
+        "classify_exception", "distribution", "e2e_s", "itl_values", "parse_stream",
+        "percentile", "summarize", "synthetic_prompt", "tpot_s", "ttft_s",
+    }  # fmt: skip
+    assert all(hasattr(faultkit.load, name) for name in faultkit.load.__all__)
