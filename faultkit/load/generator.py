@@ -138,13 +138,17 @@ class LoadGenerator:
             violations=violations,
         )
 
-    def _take(self) -> int | None:
-        """The index of the next request to send, or None when the run should stop issuing."""
+    def _take(self, *, clock_deadline: bool = True) -> int | None:
+        """The index of the next request to send, or None when the run should stop issuing.
+
+        The open loop passes ``clock_deadline=False``: its arrivals belong to the run by
+        their *scheduled* time, so one that is sent late (a busy loop) is still sent.
+        """
         if self._stopping.is_set():
             return None
         if self.profile.requests is not None and self._issued >= self.profile.requests:
             return None
-        if self._deadline is not None and self.clock.mono() >= self._deadline:
+        if clock_deadline and self._deadline is not None and self.clock.mono() >= self._deadline:
             return None
         self._issued += 1
         return self._issued - 1
@@ -200,7 +204,7 @@ class LoadGenerator:
                 break
             if cap is not None:
                 await cap.acquire()
-            index = self._take()
+            index = self._take(clock_deadline=False)
             if index is None:
                 if cap is not None:
                     cap.release()
