@@ -79,18 +79,28 @@ def inject(kind: str, node_name: str, inventory_path: str, duration: str,
     click.echo(("plan: " if dry_run else "") + fault.describe() + f" for {seconds:g} s")
     if dry_run:
         return
-    asyncio.run(_run(fault, seconds))
+    signum = asyncio.run(_run(fault, seconds))
     if fault.result:
         click.echo("result: " + json.dumps(fault.result, default=str))
     if fault.guard_reason:
         click.echo(f"ended early: {fault.guard_reason}")
+    if signum:
+        raise SystemExit(128 + signum)
 
 
-async def _run(fault: Any, seconds: float) -> None:
+async def _run(fault: Any, seconds: float) -> int:
+    """Hold the fault; return the signal number that ended it early (0 if none)."""
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
     assert main is not None
-    loop.add_signal_handler(signal.SIGTERM, main.cancel)
+    got: list[int] = []
+
+    def interrupted(signum: int) -> None:
+        got.append(signum)
+        main.cancel()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, interrupted, signum)
     live = sys.stderr.isatty()
     try:
         async with fault:
@@ -106,4 +116,6 @@ async def _run(fault: Any, seconds: float) -> None:
     except asyncio.CancelledError:
         click.echo("interrupted: fault reverted", err=True)
     finally:
-        loop.remove_signal_handler(signal.SIGTERM)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+    return got[0] if got else 0

@@ -295,3 +295,26 @@ def test_state_machine_against_real_container(scratch, tmp_path: Path) -> None:
         max_examples=5, stateful_step_count=6, deadline=None,
         suppress_health_check=list(HealthCheck),
     ))
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_sigterm_and_ctrl_c_revert(signum: int, code: int, scratch, tmp_path: Path) -> None:
+    inv, node = scratch
+    inventory_file = write_inventory(inv, tmp_path / "inventory.yaml")
+    before = snapshot(node)
+    proc = subprocess.Popen(
+        [*FAULTKIT, "inject", "pause", "--node", node.name, "--inventory", str(inventory_file),
+         "--duration", "60s", "--journal-dir", str(tmp_path / "journal")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        _wait_for_line(proc, "inject_end", 60)
+        assert snapshot(node)["paused"] is True
+        proc.send_signal(signum)
+        assert proc.wait(30) == code
+        assert snapshot(node) == before
+        assert FaultJournal(tmp_path / "journal").unreverted() == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        sweep(FaultJournal(tmp_path / "journal"))

@@ -1,0 +1,94 @@
+"""`faultkit inject` / `faultkit sweep` argument handling (no Docker: dry runs and refusals)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from faultkit.cli import cli
+from faultkit.commands.inject import DEFAULT_INVENTORY, parse_duration, parse_params
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("30s", 30), ("2m", 120), ("500ms", 0.5),
+                                               ("45", 45), ("1h", 3600)])
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+def test_parse_duration_rejects_garbage() -> None:
+    with pytest.raises(click.BadParameter):
+        parse_duration("soon")
+
+
+def test_parse_params() -> None:
+    assert parse_params(("mode=blackhole", "percent=30")) == {"mode": "blackhole", "percent": "30"}
+    with pytest.raises(click.BadParameter):
+        parse_params(("novalue",))
+
+
+def test_default_inventory_is_the_testbed() -> None:
+    assert DEFAULT_INVENTORY.name == "inventory.yaml"
+    assert DEFAULT_INVENTORY.parent.name == "testbed"
+    assert DEFAULT_INVENTORY.exists()
+
+
+INVENTORY = """
+nodes:
+  - name: a
+    engine: llamacpp
+    base_url: http://127.0.0.1:9
+    model: m
+    docker: {container: a}
+    faults: [kill]
+  - name: p
+    engine: llamacpp
+    base_url: http://127.0.0.1:9
+    model: m
+    docker: {container: p}
+    faults: ["*"]
+    protected: true
+"""
+
+
+@pytest.fixture
+def inv(tmp_path: Path) -> Path:
+    path = tmp_path / "inv.yaml"
+    path.write_text(INVENTORY)
+    return path
+
+
+def test_dry_run_prints_plan_and_writes_nothing(inv: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["inject", "kill", "--node", "a", "--inventory", str(inv),
+                                      "--dry-run", "--param", "docker_kill=true",
+                                      "--journal-dir", str(tmp_path / "j")])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("plan: kill on a (a): docker_kill=True")
+    assert "will NOT restart" in result.output
+    assert not (tmp_path / "j").exists()
+
+
+@pytest.mark.parametrize(("kind", "node_name", "message"), [
+    ("pause", "a", "does not allow fault 'pause'"),
+    ("kill", "p", "is protected"),
+    ("kill", "zz", "no node 'zz'"),
+    ("kill", "a", "no param 'speed'"),
+])
+def test_refusals_exit_nonzero(kind: str, node_name: str, message: str, inv: Path,
+                               tmp_path: Path) -> None:
+    args = ["inject", kind, "--node", node_name, "--inventory", str(inv),
+            "--journal-dir", str(tmp_path / "j")]
+    if message.startswith("no param"):
+        args += ["--param", "speed=3"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code != 0
+    assert message in result.output
+    assert list((tmp_path / "j").glob("*.json")) == []
+
+
+def test_sweep_with_empty_journal(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["sweep", "--journal-dir", str(tmp_path / "j")])
+    assert result.exit_code == 0
+    assert "nothing to sweep" in result.output
