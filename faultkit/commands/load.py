@@ -63,6 +63,9 @@ _UNREACHABLE = frozenset({"refused", "timeout_connect"})
     "--endpoint-kind", type=click.Choice(["chat", "completion"]), default="chat", show_default=True
 )
 @click.option("--no-stream", is_flag=True, help="non-streaming requests (TTFT = E2E)")
+@click.option(
+    "--keepalive", is_flag=True, help="reuse connections (faster; see LoadProfile.keepalive)"
+)
 @click.option("--warmup", type=click.IntRange(min=0), default=0, help="warm-up requests")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--connect-timeout", type=float, default=5.0, show_default=True)
@@ -96,6 +99,7 @@ def load(**opts: Any) -> None:
             total_timeout_s=opts["total_timeout"],
             seed=opts["seed"],
             warmup=opts["warmup"],
+            keepalive=opts["keepalive"],
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None

@@ -61,9 +61,14 @@ def arrival_offsets(rate: float, burstiness: float, seed: int) -> Iterator[float
         yield t
 
 
-def new_session(limit: int = 0) -> aiohttp.ClientSession:
-    """The client session the generator uses (``limit`` 0 = no connection cap)."""
-    connector = aiohttp.TCPConnector(limit=limit, enable_cleanup_closed=True)
+def new_session(*, keepalive: bool = False, limit: int = 0) -> aiohttp.ClientSession:
+    """The client session the generator uses (``limit`` 0 = no connection cap).
+
+    Without ``keepalive`` every request gets a fresh connection (see ``LoadProfile``).
+    """
+    connector = aiohttp.TCPConnector(
+        limit=limit, force_close=not keepalive, enable_cleanup_closed=True
+    )
     return aiohttp.ClientSession(connector=connector, auto_decompress=False)
 
 
@@ -110,7 +115,7 @@ class LoadGenerator:
     async def run(self) -> LoadResult:
         """Warm up, send the load, wait for in-flight requests, check the ledger."""
         own_session = self._session is None
-        session = self._session or new_session()
+        session = self._session or new_session(keepalive=self.profile.keepalive)
         try:
             warm = await self._warmup(session)
             runner = RequestRunner(

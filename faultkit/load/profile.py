@@ -42,6 +42,12 @@ class LoadProfile:
     seconds, whichever comes first, or when stopped from outside (neither given = run
     until stopped). ``warmup`` requests are sent first and kept out of the ledger.
 
+    Each request opens its own TCP connection unless ``keepalive`` is set. That keeps
+    attribution exact — a connection failure always belongs to the request that saw it —
+    and avoids spurious resets from servers that close a kept-alive connection after a
+    streamed answer without saying so (llama.cpp's server does, while sending
+    ``Keep-Alive: timeout=5``). ``keepalive=True`` is faster against servers that honour it.
+
     Timeouts per request: ``connect_timeout_s`` for the TCP connect,
     ``first_token_timeout_s`` from invoke to the first content chunk (streaming only),
     ``total_timeout_s`` from invoke to the end of the response.
@@ -63,6 +69,7 @@ class LoadProfile:
     total_timeout_s: float = 300.0
     seed: int = 0
     warmup: int = 0
+    keepalive: bool = False
     #: extra JSON fields merged into every request body (e.g. ``{"temperature": 0}``)
     extra_body: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
@@ -145,7 +152,7 @@ _FLOAT = {
     "first_token_timeout_s",
     "total_timeout_s",
 }
-_BOOL = {"stream", "ignore_eos", "include_usage"}
+_BOOL = {"stream", "ignore_eos", "include_usage", "keepalive"}
 
 
 def _convert(key: str, value: str) -> Any:

@@ -194,3 +194,15 @@ async def test_tgi_gets_no_ignore_eos() -> None:
     runner = RequestRunner(None, target, LoadProfile(), clock=Clock(), ledger=Ledger())  # type: ignore[arg-type]
     assert "ignore_eos" not in json.loads(runner.body(0))
     assert runner.body(3) == runner.body(3)
+
+
+async def test_fresh_connection_per_request_avoids_spurious_resets(server: str) -> None:
+    """A server closing kept-alive connections after each stream (llama.cpp does) must not
+    make healthy requests look reset; with keep-alive the hazard is real."""
+    model = "close_after,linger=0"
+    fresh = LoadProfile(concurrency=1, requests=30, output_tokens=4)
+    result = await LoadGenerator(Target("t", server, model), fresh).run()
+    assert [r.status for r in result.records] == ["ok"] * 30
+    reused = fresh.replace(keepalive=True)
+    result = await LoadGenerator(Target("t", server, model), reused).run()
+    assert any(r.error_class == "reset" for r in result.records)
