@@ -36,6 +36,7 @@ class ContainerSpec:
     command: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     memory: str | int | None = None
+    shm_size: str | int | None = None  # /dev/shm size; None = Docker's default (64 MiB)
     restart_policy: str = "on-failure"
     restart_max_retries: int = 0
     ports: dict[int, int] = field(default_factory=dict)
@@ -265,6 +266,7 @@ class DockerHost:
                 environment=dict(spec.env),
                 mem_limit=spec.memory,
                 memswap_limit=spec.memory,
+                shm_size=spec.shm_size,
                 restart_policy=restart if spec.restart_policy != "no" else None,
                 ports={f"{c}/tcp": (spec.bind_ip, h) for c, h in spec.ports.items()},
                 volumes=dict(spec.volumes),
@@ -393,6 +395,7 @@ def _spec_from_attrs(attrs: Mapping[str, Any]) -> ContainerSpec:
         command=tuple(config.get("Cmd") or ()),
         env=env,
         memory=host.get("Memory") or None,
+        shm_size=host.get("ShmSize") or None,
         restart_policy=policy.get("Name") or "no",
         restart_max_retries=int(policy.get("MaximumRetryCount") or 0),
         ports=ports,

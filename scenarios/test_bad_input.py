@@ -20,32 +20,40 @@ from scenarios._expect import node_not_crashed
 from slo.checks import Checks, check, lost_at_most
 from slo.types import CheckResult, Measurement
 
-_junk = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12), st.text(max_size=20),
-                  st.floats(allow_nan=False), st.lists(st.integers(), max_size=3),
-                  st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
+#: JSON values that are not numbers, booleans or null: wrong for every numeric field.
+_not_number = st.one_of(st.text(max_size=20), st.lists(st.integers(), max_size=3),
+                        st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
+#: Per field: values the OpenAI API defines as invalid (null is valid for most, so never used).
+_invalid = {
+    "max_tokens": st.one_of(_not_number, st.integers(-10**6, -1)),
+    "temperature": st.one_of(_not_number, st.floats(-100, -0.01)),
+    "n": st.one_of(_not_number, st.integers(-5, 0)),
+    "stream": st.one_of(st.text(max_size=5), st.integers(2, 9), st.lists(st.booleans(), max_size=2)),
+    "messages": st.one_of(st.text(max_size=10), st.integers(), st.dictionaries(st.text(max_size=4),
+                                                                              st.integers(), max_size=2)),
+}
 
 
 @st.composite
 def malformed_request(draw: st.DrawFn, model: str) -> tuple[str, bytes]:
-    """(path, body) of a request no server should accept."""
+    """(path, body) of a request the OpenAI API defines as invalid."""
     good: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": "hi"}],
                             "max_tokens": 4}
     kind = draw(st.sampled_from(["not_json", "wrong_type", "missing", "bad_messages", "completion"]))
     if kind == "not_json":
         return "/v1/chat/completions", draw(st.sampled_from([b"{", b"[1,2", b"\xff\xfe", b"nul"]))
     if kind == "wrong_type":
-        field = draw(st.sampled_from(["max_tokens", "temperature", "messages", "stream", "n"]))
-        value = draw(_junk.filter(lambda v: not isinstance(v, (int, float)) or isinstance(v, bool)))
-        if field == "stream" and isinstance(value, bool):
-            value = "yes"
-        return "/v1/chat/completions", json.dumps({**good, field: value}).encode()
+        field = draw(st.sampled_from(sorted(_invalid)))
+        return "/v1/chat/completions", json.dumps({**good, field: draw(_invalid[field])}).encode()
     if kind == "missing":
         return "/v1/chat/completions", json.dumps({"model": model, "max_tokens": 4}).encode()
     if kind == "bad_messages":
-        messages = draw(st.sampled_from([[], [{"role": "user"}], [{"content": "x"}], ["hi"], [None]]))
+        messages = draw(st.sampled_from([[{"content": "x"}], ["hi"], [None], [7],
+                                         [{"role": "user", "content": "x"}, "hi"]]))
         return "/v1/chat/completions", json.dumps({**good, "messages": messages}).encode()
-    return "/v1/completions", json.dumps({"model": model, "prompt": draw(_junk.filter(
-        lambda v: not isinstance(v, (str, list)))), "max_tokens": 4}).encode()
+    prompt = draw(st.one_of(st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
+                            st.booleans(), st.floats(allow_nan=False)))
+    return "/v1/completions", json.dumps({"model": model, "prompt": prompt, "max_tokens": 4}).encode()
 
 
 def send_malformed(experiment: Experiment, answers: list[tuple[str, int | str]]) -> None:

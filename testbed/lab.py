@@ -176,6 +176,7 @@ class Lab:
                 command=tuple(config.command),
                 env={**config.env, **env},
                 memory=config.memory,
+                shm_size=config.shm_size,
                 restart_policy=config.restart,
                 restart_max_retries=config.restart_max_retries,
                 ports={container_port(node, config): host_port},
