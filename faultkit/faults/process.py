@@ -60,6 +60,9 @@ class _ReadyMixin(Fault):
         self.result["time_to_ready_s"] = round(time.monotonic() - t0_mono, 3)
         st = await asyncio.to_thread(self.docker.state, name)
         self.result["restart_count_after"] = st.restart_count
+        if st.restart_count > self.result.get("restart_count_before", st.restart_count):
+            self.emit("restarted", restart_count=st.restart_count)
+        self.emit("ready", time_to_ready_s=self.result["time_to_ready_s"])
         if self.params.get("first_token", True):
             ttft = await first_token_s(self.node)
             if ttft is not None:

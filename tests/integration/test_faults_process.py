@@ -57,7 +57,8 @@ async def test_kill_sigkill_restart_policy_brings_it_back(scratch, journal) -> N
     assert 0 < fault.result["time_to_ready_s"] < 60
     assert "time_to_first_token_s" in fault.result
     kinds = [e.kind for e in events]
-    assert kinds == ["inject_start", "inject_end", "revert_start", "revert_end"]
+    assert kinds == ["inject_start", "inject_end", "revert_start", "restarted", "ready",
+                     "revert_end"]
     await assert_restored(node, before)
     assert journal.unreverted() == []
 
