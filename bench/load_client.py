@@ -59,9 +59,10 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
 
 
 async def ours(
-    url: str, model: str, concurrency: int, requests: int, tokens: int
+    url: str, model: str, concurrency: int, requests: int, tokens: int, keepalive: bool = False
 ) -> dict[str, float]:
     profile = LoadProfile(
+        keepalive=keepalive,
         concurrency=concurrency,
         requests=requests,
         output_tokens=tokens,
@@ -200,7 +201,8 @@ def main() -> None:
     if python is not None and tok is None:
         python, why = None, "no tokenizer under $FAULTKIT_HOME/models"
     server, url = start_server()
-    results: dict[str, list[float]] = {k: [] for k in ("ours_a", "ours_b", "vllm_a", "vllm_b")}
+    keys = ("ours_a", "ours_b", "ours_b_ka", "vllm_a", "vllm_b")
+    results: dict[str, list[float]] = {k: [] for k in keys}
     try:
         print(
             f"server {url} (CPU {SERVER_CPU}), client on CPU {CLIENT_CPU}, "
@@ -214,6 +216,7 @@ def main() -> None:
         for _ in range(args.rounds):
             results["ours_a"].append(asyncio.run(ours(url, "burst", *a))["tok_s"])
             results["ours_b"].append(asyncio.run(ours(url, "burst", *b))["req_s"])
+            results["ours_b_ka"].append(asyncio.run(ours(url, "burst", *b, True))["req_s"])
             if python is not None and tok is not None:
                 results["vllm_a"].append(vllm_bench(python, tok, url, *a)["tok_s"])
                 results["vllm_b"].append(vllm_bench(python, tok, url, *b)["req_s"])
@@ -223,10 +226,16 @@ def main() -> None:
             ratio = max(results["ours_a"]) / max(results["vllm_a"])
             print(f"   vllm      {_fmt(results['vllm_a'], 'tok/s')}   ratio (best) {ratio:.2f}x")
         print(f"B  {b[0]} streams x {b[2]} tokens, {b[1]} requests, {args.rounds} rounds")
-        print(f"   faultkit  {_fmt(results['ours_b'], 'req/s')}")
+        print(f"   faultkit  {_fmt(results['ours_b'], 'req/s')}   (default: new connection each)")
+        print(f"   faultkit  {_fmt(results['ours_b_ka'], 'req/s')}   (--keepalive)")
         if results["vllm_b"]:
-            ratio = max(results["ours_b"]) / max(results["vllm_b"])
-            print(f"   vllm      {_fmt(results['vllm_b'], 'req/s')}   ratio (best) {ratio:.2f}x")
+            best = max(results["vllm_b"])
+            ratio = max(results["ours_b"]) / best
+            ratio_ka = max(results["ours_b_ka"]) / best
+            print(
+                f"   vllm      {_fmt(results['vllm_b'], 'req/s')}   (keep-alive)   "
+                f"ratio (best) {ratio:.2f}x default, {ratio_ka:.2f}x keep-alive"
+            )
         for label, model in (("paced, 20 ms/token", "slow,delay=0.02"), ("zero latency", "ok")):
             rc = asyncio.run(ttft_error(url, model, 256, c))
             print(
