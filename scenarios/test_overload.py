@@ -10,7 +10,7 @@ from slo.checks import recovered_within
 
 @pytest.mark.fault("flood")
 async def test_overload(experiment: Experiment) -> None:
-    await experiment.run_fault("flood", hold_s=0, params={"rate": 60, "duration_s": 10})
+    await experiment.run_fault("flood", hold_s=10, params={"rate": 100})
     verdict = experiment.check(
         node_not_crashed(experiment) & recovered_within(experiment.slo.recovery_s_max)
         & experiment.latency_checks()

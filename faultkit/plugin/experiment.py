@@ -151,6 +151,8 @@ class Experiment:
                 else:
                     await asyncio.sleep(hold_s)
             self.fault_result = dict(getattr(fault, "result", {}) or {})
+            self._write_run_info(fault_result={k: v for k, v in self.fault_result.items()
+                                               if k != "records"})
             await self._wait_recovered(deadline)
         self.note("scenario_end")
         return self._finish(prom)
