@@ -195,7 +195,8 @@ def rule_failed_rollout(data: RunData) -> Diagnosis | None:
     rollout = [
         e
         for e in data.timeline
-        if e.source == "fault" and e.data.get("fault") == "rollout" and e.kind == "inject_end"
+        if e.source == "fault" and e.data.get("fault") == "rollout"
+        and e.kind in ("inject_start", "inject_end")
     ]
     if not rollout and fault_kind(data) == "rollout":
         rollout = [e for e in data.timeline if e.source == "fault" and e.kind == "inject_start"]
@@ -205,8 +206,8 @@ def rule_failed_rollout(data: RunData) -> Diagnosis | None:
     rollback = [
         e
         for e in data.timeline
-        if e.source == "harness"
-        and e.kind in ("rollback_start", "readiness_timeout", "rollout_failed")
+        if e.source in ("harness", "fault")
+        and e.kind in ("config_failed", "rollback_start", "readiness_timeout", "rollout_failed")
         and e.t >= t_roll
     ]
     if not rollback:
@@ -223,8 +224,8 @@ def rule_failed_rollout(data: RunData) -> Diagnosis | None:
         "failed_rollout",
         "failed rollout: the candidate config never became ready",
         (
-            f"fault/inject_end (rollout) at {_rel(data, t_roll)}",
-            f"harness/{rollback[0].kind} at {_rel(data, rollback[0].t)}, "
+            f"fault/{rollout[0].kind} (rollout) at {_rel(data, t_roll)}",
+            f"{rollback[0].source}/{rollback[0].kind} at {_rel(data, rollback[0].t)}, "
             f"{rollback[0].t - t_roll:.1f} s after the rollout",
             "no observer/health_ok between the rollout and the rollback",
         ),

@@ -80,12 +80,15 @@ def analyse(data: RunData) -> Recovery:
             )
         )
     b, a = _count(data.container.get("before")), _count(data.container.get("after"))
+    # the fault acts from inject_start (e.g. a request fault's first requests), so evidence
+    # of its effect counts from there, not from inject_end
+    t_acting = first.t if first is not None else t_inject
     restarts = [
         e
         for e in tl
         if e.source == "harness"
         and e.kind == "restart_seen"
-        and (t_inject is None or e.t >= t_inject)
+        and (t_acting is None or e.t >= t_acting)
     ]
     if (b is not None and a is not None and a > b) or restarts:
         counts = (
@@ -113,18 +116,20 @@ def analyse(data: RunData) -> Recovery:
                     "container.json restart_count (restart time not recorded)",
                 )
             )
-    rb_s = _first(tl, "harness", "rollback_start", t_inject)
+    rb_s = _first(tl, "fault", "rollback_start", t_acting) or _first(
+        tl, "harness", "rollback_start", t_acting
+    )
     if rb_s is not None:
-        rb_d = _first(tl, "harness", "rollback_done", rb_s.t)
+        rb_d = _first(tl, rb_s.source, "rollback_done", rb_s.t)
         mechanisms.append("rollback to the previous config")
         steps.append(
             Step(
                 "rollback to the previous config",
                 rb_s.t,
                 rb_d.t if rb_d else None,
-                "harness/rollback_start → rollback_done"
+                f"{rb_s.source}/rollback_start → rollback_done"
                 if rb_d
-                else "harness/rollback_start (no rollback_done recorded)",
+                else f"{rb_s.source}/rollback_start (no rollback_done recorded)",
             )
         )
     rv_s = _first(tl, "fault", "revert_start", t_inject)
@@ -132,7 +137,8 @@ def analyse(data: RunData) -> Recovery:
         rv_e = _first(tl, "fault", "revert_end", rv_s.t)
         kind = fault_kind(data) or ""
         word = _REVERT_WORDS.get(kind, f"revert {kind or 'the fault'}")
-        if kind not in ("kill", "rollout"):  # reverting a kill/rollout is bookkeeping, not a fix
+        # reverting a kill, a rollout or a request fault is bookkeeping, not what fixed it
+        if kind not in ("kill", "rollout", "oversized_context", "flood", "bad_input"):
             mechanisms.append(f"fault reverted ({word})")
             steps.append(
                 Step(
