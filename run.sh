@@ -2,7 +2,8 @@
 # faultkit set-up and entry point. Installs whatever is missing on a fresh Debian 12 machine
 # (system packages via apt, a virtualenv with the project), then:
 #   bash run.sh scenarios [PYTEST_ARGS...]  bring the testbed up, run the scenario suite, list reports
-#   bash run.sh tests [PYTEST_ARGS...]      run the harness's own tests + the scenario suite (what CI runs)
+#   bash run.sh tests [PYTEST_ARGS...]      run the harness's own tests, incl. the scenario suite's
+#                                           expected verdicts (what CI runs)
 #   bash run.sh setup                       only install
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -47,8 +48,8 @@ setup() {
 }
 
 testbed_up() {
-  say "bringing the testbed up (first time: builds images and llama.cpp, ~8 min)"
-  "$VENV/bin/faultkit" testbed up ${FAULTKIT_TESTBED_WITH:+--with "$FAULTKIT_TESTBED_WITH"}
+  say "bringing the testbed up (first time: base image, llama.cpp build, vLLM env: ~10 min)"
+  "$VENV/bin/faultkit" testbed up
 }
 
 list_reports() {
@@ -83,11 +84,8 @@ case "$cmd" in
     testbed_up
     marker=$(mktemp)
     rc=0
-    say "unit, integration and end-to-end tests"
-    "$VENV/bin/pytest" tests "$@" || rc=$?
-    say "scenario suite against the testbed"
-    "$VENV/bin/pytest" scenarios -p no:cacheprovider || rc=$?
-    list_reports "$marker"
+    say "unit, integration and end-to-end tests (e2e runs the whole scenario suite and checks its verdicts)"
+    "$VENV/bin/pytest" tests -p no:cacheprovider "$@" || rc=$?
     rm -f "$marker"
     exit $rc
     ;;

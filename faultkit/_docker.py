@@ -209,6 +209,13 @@ class DockerHost:
             )
             return [e for e in stream if e.get("Type") == "container"]
 
+    def exec(self, name: str, command: list[str]) -> tuple[int, str]:
+        """Run ``command`` inside the running container; (exit code, output)."""
+        with self._mapped(container=name):
+            code, output = self.client.containers.get(name).exec_run(command, demux=False)
+        text = output.decode("utf-8", errors="replace") if isinstance(output, bytes) else ""
+        return int(code if code is not None else -1), text
+
     def labelled(self, key: str = LABEL_OWNER, value: str | None = None) -> list[Container]:
         selector = key if value is None else f"{key}={value}"
         with self._mapped():

@@ -35,9 +35,16 @@ class DelayProxy:
         self.port = int(self._server.sockets[0].getsockname()[1])
         return self.port
 
-    async def stop(self) -> None:
+    async def stop(self, drain_s: float = 10.0) -> None:
+        """Stop accepting, let open connections finish for up to ``drain_s``, then cut them.
+
+        Cutting a connection mid-answer would turn the revert itself into a fault (the
+        client sees a reset), so in-flight requests get to complete first.
+        """
         if self._server is not None:
             self._server.close()
+            if self._tasks:
+                await asyncio.wait(list(self._tasks), timeout=drain_s)
             for task in list(self._tasks):
                 task.cancel()
             with contextlib.suppress(Exception):

@@ -25,7 +25,9 @@ def node_not_crashed(experiment: Experiment) -> Checks:
     def fn(m: Measurement) -> CheckResult:
         before, after = _container(experiment, "before"), _container(experiment, "after")
         restarts = (after.get("restart_count") or 0) - (before.get("restart_count") or 0)
-        oom = bool(after.get("oom_killed"))
+        # Docker keeps OOMKilled from an earlier kill until the container is recreated,
+        # so only a change during this run counts
+        oom = bool(after.get("oom_killed")) and not before.get("oom_killed")
         restarted = bool(before.get("started_at")) and after.get("started_at") != before.get("started_at")
         passed = restarts == 0 and not oom and not restarted
         return CheckResult(

@@ -1,20 +1,53 @@
-"""overload: an open-loop flood well above capacity. The node must not crash and must not
-lose requests without bound; the latency verdict and the saturation point are reported."""
+"""overload: an open-loop flood well above capacity, on top of the background load.
+
+Above capacity, an engine without admission control queues and latency grows without
+bound — so the latency objective is *reported* (the saturation point: offered vs served
+rate and the TTFT the flood saw), not gated. The verdict is what must hold anyway: the
+node does not crash, loses no more than 5 % of the users' requests while flooded, and is
+back in steady state within the recovery objective once the flood stops.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
+from faultkit.load.stats import percentile, ttft_s
 from faultkit.plugin import Experiment
+from faultkit.records import RequestRecord
 from scenarios._expect import node_not_crashed
-from slo.checks import recovered_within
+from slo.checks import error_ratio_at_most, recovered_within
+
+FLOOD_RATE = 100.0
+FLOOD_SECONDS = 10.0
+
+
+def saturation(records: list[RequestRecord], offered_rps: float) -> dict[str, Any]:
+    """Offered vs served rate and TTFT percentiles of the flood's own requests."""
+    ok = [r for r in records if r.status == "ok"]
+    if not records:
+        return {"offered_rps": offered_rps, "served_rps": 0.0}
+    span = max(r.t_end for r in records) - min(r.t_invoke for r in records)
+    ttfts = [t for r in ok if (t := ttft_s(r)) is not None]
+    return {
+        "offered_rps": offered_rps,
+        "served_rps": round(len(ok) / span, 2) if span > 0 else None,
+        "flood_requests": len(records),
+        "flood_ok": len(ok),
+        "flood_ttft_p50_s": percentile(ttfts, 50),
+        "flood_ttft_p95_s": percentile(ttfts, 95),
+    }
 
 
 @pytest.mark.fault("flood")
 async def test_overload(experiment: Experiment) -> None:
-    await experiment.run_fault("flood", hold_s=10, params={"rate": 100})
+    await experiment.run_fault("flood", hold_s=FLOOD_SECONDS, params={"rate": FLOOD_RATE})
+    point = saturation(list(experiment.fault_result.get("records") or []), FLOOD_RATE)
+    experiment.note("saturation", **point)
     verdict = experiment.check(
-        node_not_crashed(experiment) & recovered_within(experiment.slo.recovery_s_max)
-        & experiment.latency_checks()
+        node_not_crashed(experiment)
+        & error_ratio_at_most(0.05, window="fault")
+        & recovered_within(experiment.slo.recovery_s_max)
     )
-    experiment.note("saturation", **{k: v for k, v in experiment.fault_result.items()
-                                     if k.startswith("saturation")})
     assert verdict.passed, verdict.summary()

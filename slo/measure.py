@@ -31,11 +31,11 @@ Synthetic ``probe`` ledger records are excluded from request counts.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from faultkit.load.stats import e2e_s, percentile, tpot_s, ttft_s
 from faultkit.records import CLEAN_REJECTIONS, Event, RequestRecord
 from slo.types import DetectSignal, Measurement, WindowSLIs
 
@@ -48,19 +48,6 @@ class MeasurementInputError(ValueError):
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _percentile(values: Sequence[float], q: float) -> float | None:
-    """Linear-interpolated percentile (numpy's default method); None for no values.
-
-    Private helper: ``faultkit.load.stats`` did not exist when this was written.
-    """
-    if not values:
-        return None
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100.0
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def _fault_time(timeline: Sequence[Event], node: str, kind: str) -> float | None:
@@ -169,20 +156,14 @@ def recovered_at(
 def window_slis(requests: Sequence[RequestRecord], start: float, end: float) -> WindowSLIs:
     """Client-side SLIs of the requests *invoked* in [start, end).
 
-    TTFT = t_first_token − t_invoke; TPOT = (t_last_token − t_first_token) /
-    (output_tokens − 1), undefined for ≤ 1 token; E2E = t_end − t_invoke. Latencies are
+    TTFT, TPOT and E2E exactly as :mod:`faultkit.load.stats` defines them. Latencies are
     over successful requests; ``output_tokens_per_s`` = their output tokens / window length.
     """
     chosen = [r for r in requests if start <= r.t_invoke < end]
     good = [r for r in chosen if r.status == "ok"]
-    ttft = [r.t_first_token - r.t_invoke for r in good if r.t_first_token is not None]
-    tpot = [
-        (r.t_last_token - r.t_first_token) / (r.output_tokens - 1)
-        for r in good
-        if r.t_first_token is not None and r.t_last_token is not None
-        and r.output_tokens is not None and r.output_tokens > 1
-    ]
-    e2e = [r.t_end - r.t_invoke for r in good]
+    ttft = [t for r in good if (t := ttft_s(r)) is not None]
+    tpot = [t for r in good if (t := tpot_s(r)) is not None]
+    e2e = [e2e_s(r) for r in good]
     tokens = sum(r.output_tokens or 0 for r in good)
     span = end - start
     return WindowSLIs(
@@ -192,14 +173,14 @@ def window_slis(requests: Sequence[RequestRecord], start: float, end: float) -> 
         ok=len(good),
         failed=len(chosen) - len(good),
         error_ratio=(len(chosen) - len(good)) / len(chosen) if chosen else None,
-        ttft_p50_s=_percentile(ttft, 50),
-        ttft_p95_s=_percentile(ttft, 95),
-        ttft_p99_s=_percentile(ttft, 99),
-        tpot_p50_s=_percentile(tpot, 50),
-        tpot_p95_s=_percentile(tpot, 95),
-        e2e_p50_s=_percentile(e2e, 50),
-        e2e_p95_s=_percentile(e2e, 95),
-        e2e_p99_s=_percentile(e2e, 99),
+        ttft_p50_s=percentile(ttft, 50),
+        ttft_p95_s=percentile(ttft, 95),
+        ttft_p99_s=percentile(ttft, 99),
+        tpot_p50_s=percentile(tpot, 50),
+        tpot_p95_s=percentile(tpot, 95),
+        e2e_p50_s=percentile(e2e, 50),
+        e2e_p95_s=percentile(e2e, 95),
+        e2e_p99_s=percentile(e2e, 99),
         output_tokens_per_s=tokens / span if span > 0 and good else None,
     )
 
@@ -259,13 +240,16 @@ def measure(
     by_class = Counter(r.error_class or r.status for r in lost)
     impact = min((r.t_end for r in lost), default=None)
 
+    # SLI windows: the fault window lasts while the fault is applied *or* its effects last
+    # (to revert, or to recovery if that is later); "after" is everything once both ended.
     start = min((r.t_invoke for r in requests), default=t_loss_from)
+    fault_end = max(loss_end, t_revert if t_revert is not None else t_inject)
     slis = {
         "baseline": window_slis(requests, min(start, t_loss_from), t_loss_from),
-        "fault": window_slis(requests, t_loss_from, loss_end),
+        "fault": window_slis(requests, t_loss_from, fault_end),
     }
     if t_recovered is not None:
-        slis["after"] = window_slis(requests, t_recovered, end + 1e-9)
+        slis["after"] = window_slis(requests, fault_end, end + 1e-9)
 
     return Measurement(
         node=node,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from testbed.lab import DEFAULT_INVENTORY, OPTIONAL_NODES, Lab
+from testbed.lab import DEFAULT_INVENTORY, SKIPPABLE_NODES, Lab
 
 
 def _progress(message: str) -> None:
@@ -27,12 +27,13 @@ def testbed(ctx: click.Context, inventory_path: Path) -> None:
 
 
 @testbed.command()
-@click.option("--with", "with_nodes", multiple=True, type=click.Choice(sorted(OPTIONAL_NODES)),
-              help="also start an optional node (e.g. the real vLLM node)")
+@click.option("--skip", "skip", multiple=True, type=click.Choice(sorted(SKIPPABLE_NODES)),
+              help="leave a heavy node out (e.g. the real vLLM node: ~1.3 GiB, ~30 s per start); "
+                   "run scenarios with --node for the others then")
 @click.pass_obj
-def up(inventory_path: Path, with_nodes: tuple[str, ...]) -> None:
+def up(inventory_path: Path, skip: tuple[str, ...]) -> None:
     """Install what is missing and start every node and Prometheus (idempotent)."""
-    Lab(inventory_path, progress=_progress).up(frozenset(with_nodes))
+    Lab(inventory_path, progress=_progress).up(frozenset(skip))
 
 
 @testbed.command()

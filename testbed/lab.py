@@ -34,8 +34,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_INVENTORY = Path(__file__).resolve().parent / "inventory.yaml"
 LAB_NETWORK = "faultkit-lab"
 LAB_LABELS = {LABEL_OWNER: "testbed"}
-#: Nodes that start only with ``testbed up --with NAME`` (heavier than the rest).
-OPTIONAL_NODES = frozenset({"vllm"})
+#: Nodes ``testbed up --skip NAME`` may leave out (the heavy ones).
+SKIPPABLE_NODES = frozenset({"vllm"})
 DEFAULT_CONTAINER_PORTS = {"llamacpp": 8080, "vllm": 8000, "sglang": 30000, "tgi": 80}
 
 
@@ -107,21 +107,21 @@ class Lab:
         self.inventory: Inventory = load_inventory(inventory_path)
         self.progress = progress
 
-    def lab_nodes(self, with_optional: frozenset[str] = frozenset()) -> list[Node]:
+    def lab_nodes(self, skip: frozenset[str] = frozenset()) -> list[Node]:
+        """The inventory's nodes the lab runs (those with a container and a serving config)."""
         return [
             n for n in self.inventory.nodes
-            if n.docker is not None and n.serving_config
-            and (n.name not in OPTIONAL_NODES or n.name in with_optional)
+            if n.docker is not None and n.serving_config and n.name not in skip
         ]
 
     # up -------------------------------------------------------------------------------
-    def up(self, with_optional: frozenset[str] = frozenset()) -> float:
-        """Bring everything up; return the seconds it took."""
+    def up(self, skip: frozenset[str] = frozenset()) -> float:
+        """Bring everything up (but the ``skip``ped nodes); return the seconds it took."""
         start = time.monotonic()
         host = ensure_docker_engine(self.progress)
         image = ensure_base_image(host, self.progress)
         host.ensure_network(LAB_NETWORK, LAB_LABELS)
-        nodes = self.lab_nodes(with_optional)
+        nodes = self.lab_nodes(skip)
         for node in nodes:
             self._ensure_node(host, node, image)
         ensure_prometheus(self.inventory, self.progress)

@@ -12,8 +12,11 @@ Kernel difference (``mode`` in ``result`` and events): with cgroup v2 the kernel
 limit under the usage and OOM-kills at once (mode ``under_usage``). cgroup v1 refuses a
 limit it cannot reclaim down to ("unable to set memory limit"); then the tightest limit
 it accepts is searched in 256 KiB steps from just under the usage up to usage + ``headroom``
-(mode ``above_usage``), and the engine is OOM-killed as soon as it allocates more than the
-page cache it can drop — i.e. under load.
+(mode ``above_usage``). An engine whose memory is steady would then never notice, so the
+fault adds ``pressure``: it writes a file to the container's ``/dev/shm`` (tmpfs pages are
+charged to the container and cannot be reclaimed), taking the container over its limit —
+the OOM killer then kills the engine, as a genuine squeeze would. ``/dev/shm`` is empty
+again after the restart; revert also deletes the file.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from faultkit.errors import DockerError, FaultError
 from faultkit.faults.base import ParamSpec
 from faultkit.faults.process import _ReadyMixin
 
+_PRESSURE_FILE = "/dev/shm/.faultkit-memory-squeeze"
 _DOCKER_MIN = 6 * 1024**2  # Docker refuses memory limits below 6 MiB
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
@@ -45,6 +49,7 @@ class MemorySqueeze(_ReadyMixin):
         "limit": (str, None),
         "fraction": (float, 0.5),
         "headroom": (str, "1m"),
+        "pressure": (str, "8m"),
         "ready_timeout_s": (float, None),
         "first_token": (bool, False),
     }
@@ -100,6 +105,22 @@ class MemorySqueeze(_ReadyMixin):
                     f"(usage {usage}); give a larger headroom= or use cgroup v2"
                 )
             self.result.update(limit_applied=limit, mode=self.mode, refused=refused)
+            await self._add_pressure(limit)
+
+    async def _add_pressure(self, limit: int) -> None:
+        """Fill /dev/shm past the limit so the engine, not the filler, is OOM-killed."""
+        usage = await asyncio.to_thread(self.docker.memory_usage, self.container)
+        size = max(0, limit - usage) + parse_bytes(self.params["pressure"])
+        self.add_undo(self.step("exec", command=["rm", "-f", _PRESSURE_FILE]))
+        try:
+            code, output = await asyncio.to_thread(
+                self.docker.exec, self.container,
+                ["sh", "-c", f"head -c {size} /dev/zero > {_PRESSURE_FILE}"],
+            )
+        except DockerError as exc:  # the container died under the exec: the squeeze worked
+            code, output = -1, str(exc)
+        # exit 137/1 is expected when the OOM killer strikes mid-write; note what happened
+        self.result.update(pressure_bytes=size, pressure_exit=code, pressure_output=output[-200:])
 
     async def _after_undo(self) -> None:
         st = await asyncio.to_thread(self.docker.state, self.container)

@@ -18,6 +18,7 @@ Ops (``host`` is a Docker engine URL, ``container`` a container name):
 ``memory``          set the memory limits back to ``memory`` / ``memswap`` bytes
 ``container``       recreate the container from ``spec`` (+ ``networks``) if it differs
 ``shell``           run ``command`` with ``sh -c`` (config rollout's command-pair mode)
+``exec``            run ``command`` (argv) inside the container if it is running
 ==================  ==========================================================================
 """
 
@@ -67,6 +68,14 @@ def _running_pid(step: Mapping[str, Any]) -> int | None:
     except ContainerNotFound:
         return None
     return st.pid if st.running and st.pid else None
+
+
+@op("exec")
+def _exec(step: Mapping[str, Any]) -> str:
+    if _running_pid(step) is None:
+        return f"{step['container']} not running: nothing to run in it"
+    code, output = _host(step).exec(str(step["container"]), [str(a) for a in step["command"]])
+    return f"ran {' '.join(map(str, step['command']))} in {step['container']} (exit {code})"
 
 
 @op("unpause")
