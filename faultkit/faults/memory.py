@@ -87,9 +87,11 @@ class MemorySqueeze(_ReadyMixin):
             self.mode = "above_usage"
             refused = str(exc)[-160:]
             step = 256 * 1024
-            usage = await asyncio.to_thread(self.docker.memory_usage, self.container)
-            limit = max(_DOCKER_MIN, usage - 4 * step)
-            for _ in range(4 + parse_bytes(self.params["headroom"]) // step):
+            limit = 0
+            for attempt in range(8 + parse_bytes(self.params["headroom"]) // step):
+                # usage moves under load: read it again for every attempt
+                usage = await asyncio.to_thread(self.docker.memory_usage, self.container)
+                limit = max(_DOCKER_MIN, usage - 4 * step + attempt * step)
                 try:
                     await asyncio.to_thread(
                         self.docker.set_memory_limits, self.container, limit, limit
@@ -98,7 +100,6 @@ class MemorySqueeze(_ReadyMixin):
                 except DockerError as again:
                     if "unable to set memory limit" not in str(again):
                         raise
-                    limit += step
             else:
                 raise FaultError(
                     f"memory_squeeze: the kernel refused every limit up to {limit} bytes "

@@ -144,9 +144,10 @@ async def test_memory_squeeze_oom_kills_and_revert_restores_limit(sim_scratch, j
     fault = make_fault("memory_squeeze", node, inventory=inv, journal=journal, fraction=0.4)
     load = make_fault("flood", node, inventory=inv, journal=journal, rate=200, input_tokens=2048,
                       output_tokens=64)
-    async with fault:
-        assert host.memory_limits(name)[0] == fault.result["limit_applied"] < before["limits"][0]
-        async with load:  # the kernel acts when the engine next allocates: give it work
+    async with load:  # users are being served when the squeeze hits
+        await asyncio.sleep(1.0)
+        async with fault:
+            assert host.memory_limits(name)[0] == fault.result["limit_applied"] < before["limits"][0]
             for _ in range(40):
                 st = host.state(name)
                 if st.oom_killed or st.restart_count > fault.result["restart_count_before"]:
