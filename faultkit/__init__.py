@@ -5,7 +5,14 @@ plugin); ``slo`` observes and judges; ``reports`` tells; ``testbed`` is the loca
 """
 
 from faultkit.errors import FaultkitError, InventoryError
-from faultkit.inventory import FAULT_KINDS, Inventory, Node, ServingConfig, SLOSettings, load_inventory
+from faultkit.inventory import (
+    FAULT_KINDS,
+    Inventory,
+    Node,
+    ServingConfig,
+    SLOSettings,
+    load_inventory,
+)
 from faultkit.records import Event, RequestRecord
 from faultkit.rundir import RunDir
 

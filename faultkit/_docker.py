@@ -114,7 +114,9 @@ def state_from_attrs(attrs: Mapping[str, Any]) -> ContainerState:
 class DockerHost:
     """A Docker engine reachable at ``url``; cheap to create, connects lazily."""
 
-    def __init__(self, url: str = "unix:///var/run/docker.sock", *, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, url: str = "unix:///var/run/docker.sock", *, timeout_s: float = 30.0
+    ) -> None:
         self.url = url
         self._timeout_s = timeout_s
         self._client: docker.DockerClient | None = None
@@ -261,7 +263,7 @@ class DockerHost:
             self.client.api.remove_container(name, force=force, v=False)
 
     def create(self, spec: ContainerSpec, *, start: bool = True) -> Container:
-        """Create (and by default start) a container from ``spec``; ports bind to ``spec.bind_ip``."""
+        """Create (and by default start) a container from ``spec`` (ports bind to ``bind_ip``)."""
         restart: dict[str, Any] = {"Name": spec.restart_policy}
         if spec.restart_policy == "on-failure" and spec.restart_max_retries:
             restart["MaximumRetryCount"] = spec.restart_max_retries
@@ -340,7 +342,10 @@ class DockerHost:
     ) -> None:
         with self._mapped(container=name):
             self.client.api.connect_container_to_network(
-                name, network, aliases=aliases or None, ipv4_address=ipv4_address or None,
+                name,
+                network,
+                aliases=aliases or None,
+                ipv4_address=ipv4_address or None,
                 links=links or None,
             )
 

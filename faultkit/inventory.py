@@ -105,7 +105,7 @@ class DockerRef(_Model):
 
 class PrometheusRef(_Model):
     job: str
-    selector: str = Field("", description="extra PromQL label matchers, e.g. model_name=\"x\"")
+    selector: str = Field("", description='extra PromQL label matchers, e.g. model_name="x"')
 
 
 class Node(_Model):
@@ -219,10 +219,11 @@ class Inventory(_Model):
                     f"(have: {', '.join(sorted(self.serving_configs)) or 'none'})"
                 )
             missing = [c for c in node.candidate_configs if c not in self.serving_configs]
+            have = ", ".join(sorted(self.serving_configs)) or "none"
             if missing:
                 raise ValueError(
                     f"node {node.name!r} lists candidate config {missing[0]!r}, which is not "
-                    f"under serving_configs (have: {', '.join(sorted(self.serving_configs)) or 'none'})"
+                    f"under serving_configs (have: {have})"
                 )
             if node.engine == "sim" and node.personality is None:
                 raise ValueError(f"node {node.name!r}: engine 'sim' needs personality vllm|sglang")
@@ -292,7 +293,8 @@ def parse_inventory(text: str, *, source: str = "<string>") -> Inventory:
     if not isinstance(data, Mapping):
         kind = "empty" if data is None else f"a {type(data).__name__}"
         raise InventoryError(
-            source, [f"{source}:1: the inventory must be a mapping with a 'nodes' list (got {kind})"]
+            source,
+            [f"{source}:1: the inventory must be a mapping with a 'nodes' list (got {kind})"],
         )
     lines = _line_index(root)
     try:

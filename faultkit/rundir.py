@@ -38,7 +38,9 @@ class RunDir:
     path: Path
 
     @classmethod
-    def create(cls, runs_dir: Path, scenario: str, node: str, *, now: datetime | None = None) -> RunDir:
+    def create(
+        cls, runs_dir: Path, scenario: str, node: str, *, now: datetime | None = None
+    ) -> RunDir:
         stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%S.%fZ")[:-4] + "Z"
         name = f"{stamp}-{_UNSAFE.sub('_', scenario)}-{_UNSAFE.sub('_', node)}"
         path = runs_dir / name

@@ -28,10 +28,14 @@ def node_not_crashed(experiment: Experiment) -> Checks:
         # Docker keeps OOMKilled from an earlier kill until the container is recreated,
         # so only a change during this run counts
         oom = bool(after.get("oom_killed")) and not before.get("oom_killed")
-        restarted = bool(before.get("started_at")) and after.get("started_at") != before.get("started_at")
+        restarted = bool(before.get("started_at")) and after.get("started_at") != before.get(
+            "started_at"
+        )
         passed = restarts == 0 and not oom and not restarted
         return CheckResult(
-            name="no_crash", passed=passed, expected="no restart, no OOM kill",
+            name="no_crash",
+            passed=passed,
+            expected="no restart, no OOM kill",
             observed=f"restarts +{restarts}, OOMKilled={oom}, restarted={restarted}",
             why="the node stayed up" if passed else "the node crashed and was restarted",
         )
@@ -45,7 +49,9 @@ def no_loss_outside_clean_rejections() -> Checks:
     def fn(m: Measurement) -> CheckResult:
         dropped = m.lost_total - m.clean_rejections
         return CheckResult(
-            name="no_drops", passed=dropped == 0, expected="0 dropped/reset/timed-out requests",
+            name="no_drops",
+            passed=dropped == 0,
+            expected="0 dropped/reset/timed-out requests",
             observed=f"{dropped} dropped ({m.lost_by_class or 'none'})",
             why="only clean rejections" if dropped == 0 else f"{dropped} requests were dropped",
         )
@@ -53,14 +59,20 @@ def no_loss_outside_clean_rejections() -> Checks:
     return check(fn)
 
 
-def fault_result(experiment: Experiment, name: str, expected: str,
-                 predicate: Any, key: str) -> Checks:
+def fault_result(
+    experiment: Experiment, name: str, expected: str, predicate: Any, key: str
+) -> Checks:
     """A check on one value the fault recorded (``experiment.fault_result[key]``)."""
 
     def fn(m: Measurement) -> CheckResult:
         value = experiment.fault_result.get(key)
         passed = bool(predicate(value))
-        return CheckResult(name=name, passed=passed, expected=expected, observed=f"{key}={value!r}",
-                           why="as expected" if passed else f"{key} was {value!r}")
+        return CheckResult(
+            name=name,
+            passed=passed,
+            expected=expected,
+            observed=f"{key}={value!r}",
+            why="as expected" if passed else f"{key} was {value!r}",
+        )
 
     return check(fn)

@@ -21,25 +21,38 @@ from slo.checks import Checks, check, lost_at_most
 from slo.types import CheckResult, Measurement
 
 #: JSON values that are not numbers, booleans or null: wrong for every numeric field.
-_not_number = st.one_of(st.text(max_size=20), st.lists(st.integers(), max_size=3),
-                        st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
+_not_number = st.one_of(
+    st.text(max_size=20),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+)
 #: Per field: values the OpenAI API defines as invalid (null is valid for most, so never used).
 _invalid = {
-    "max_tokens": st.one_of(_not_number, st.integers(-10**6, -1)),
+    "max_tokens": st.one_of(_not_number, st.integers(-(10**6), -1)),
     "temperature": st.one_of(_not_number, st.floats(-100, -0.01)),
     "n": st.one_of(_not_number, st.integers(-5, 0)),
-    "stream": st.one_of(st.text(max_size=5), st.integers(2, 9), st.lists(st.booleans(), max_size=2)),
-    "messages": st.one_of(st.text(max_size=10), st.integers(), st.dictionaries(st.text(max_size=4),
-                                                                              st.integers(), max_size=2)),
+    "stream": st.one_of(
+        st.text(max_size=5), st.integers(2, 9), st.lists(st.booleans(), max_size=2)
+    ),
+    "messages": st.one_of(
+        st.text(max_size=10),
+        st.integers(),
+        st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
+    ),
 }
 
 
 @st.composite
 def malformed_request(draw: st.DrawFn, model: str) -> tuple[str, bytes]:
     """(path, body) of a request the OpenAI API defines as invalid."""
-    good: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": "hi"}],
-                            "max_tokens": 4}
-    kind = draw(st.sampled_from(["not_json", "wrong_type", "missing", "bad_messages", "completion"]))
+    good: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 4,
+    }
+    kind = draw(
+        st.sampled_from(["not_json", "wrong_type", "missing", "bad_messages", "completion"])
+    )
     if kind == "not_json":
         return "/v1/chat/completions", draw(st.sampled_from([b"{", b"[1,2", b"\xff\xfe", b"nul"]))
     if kind == "wrong_type":
@@ -48,25 +61,40 @@ def malformed_request(draw: st.DrawFn, model: str) -> tuple[str, bytes]:
     if kind == "missing":
         return "/v1/chat/completions", json.dumps({"model": model, "max_tokens": 4}).encode()
     if kind == "bad_messages":
-        messages = draw(st.sampled_from([[{"content": "x"}], ["hi"], [None], [7],
-                                         [{"role": "user", "content": "x"}, "hi"]]))
+        messages = draw(
+            st.sampled_from(
+                [[{"content": "x"}], ["hi"], [None], [7], [{"role": "user", "content": "x"}, "hi"]]
+            )
+        )
         return "/v1/chat/completions", json.dumps({**good, "messages": messages}).encode()
-    prompt = draw(st.one_of(st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
-                            st.booleans(), st.floats(allow_nan=False)))
-    return "/v1/completions", json.dumps({"model": model, "prompt": prompt, "max_tokens": 4}).encode()
+    prompt = draw(
+        st.one_of(
+            st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
+            st.booleans(),
+            st.floats(allow_nan=False),
+        )
+    )
+    return "/v1/completions", json.dumps(
+        {"model": model, "prompt": prompt, "max_tokens": 4}
+    ).encode()
 
 
 def send_malformed(experiment: Experiment, answers: list[tuple[str, int | str]]) -> None:
     node = experiment.node
 
-    @settings(max_examples=40, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
     @given(request=malformed_request(node.model))
     def probe(request: tuple[str, bytes]) -> None:
         path, body = request
         try:
-            status: int | str = httpx.post(node.base_url + path, content=body, timeout=10,
-                                           headers={"Content-Type": "application/json"}).status_code
+            status: int | str = httpx.post(
+                node.base_url + path,
+                content=body,
+                timeout=10,
+                headers={"Content-Type": "application/json"},
+            ).status_code
         except httpx.HTTPError as exc:
             status = type(exc).__name__
         answers.append((body[:80].decode(errors="replace"), status))
@@ -78,9 +106,11 @@ def all_rejected_cleanly(answers: list[tuple[str, int | str]]) -> Checks:
     def fn(m: Measurement) -> CheckResult:
         bad = [(b, s) for b, s in answers if not (isinstance(s, int) and 400 <= s < 500)]
         return CheckResult(
-            name="malformed_rejected_4xx", passed=bool(answers) and not bad,
+            name="malformed_rejected_4xx",
+            passed=bool(answers) and not bad,
             expected="every malformed request answered 4xx",
-            observed=f"{len(answers)} sent, {len(bad)} not 4xx" + (f": e.g. {bad[:3]}" if bad else ""),
+            observed=f"{len(answers)} sent, {len(bad)} not 4xx"
+            + (f": e.g. {bad[:3]}" if bad else ""),
             why="clean rejections" if not bad else f"{len(bad)} malformed requests got {bad[0][1]}",
         )
 
@@ -96,6 +126,7 @@ async def test_bad_input(experiment: Experiment) -> None:
         await asyncio.to_thread(send_malformed, exp, answers)
 
     await experiment.run_action("bad_input", action, describe="40 malformed requests (hypothesis)")
-    verdict = experiment.check(all_rejected_cleanly(answers) & node_not_crashed(experiment)
-                               & lost_at_most(0))
+    verdict = experiment.check(
+        all_rejected_cleanly(answers) & node_not_crashed(experiment) & lost_at_most(0)
+    )
     assert verdict.passed, verdict.summary()

@@ -13,7 +13,12 @@ async def test_cold_start(experiment: Experiment) -> None:
     limit = experiment.slo.recovery_s_max
     verdict = experiment.check(
         experiment.default_checks()
-        & fault_result(experiment, "time_to_first_token", f"first token within {limit:g} s",
-                       lambda v: v is not None and v <= limit, "time_to_first_token_s")
+        & fault_result(
+            experiment,
+            "time_to_first_token",
+            f"first token within {limit:g} s",
+            lambda v: v is not None and v <= limit,
+            "time_to_first_token_s",
+        )
     )
     assert verdict.passed, verdict.summary()

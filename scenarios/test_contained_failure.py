@@ -21,12 +21,17 @@ def neighbours_unaffected(experiment: Experiment, others: list[Node]) -> Checks:
         for other in others:
             sli = window_slis([r for r in records if r.node == other.name], m.t_inject, end)
             failed += sli.failed
-            rows.append(f"{other.name}: {sli.failed}/{sli.requests} failed, ttft p95 {sli.ttft_p95_s}")
+            rows.append(
+                f"{other.name}: {sli.failed}/{sli.requests} failed, ttft p95 {sli.ttft_p95_s}"
+            )
         return CheckResult(
-            name="neighbours_unaffected", passed=failed == 0 and bool(others),
+            name="neighbours_unaffected",
+            passed=failed == 0 and bool(others),
             expected="no failed request on any other node during the outage",
             observed="; ".join(rows) or "no other nodes",
-            why="the failure stayed contained" if failed == 0 else f"{failed} requests failed elsewhere",
+            why="the failure stayed contained"
+            if failed == 0
+            else f"{failed} requests failed elsewhere",
         )
 
     return check(fn)

@@ -22,7 +22,8 @@ def answered_cleanly(experiment: Experiment) -> Checks:
         unclean = {k: v for k, v in outcomes.items() if k not in ("ok", "http_4xx")}
         issued = experiment.fault_result.get("issued", 0)
         return CheckResult(
-            name="long_prompts_answered_cleanly", passed=issued > 0 and not unclean,
+            name="long_prompts_answered_cleanly",
+            passed=issued > 0 and not unclean,
             expected="every long prompt answered 2xx or a clean 4xx",
             observed=f"{issued} sent: {outcomes or 'none'}",
             why="clean answers" if not unclean else f"unclean answers: {unclean}",
@@ -36,9 +37,11 @@ def answered_cleanly(experiment: Experiment) -> Checks:
 @pytest.mark.parametrize("prompt_tokens", [3000, 16384], ids=["long-prefill", "over-context"])
 async def test_oom(experiment: Experiment, prompt_tokens: int) -> None:
     await experiment.run_fault(
-        "oversized_context", hold_s=6,
+        "oversized_context",
+        hold_s=6,
         params={"input_tokens": prompt_tokens, "requests": 4, "concurrency": 2},
     )
-    verdict = experiment.check(answered_cleanly(experiment) & node_not_crashed(experiment)
-                               & lost_at_most(0))
+    verdict = experiment.check(
+        answered_cleanly(experiment) & node_not_crashed(experiment) & lost_at_most(0)
+    )
     assert verdict.passed, verdict.summary()

@@ -23,14 +23,19 @@ def rollout_safe(experiment: Experiment, config: str) -> Checks:
         elif rolled_back is True:
             detected, restored = result.get("t_failed_detected"), result.get("t_restored")
             passed = detected is not None and restored is not None
-            observed = (f"{config} failed; detected at {detected}, previous config restored at {restored}"
-                        if passed else f"{config} failed and was not restored: {result}")
+            observed = (
+                f"{config} failed; detected at {detected}, previous config restored at {restored}"
+                if passed
+                else f"{config} failed and was not restored: {result}"
+            )
         else:
             passed, observed = False, f"no rollout outcome recorded: {result}"
         return CheckResult(
-            name="rollout_safe", passed=passed,
+            name="rollout_safe",
+            passed=passed,
             expected="candidate serves, or is detected failed and rolled back automatically",
-            observed=observed, why="the rollout left the node serving" if passed else observed,
+            observed=observed,
+            why="the rollout left the node serving" if passed else observed,
         )
 
     return check(fn)

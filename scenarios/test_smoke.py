@@ -27,10 +27,19 @@ def test_streams_a_completion(node: Node) -> None:
         "stream": True,
     }
     frames: list[str] = []
-    with httpx.stream("POST", f"{node.base_url}/v1/chat/completions", json=payload,
-                      headers=_headers(node), timeout=60) as response:
+    with httpx.stream(
+        "POST",
+        f"{node.base_url}/v1/chat/completions",
+        json=payload,
+        headers=_headers(node),
+        timeout=60,
+    ) as response:
         assert response.status_code == 200, response.read()[:300]
-        frames = [line.removeprefix("data: ") for line in response.iter_lines() if line.startswith("data: ")]
+        frames = [
+            line.removeprefix("data: ")
+            for line in response.iter_lines()
+            if line.startswith("data: ")
+        ]
     assert frames and frames[-1] == "[DONE]", f"stream did not end with [DONE]: {frames[-3:]}"
     chunks = [json.loads(f) for f in frames[:-1]]
     assert not any("error" in c for c in chunks), chunks
@@ -42,8 +51,9 @@ def test_is_scraped_by_prometheus(node: Node, faultkit_inventory: Inventory) -> 
         pytest.skip(f"node {node.name} names no Prometheus job in the inventory")
     url = faultkit_inventory.prometheus.url
     try:
-        body = httpx.get(f"{url}/api/v1/query", params={"query": f'up{{job="{node.prometheus.job}"}}'},
-                         timeout=5).json()
+        body = httpx.get(
+            f"{url}/api/v1/query", params={"query": f'up{{job="{node.prometheus.job}"}}'}, timeout=5
+        ).json()
     except httpx.HTTPError as exc:
         pytest.fail(f"Prometheus at {url} is unreachable: {exc}")
     result = body["data"]["result"]

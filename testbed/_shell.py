@@ -33,7 +33,9 @@ def run(
         )
     except FileNotFoundError as exc:
         raise TestbedError(f"{what}: command not found: {argv[0]}") from exc
-    output = (proc.stdout or b"").decode(errors="replace") + (proc.stderr or b"").decode(errors="replace")
+    output = (proc.stdout or b"").decode(errors="replace") + (proc.stderr or b"").decode(
+        errors="replace"
+    )
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(output)
@@ -53,7 +55,11 @@ def apt_install(packages: Sequence[str], progress: Progress) -> None:
     progress(f"installing {', '.join(packages)} with apt-get (one-time)")
     env = {"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
     run(["apt-get", "update", "-q"], what="apt-get update", env=env)
-    run(["apt-get", "install", "-y", "-q", *packages], what=f"apt-get install {' '.join(packages)}", env=env)
+    run(
+        ["apt-get", "install", "-y", "-q", *packages],
+        what=f"apt-get install {' '.join(packages)}",
+        env=env,
+    )
 
 
 def ensure_commands(commands: Mapping[str, str], progress: Progress) -> None:

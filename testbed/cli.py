@@ -17,8 +17,12 @@ def _progress(message: str) -> None:
 
 @click.group()
 @click.option(
-    "--inventory", "inventory_path", type=click.Path(dir_okay=False, path_type=Path),
-    default=DEFAULT_INVENTORY, show_default=True, help="the lab's inventory",
+    "--inventory",
+    "inventory_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=DEFAULT_INVENTORY,
+    show_default=True,
+    help="the lab's inventory",
 )
 @click.pass_context
 def testbed(ctx: click.Context, inventory_path: Path) -> None:
@@ -27,9 +31,14 @@ def testbed(ctx: click.Context, inventory_path: Path) -> None:
 
 
 @testbed.command()
-@click.option("--skip", "skip", multiple=True, type=click.Choice(sorted(SKIPPABLE_NODES)),
-              help="leave a heavy node out (e.g. the real vLLM node: ~1.3 GiB, ~30 s per start); "
-                   "run scenarios with --node for the others then")
+@click.option(
+    "--skip",
+    "skip",
+    multiple=True,
+    type=click.Choice(sorted(SKIPPABLE_NODES)),
+    help="leave a heavy node out (e.g. the real vLLM node: ~1.3 GiB, ~30 s per start); "
+    "run scenarios with --node for the others then",
+)
 @click.pass_obj
 def up(inventory_path: Path, skip: tuple[str, ...]) -> None:
     """Install what is missing and start every node and Prometheus (idempotent)."""
@@ -51,8 +60,16 @@ def status(inventory_path: Path) -> None:
     rows = lab.status()
     headers = ("NODE", "ENGINE", "CONTAINER", "STATE", "RESTARTS", "READY", "TARGET", "STARTED")
     table = [headers] + [
-        (r.name, r.engine, r.container, r.state, "-" if r.restarts is None else str(r.restarts),
-         r.ready, r.target, r.started)
+        (
+            r.name,
+            r.engine,
+            r.container,
+            r.state,
+            "-" if r.restarts is None else str(r.restarts),
+            r.ready,
+            r.target,
+            r.started,
+        )
         for r in rows
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(headers))]

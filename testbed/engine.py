@@ -14,7 +14,7 @@ LOCAL_DOCKER = "unix:///var/run/docker.sock"
 
 
 def ensure_docker_engine(progress: Progress, *, timeout_s: float = 60.0) -> DockerHost:
-    """Return a connected local DockerHost; install Debian's docker.io and start dockerd if needed."""
+    """A connected local DockerHost; installs Debian's docker.io and starts dockerd if needed."""
     host = DockerHost(LOCAL_DOCKER)
     if host.ping():
         return host
@@ -23,7 +23,10 @@ def ensure_docker_engine(progress: Progress, *, timeout_s: float = 60.0) -> Dock
     progress(f"starting dockerd in the background (log: {log})")
     with log.open("ab") as out:
         subprocess.Popen(
-            ["dockerd"], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            ["dockerd"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
     deadline = time.monotonic() + timeout_s

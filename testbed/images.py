@@ -31,7 +31,9 @@ def apt_mirror(sources: Path = Path("/etc/apt")) -> str:
     for path in sorted(sources.glob("sources.list.d/*.sources")):
         text = path.read_text(errors="replace")
         for stanza in re.split(r"\n\s*\n", text):
-            if re.search(r"^Suites:.*\bbookworm\b", stanza, re.M) and not re.search(r"security", stanza):
+            if re.search(r"^Suites:.*\bbookworm\b", stanza, re.M) and not re.search(
+                r"security", stanza
+            ):
                 match = re.search(r"^URIs:\s*(\S+)", stanza, re.M)
                 if match:
                     candidates.append(match.group(1))
@@ -68,7 +70,14 @@ def ensure_base_image(host: DockerHost, progress: Progress) -> str:
         shutil.rmtree(root)
     progress(f"building base image: debootstrap {SUITE} from the apt mirror (~2-4 min, once)")
     run(
-        ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, str(root), mirror],
+        [
+            "debootstrap",
+            "--variant=minbase",
+            f"--include={','.join(PACKAGES)}",
+            SUITE,
+            str(root),
+            mirror,
+        ],
         what="debootstrap",
         log=cache_dir("logs") / "debootstrap.log",
     )
@@ -77,10 +86,14 @@ def ensure_base_image(host: DockerHost, progress: Progress) -> str:
     try:
         run(
             [
-                "docker", "import",
-                "--change", "LABEL faultkit.component=base-image",
-                "--change", f"LABEL faultkit.spec={SPEC}",
-                "-", BASE_IMAGE,
+                "docker",
+                "import",
+                "--change",
+                "LABEL faultkit.component=base-image",
+                "--change",
+                f"LABEL faultkit.spec={SPEC}",
+                "-",
+                BASE_IMAGE,
             ],
             what="docker import",
             input_bytes=tar.communicate()[0],

@@ -110,7 +110,8 @@ class Lab:
     def lab_nodes(self, skip: frozenset[str] = frozenset()) -> list[Node]:
         """The inventory's nodes the lab runs (those with a container and a serving config)."""
         return [
-            n for n in self.inventory.nodes
+            n
+            for n in self.inventory.nodes
             if n.docker is not None and n.serving_config and n.name not in skip
         ]
 
@@ -127,12 +128,16 @@ class Lab:
         ensure_prometheus(self.inventory, self.progress)
         for node in nodes:
             config = self.inventory.serving_config(node.serving_config or "")
-            self.progress(f"waiting for {node.name} to be ready at {node.base_url}{node.health_path}")
+            self.progress(
+                f"waiting for {node.name} to be ready at {node.base_url}{node.health_path}"
+            )
             asyncio.run(wait_ready(node, timeout_s=config.ready_timeout_s))
         self._wait_scraped(nodes)
         elapsed = time.monotonic() - start
-        self.progress(f"testbed up in {elapsed:.1f} s: {', '.join(n.name for n in nodes)}; "
-                      f"Prometheus {self.inventory.prometheus.url}")
+        self.progress(
+            f"testbed up in {elapsed:.1f} s: {', '.join(n.name for n in nodes)}; "
+            f"Prometheus {self.inventory.prometheus.url}"
+        )
         return elapsed
 
     def _wait_scraped(self, nodes: list[Node], timeout_s: float = 30.0) -> None:
@@ -145,7 +150,9 @@ class Lab:
             if all(health.get(job) == "up" for job in jobs):
                 return
             time.sleep(0.5)
-        bad = ", ".join(f"{job}={health.get(job)}" for job in sorted(jobs) if health.get(job) != "up")
+        bad = ", ".join(
+            f"{job}={health.get(job)}" for job in sorted(jobs) if health.get(job) != "up"
+        )
         raise TestbedError(f"Prometheus is not scraping every node after {timeout_s:.0f} s: {bad}")
 
     def _ensure_node(self, host: DockerHost, node: Node, image: str) -> None:
@@ -196,8 +203,10 @@ class Lab:
         host = DockerHost()
         if host.ping():
             containers, networks = host.remove_labelled(LABEL_OWNER)
-            self.progress(f"removed containers: {', '.join(containers) or 'none'}; "
-                          f"networks: {', '.join(networks) or 'none'}")
+            self.progress(
+                f"removed containers: {', '.join(containers) or 'none'}; "
+                f"networks: {', '.join(networks) or 'none'}"
+            )
         else:
             self.progress("no Docker engine answers: no containers to remove")
         if stop_prometheus():
@@ -225,8 +234,18 @@ class Lab:
             result = asyncio.run(_probe_once(node))
             job = node.prometheus.job if node.prometheus else None
             target = targets.get(job, "not scraped") if job else "-"
-            rows.append(NodeStatus(node.name, node.engine, node.docker.container if node.docker else "-",
-                                   state, restarts, result, target, started))
+            rows.append(
+                NodeStatus(
+                    node.name,
+                    node.engine,
+                    node.docker.container if node.docker else "-",
+                    state,
+                    restarts,
+                    result,
+                    target,
+                    started,
+                )
+            )
         return rows
 
     def prometheus_ready(self) -> bool:

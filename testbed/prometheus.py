@@ -84,9 +84,14 @@ def ensure_prometheus(inventory: Inventory, progress: Progress, *, timeout_s: fl
     """Write config + rules, start Prometheus (or reload it if running), wait until ready."""
     ensure_commands({"prometheus": "prometheus", "promtool": "prometheus"}, progress)
     directory = state_dir("prometheus")
-    (directory / "prometheus.yml").write_text(yaml.safe_dump(scrape_config(inventory), sort_keys=False))
+    (directory / "prometheus.yml").write_text(
+        yaml.safe_dump(scrape_config(inventory), sort_keys=False)
+    )
     (directory / "rules.yml").write_text(render_rules_for(inventory))
-    run(["promtool", "check", "config", str(directory / "prometheus.yml")], what="promtool check config")
+    run(
+        ["promtool", "check", "config", str(directory / "prometheus.yml")],
+        what="promtool check config",
+    )
     url = inventory.prometheus.url.rstrip("/")
     if is_ready(url):
         httpx.post(f"{url}/-/reload", timeout=5.0).raise_for_status()
@@ -104,7 +109,10 @@ def ensure_prometheus(inventory: Inventory, progress: Progress, *, timeout_s: fl
                 "--web.enable-lifecycle",
                 "--storage.tsdb.retention.time=7d",
             ],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
     (directory / "prometheus.pid").write_text(str(proc.pid))
     deadline = time.monotonic() + timeout_s

@@ -28,14 +28,109 @@ CHATML = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
 
-_WORDS = (
-    "the of and to in is was for on that with as by at from his it an were are which this be "
-    "or has had not but their they have one all been its new more who also two after first "
-    "time up other into only over can would most some many may such about these out than then "
-    "them any like when will could made him each well where most through between both under "
-    "system model token request server memory node load fault recover detect latency error "
-    "stream cache block queue batch prefill decode restart health ready alert metric"
-).split()
+_WORDS = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "was",
+    "for",
+    "on",
+    "that",
+    "with",
+    "as",
+    "by",
+    "at",
+    "from",
+    "his",
+    "it",
+    "an",
+    "were",
+    "are",
+    "which",
+    "this",
+    "be",
+    "or",
+    "has",
+    "had",
+    "not",
+    "but",
+    "their",
+    "they",
+    "have",
+    "one",
+    "all",
+    "been",
+    "its",
+    "new",
+    "more",
+    "who",
+    "also",
+    "two",
+    "after",
+    "first",
+    "time",
+    "up",
+    "other",
+    "into",
+    "only",
+    "over",
+    "can",
+    "would",
+    "most",
+    "some",
+    "many",
+    "may",
+    "such",
+    "about",
+    "these",
+    "out",
+    "than",
+    "then",
+    "them",
+    "any",
+    "like",
+    "when",
+    "will",
+    "could",
+    "made",
+    "him",
+    "each",
+    "well",
+    "where",
+    "most",
+    "through",
+    "between",
+    "both",
+    "under",
+    "system",
+    "model",
+    "token",
+    "request",
+    "server",
+    "memory",
+    "node",
+    "load",
+    "fault",
+    "recover",
+    "detect",
+    "latency",
+    "error",
+    "stream",
+    "cache",
+    "block",
+    "queue",
+    "batch",
+    "prefill",
+    "decode",
+    "restart",
+    "health",
+    "ready",
+    "alert",
+    "metric",
+]
 
 
 def _vocab() -> tuple[list[bytes], list[float], list[int]]:
@@ -43,7 +138,13 @@ def _vocab() -> tuple[list[bytes], list[float], list[int]]:
     from gguf import TokenType
 
     tokens: list[bytes] = [b"<unk>", b"<s>", b"</s>", b"<|im_start|>", b"<|im_end|>"]
-    types = [TokenType.UNKNOWN, TokenType.CONTROL, TokenType.CONTROL, TokenType.CONTROL, TokenType.CONTROL]
+    types = [
+        TokenType.UNKNOWN,
+        TokenType.CONTROL,
+        TokenType.CONTROL,
+        TokenType.CONTROL,
+        TokenType.CONTROL,
+    ]
     scores = [0.0] * len(tokens)
     for byte in range(256):
         tokens.append(f"<0x{byte:02X}>".encode())

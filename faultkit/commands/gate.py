@@ -59,8 +59,12 @@ def config_diff(inventory: Inventory, current: str | None, candidate: str) -> li
         config = inventory.serving_config(name).model_dump(mode="json", exclude_defaults=True)
         return yaml.safe_dump(config, sort_keys=True, width=100).splitlines(keepends=True)
 
-    return [line.rstrip("\n") for line in difflib.unified_diff(
-        dump(current), dump(candidate), fromfile=current or "current", tofile=candidate)]
+    return [
+        line.rstrip("\n")
+        for line in difflib.unified_diff(
+            dump(current), dump(candidate), fromfile=current or "current", tofile=candidate
+        )
+    ]
 
 
 def read_junit(path: Path) -> list[ScenarioOutcome]:
@@ -81,20 +85,35 @@ def read_junit(path: Path) -> list[ScenarioOutcome]:
         why = "all checks passed"
         if failure is not None:
             why = (failure.get("message") or "failed").splitlines()[0][:300]
-        outcomes.append(ScenarioOutcome(
-            name=case.get("name", "?"), passed=failure is None, why=why, run_dir=run_dir, **figures,
-        ))
+        outcomes.append(
+            ScenarioOutcome(
+                name=case.get("name", "?"),
+                passed=failure is None,
+                why=why,
+                run_dir=run_dir,
+                **figures,
+            )
+        )
     return outcomes
 
 
 def _figures(run_dir: Path) -> dict[str, Any]:
     data = RunDir(run_dir).read_json(run_dir / "measurement.json", {}) or {}
-    return {"detection_s": data.get("detection_s"), "recovery_s": data.get("recovery_s"),
-            "lost": data.get("lost_total")}
+    return {
+        "detection_s": data.get("detection_s"),
+        "recovery_s": data.get("recovery_s"),
+        "lost": data.get("lost_total"),
+    }
 
 
-async def _run_gate(inventory: Inventory, node: Node, config: str, out: Path, promote: bool,
-                    pytest_args: tuple[str, ...]) -> dict[str, Any]:
+async def _run_gate(
+    inventory: Inventory,
+    node: Node,
+    config: str,
+    out: Path,
+    promote: bool,
+    pytest_args: tuple[str, ...],
+) -> dict[str, Any]:
     timeline = JsonlWriter(out / "timeline.jsonl")
 
     def emit(event: Event) -> None:
@@ -103,35 +122,69 @@ async def _run_gate(inventory: Inventory, node: Node, config: str, out: Path, pr
 
     rollout = make_fault("rollout", node, inventory=inventory, timeline=emit, config=config)
     data: dict[str, Any] = {
-        "node": node.name, "candidate": config, "current": node.serving_config,
+        "node": node.name,
+        "candidate": config,
+        "current": node.serving_config,
         "config_diff": config_diff(inventory, node.serving_config, config),
-        "scenarios": [], "promoted": False, "rolled_back": False,
-        "junit_xml": str(out / "junit.xml"), "started_at": time.time(),
+        "scenarios": [],
+        "promoted": False,
+        "rolled_back": False,
+        "junit_xml": str(out / "junit.xml"),
+        "started_at": time.time(),
     }
     _say(f"rolling {config!r} onto {node.name} ({rollout.describe()})")
     try:
         await rollout.inject()
         if rollout.result.get("rolled_back"):
-            data.update(decision="fail", rolled_back=True, why=(
-                f"{config} did not become ready ({rollout.result.get('failed_reason', 'unknown')}); "
-                "it was rolled back automatically"), rollout=rollout.result)
+            data.update(
+                decision="fail",
+                rolled_back=True,
+                why=(
+                    f"{config} did not become ready "
+                    f"({rollout.result.get('failed_reason', 'unknown')}); "
+                    "it was rolled back automatically"
+                ),
+                rollout=rollout.result,
+            )
             return data
         _say(f"{config} is serving; running the gate scenarios")
-        argv = [sys.executable, "-m", "pytest", str(SCENARIOS), "-m", "gate", "-p", "no:cacheprovider",
-                "--node", node.name, "--inventory", str(inventory.source),
-                "--runs-dir", str(out / "runs"), "--serving-config", config,
-                f"--junitxml={out / 'junit.xml'}", "-o", "junit_family=xunit2", *pytest_args]
+        argv = [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(SCENARIOS),
+            "-m",
+            "gate",
+            "-p",
+            "no:cacheprovider",
+            "--node",
+            node.name,
+            "--inventory",
+            str(inventory.source),
+            "--runs-dir",
+            str(out / "runs"),
+            "--serving-config",
+            config,
+            f"--junitxml={out / 'junit.xml'}",
+            "-o",
+            "junit_family=xunit2",
+            *pytest_args,
+        ]
         proc = await asyncio.create_subprocess_exec(*argv)
         code = await proc.wait()
         outcomes = read_junit(out / "junit.xml")
         data["scenarios"] = [o.__dict__ for o in outcomes]
         failed = [o for o in outcomes if not o.passed]
         if code not in (0, 1) or not outcomes:
-            data.update(decision="fail", why=f"the gate scenarios did not run cleanly (pytest exit {code})")
+            data.update(
+                decision="fail", why=f"the gate scenarios did not run cleanly (pytest exit {code})"
+            )
         elif failed:
             data.update(decision="fail", why="; ".join(f"{o.name}: {o.why}" for o in failed)[:800])
         else:
-            data.update(decision="pass", why=f"all {len(outcomes)} gate scenarios passed on {config}")
+            data.update(
+                decision="pass", why=f"all {len(outcomes)} gate scenarios passed on {config}"
+            )
         data["rollout"] = rollout.result
         if data["decision"] == "pass" and promote:
             assert isinstance(rollout, Rollout)
@@ -147,16 +200,33 @@ async def _run_gate(inventory: Inventory, node: Node, config: str, out: Path, pr
 
 
 @click.command()
-@click.option("--inventory", "inventory_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=DEFAULT_INVENTORY, show_default=True)
+@click.option(
+    "--inventory",
+    "inventory_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=DEFAULT_INVENTORY,
+    show_default=True,
+)
 @click.option("--node", "node_name", required=True, help="node to gate the config on")
 @click.option("--config", "config", required=True, help="candidate serving config (inventory name)")
 @click.option("--promote", is_flag=True, help="keep the candidate if the gate passes")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("runs"),
-              show_default=True, help="where the gate directory is written")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("runs"),
+    show_default=True,
+    help="where the gate directory is written",
+)
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
-def gate(inventory_path: Path, node_name: str, config: str, promote: bool, out_dir: Path,
-         pytest_args: tuple[str, ...]) -> None:
+def gate(
+    inventory_path: Path,
+    node_name: str,
+    config: str,
+    promote: bool,
+    out_dir: Path,
+    pytest_args: tuple[str, ...],
+) -> None:
     """Gate CONFIG on NODE: roll it out, run the `gate` scenarios, pass/fail, roll back.
 
     Exit code 0 = pass, 1 = fail, 2 = bad input. Writes gate.md, gate.json and junit.xml.
@@ -168,8 +238,10 @@ def gate(inventory_path: Path, node_name: str, config: str, promote: bool, out_d
     node = inventory.node(node_name)
     inventory.serving_config(config)  # unknown config: a clear error before anything happens
     if not node.allows("rollout"):
-        raise click.UsageError(f"node {node_name!r} does not allow the rollout fault "
-                               "(protected, or 'rollout' missing from its faults allowlist)")
+        raise click.UsageError(
+            f"node {node_name!r} does not allow the rollout fault "
+            "(protected, or 'rollout' missing from its faults allowlist)"
+        )
     swept = sweep()
     if swept:
         _say("reverted leftovers of a killed harness: " + "; ".join(swept))

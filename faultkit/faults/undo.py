@@ -74,7 +74,7 @@ def _running_pid(step: Mapping[str, Any]) -> int | None:
 def _exec(step: Mapping[str, Any]) -> str:
     if _running_pid(step) is None:
         return f"{step['container']} not running: nothing to run in it"
-    code, output = _host(step).exec(str(step["container"]), [str(a) for a in step["command"]])
+    code, _ = _host(step).exec(str(step["container"]), [str(a) for a in step["command"]])
     return f"ran {' '.join(map(str, step['command']))} in {step['container']} (exit {code})"
 
 

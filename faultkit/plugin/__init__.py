@@ -20,8 +20,8 @@ import pytest
 from faultkit.errors import InventoryError
 from faultkit.inventory import Inventory, Node, load_inventory
 from faultkit.load import LoadProfile
-from faultkit.plugin.experiment import DryRunPlan, Experiment
 from faultkit.plugin.candidate import CandidateSession
+from faultkit.plugin.experiment import DryRunPlan, Experiment
 from faultkit.plugin.settings import Settings, resolve_settings
 from faultkit.rundir import RunDir
 
@@ -38,16 +38,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         ("--node", "node", "only these nodes (comma-separated names)"),
         ("--prometheus-url", "prometheus_url", "override the inventory's Prometheus URL"),
         ("--runs-dir", "runs_dir", "where run directories go (default: runs)"),
-        ("--load-profile", "load_profile", 'background load, e.g. "concurrency=4,output_tokens=32"'),
-        ("--serving-config", "serving_config",
-         "run against this serving config: rolled onto the (single) --node for the session, "
-         "then rolled back"),
+        (
+            "--load-profile",
+            "load_profile",
+            'background load, e.g. "concurrency=4,output_tokens=32"',
+        ),
+        (
+            "--serving-config",
+            "serving_config",
+            "run against this serving config: rolled onto the (single) --node for the session, "
+            "then rolled back",
+        ),
     )
     for flag, name, help_text in options:
         group.addoption(flag, dest=f"faultkit_{name}", default=None, help=help_text)
         parser.addini(f"faultkit_{name}", help=help_text, default=None)
-    group.addoption("--dry-run", dest="faultkit_dry_run", action="store_true", default=None,
-                    help="print each scenario's fault plan and act on nothing")
+    group.addoption(
+        "--dry-run",
+        dest="faultkit_dry_run",
+        action="store_true",
+        default=None,
+        help="print each scenario's fault plan and act on nothing",
+    )
     parser.addini("faultkit_dry_run", type="bool", default=False, help="dry run (see --dry-run)")
 
 
@@ -63,7 +75,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "per_docker_host: run once per Docker host (its first node), not per node"
     )
     config.addinivalue_line(
-        "markers", "load_profile(text): background load for this scenario, e.g. 'rate=50,duration_s=20'"
+        "markers",
+        "load_profile(text): background load for this scenario, e.g. 'rate=50,duration_s=20'",
     )
     config.stash[_SETTINGS_KEY] = resolve_settings(config, os.environ)
 
@@ -83,7 +96,9 @@ def inventory_of(config: pytest.Config) -> Inventory:
         config.stash[_INVENTORY_KEY] = inventory
     loaded = config.stash[_INVENTORY_KEY]
     if isinstance(loaded, InventoryError):
-        raise pytest.UsageError(f"faultkit inventory ({settings_of(config).inventory_source}):\n{loaded}")
+        raise pytest.UsageError(
+            f"faultkit inventory ({settings_of(config).inventory_source}):\n{loaded}"
+        )
     return loaded
 
 
@@ -121,7 +136,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     inventory = _with_candidate(metafunc.config, inventory_of(metafunc.config))
     marker = metafunc.definition.get_closest_marker("fault")
     kind = marker.args[0] if marker and marker.args else None
-    nodes = [n for n in selected_nodes(metafunc.config, inventory) if kind is None or n.allows(kind)]
+    nodes = [
+        n for n in selected_nodes(metafunc.config, inventory) if kind is None or n.allows(kind)
+    ]
     only = metafunc.definition.get_closest_marker("nodes")
     if only is not None:
         nodes = [n for n in nodes if n.name in only.args]
@@ -157,8 +174,10 @@ def _with_candidate(config: pytest.Config, inventory: Inventory) -> Inventory:
             f"(have: {', '.join(sorted(inventory.serving_configs))})"
         )
     target = nodes[0]
-    swapped = [n.model_copy(update={"serving_config": name}) if n.name == target.name else n
-               for n in inventory.nodes]
+    swapped = [
+        n.model_copy(update={"serving_config": name}) if n.name == target.name else n
+        for n in inventory.nodes
+    ]
     return inventory.model_copy(update={"nodes": swapped})
 
 
@@ -216,8 +235,15 @@ def load_profile(faultkit_settings: Settings, request: pytest.FixtureRequest) ->
     # Open loop: users keep arriving at a steady rate whatever the node does, so "lost"
     # counts what users would have lost (a closed loop retries a dead node as fast as it
     # refuses and inflates the count).
-    return LoadProfile(rate=10.0, concurrency=16, input_tokens=32, output_tokens=24,
-                       first_token_timeout_s=10.0, total_timeout_s=30.0, connect_timeout_s=2.0)
+    return LoadProfile(
+        rate=10.0,
+        concurrency=16,
+        input_tokens=32,
+        output_tokens=24,
+        first_token_timeout_s=10.0,
+        total_timeout_s=30.0,
+        connect_timeout_s=2.0,
+    )
 
 
 @pytest.fixture
@@ -232,8 +258,11 @@ def experiment(
     """An :class:`Experiment` on ``node``; its incident report is rendered at teardown."""
     name = request.node.originalname.removeprefix("test_")
     exp = Experiment(
-        scenario=name, node=node, inventory=faultkit_inventory,
-        run=RunDir.create(runs_dir, name, node.name), load_profile=load_profile,
+        scenario=name,
+        node=node,
+        inventory=faultkit_inventory,
+        run=RunDir.create(runs_dir, name, node.name),
+        load_profile=load_profile,
         dry_run=faultkit_settings.dry_run,
     )
     request.node.user_properties.append(("faultkit_run_dir", str(exp.run.path)))
@@ -253,8 +282,10 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     reports = [
-        value for report in terminalreporter.getreports("passed") + terminalreporter.getreports("failed")
-        for key, value in report.user_properties if key == "faultkit_report"
+        value
+        for report in terminalreporter.getreports("passed") + terminalreporter.getreports("failed")
+        for key, value in report.user_properties
+        if key == "faultkit_report"
     ]
     if reports:
         terminalreporter.section("faultkit incident reports")

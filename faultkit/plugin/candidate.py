@@ -39,8 +39,9 @@ class CandidateSession:
     def start(self) -> None:
         if self.already_running():
             return
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True,
-                                        name="faultkit-candidate")
+        self._thread = threading.Thread(
+            target=lambda: asyncio.run(self._main()), daemon=True, name="faultkit-candidate"
+        )
         self._thread.start()
         self._ready.wait()
         if self.error:
@@ -56,8 +57,10 @@ class CandidateSession:
             fault = make_fault("rollout", self.node, inventory=self.inventory, config=self.config)
             async with fault:
                 if fault.result.get("rolled_back"):
-                    self.error = (f"--serving-config {self.config}: the candidate did not become ready "
-                                  f"({fault.result.get('failed_reason')}); it was rolled back")
+                    self.error = (
+                        f"--serving-config {self.config}: the candidate did not become ready "
+                        f"({fault.result.get('failed_reason')}); it was rolled back"
+                    )
                 self._ready.set()
                 await self._done.wait()
         except FaultkitError as exc:

@@ -103,27 +103,65 @@ class Experiment:
         from faultkit.faults import make_fault
 
         params = dict(params or {})
-        fault = make_fault(kind, self.node, inventory=self.inventory, timeline=self.emit,
-                           dry_run=self.dry_run, **params)
-        return await self._run(fault, kind, fault.describe(), params, hold_s=hold_s,
-                               baseline_s=baseline_s, during=during, load=load,
-                               neighbours=neighbours, recovery_deadline_s=recovery_deadline_s)
+        fault = make_fault(
+            kind,
+            self.node,
+            inventory=self.inventory,
+            timeline=self.emit,
+            dry_run=self.dry_run,
+            **params,
+        )
+        return await self._run(
+            fault,
+            kind,
+            fault.describe(),
+            params,
+            hold_s=hold_s,
+            baseline_s=baseline_s,
+            during=during,
+            load=load,
+            neighbours=neighbours,
+            recovery_deadline_s=recovery_deadline_s,
+        )
 
     async def run_action(
-        self, kind: str, action: During, *, describe: str, baseline_s: float = 5.0,
+        self,
+        kind: str,
+        action: During,
+        *,
+        describe: str,
+        baseline_s: float = 5.0,
         params: Mapping[str, Any] | None = None,
     ) -> Measurement:
         """Like :meth:`run_fault`, for a harness-driven action (e.g. malformed requests):
         the action's start and end are the injection window."""
         window = _ActionWindow(self, kind, dict(params or {}))
-        return await self._run(window, kind, describe, dict(params or {}), hold_s=0.0,
-                               baseline_s=baseline_s, during=action, load=True, neighbours=(),
-                               recovery_deadline_s=None)
+        return await self._run(
+            window,
+            kind,
+            describe,
+            dict(params or {}),
+            hold_s=0.0,
+            baseline_s=baseline_s,
+            during=action,
+            load=True,
+            neighbours=(),
+            recovery_deadline_s=None,
+        )
 
     async def _run(
-        self, fault: contextlib.AbstractAsyncContextManager[Any], kind: str, describe: str,
-        params: dict[str, Any], *, hold_s: float, baseline_s: float, during: During | None,
-        load: bool, neighbours: Sequence[Node], recovery_deadline_s: float | None,
+        self,
+        fault: contextlib.AbstractAsyncContextManager[Any],
+        kind: str,
+        describe: str,
+        params: dict[str, Any],
+        *,
+        hold_s: float,
+        baseline_s: float,
+        during: During | None,
+        load: bool,
+        neighbours: Sequence[Node],
+        recovery_deadline_s: float | None,
     ) -> Measurement:
         self._write_run_info(fault={"kind": kind, "params": params, "describe": describe})
         if self.dry_run:
@@ -151,8 +189,9 @@ class Experiment:
                 else:
                     await asyncio.sleep(hold_s)
             self.fault_result = dict(getattr(fault, "result", {}) or {})
-            self._write_run_info(fault_result={k: v for k, v in self.fault_result.items()
-                                               if k != "records"})
+            self._write_run_info(
+                fault_result={k: v for k, v in self.fault_result.items() if k != "records"}
+            )
             await self._wait_recovered(deadline)
         self.note("scenario_end")
         return self._finish(prom)
@@ -178,21 +217,34 @@ class Experiment:
         t_end = time.time()
         self._record_container_events(t_end)
         try:
-            self.run.write_json(self.run.prometheus_json,
-                                capture(prom, self.node, self.t_start, t_end, timeline=self.events))
+            self.run.write_json(
+                self.run.prometheus_json,
+                capture(prom, self.node, self.t_start, t_end, timeline=self.events),
+            )
             check = cross_check(prom, self.node, ledger, self.t_start, t_end)
         except FaultkitError as exc:
             log.warning("could not capture Prometheus series: %s", exc)
-            self.run.write_json(self.run.prometheus_json, {"series": [], "alerts": [], "error": str(exc)})
+            self.run.write_json(
+                self.run.prometheus_json, {"series": [], "alerts": [], "error": str(exc)}
+            )
             check = None
-        self.measurement = measure(ledger, self.events, self.node.name,
-                                   recovery_hold_s=self.slo.recovery_hold_s,
-                                   t_window_end=t_end, server_cross_check=check)
+        self.measurement = measure(
+            ledger,
+            self.events,
+            self.node.name,
+            recovery_hold_s=self.slo.recovery_hold_s,
+            t_window_end=t_end,
+            server_cross_check=check,
+        )
         self.run.write_json(self.run.measurement_json, self.measurement.to_json())
-        self.run.write_json(self.run.container_json, {
-            "before": self._container_before, "after": self._container_state(),
-            "log_tail": self._log_tail(),
-        })
+        self.run.write_json(
+            self.run.container_json,
+            {
+                "before": self._container_before,
+                "after": self._container_state(),
+                "log_tail": self._log_tail(),
+            },
+        )
         self._write_run_info(t_end=t_end)
         return self.measurement
 
@@ -207,7 +259,8 @@ class Experiment:
             return
         try:
             events = DockerHost(self.node.docker.host).events(
-                self.node.docker.container, self.t_start, t_end)
+                self.node.docker.container, self.t_start, t_end
+            )
         except FaultkitError as exc:
             log.warning("could not read Docker events: %s", exc)
             return
@@ -229,16 +282,26 @@ class Experiment:
             if action == "die":
                 data["oom_killed"] = last_oom is not None and t - last_oom < 2.0
                 pending_die = data
-            self.emit(Event(t=t, source="harness", kind=f"docker_{action}", node=self.node.name,
-                            data=data))
+            self.emit(
+                Event(
+                    t=t, source="harness", kind=f"docker_{action}", node=self.node.name, data=data
+                )
+            )
             if action == "start" and pending_die is not None:
-                self.emit(Event(t=t, source="harness", kind="restart_seen", node=self.node.name,
-                                data={k: v for k, v in pending_die.items() if k != "action"}))
+                self.emit(
+                    Event(
+                        t=t,
+                        source="harness",
+                        kind="restart_seen",
+                        node=self.node.name,
+                        data={k: v for k, v in pending_die.items() if k != "action"},
+                    )
+                )
                 pending_die = None
 
     # ------------------------------------------------------------------ judging
     def default_checks(self) -> Checks:
-        """The node's SLOs from the inventory as checks (detection, recovery, loss, errors, TTFT)."""
+        """The node's SLOs as checks (detection, recovery, loss, error ratio, TTFT)."""
         return checks_from_slo(self.slo)
 
     def latency_checks(self, window: str = "fault") -> Checks:
@@ -251,7 +314,9 @@ class Experiment:
         """Judge the measurement (default: the node's SLOs) and write verdict.json."""
         if self.measurement is None:
             raise RuntimeError("run a fault before checking (Experiment.run_fault)")
-        self.verdict = judge(self.measurement, checks if checks is not None else checks_from_slo(self.slo))
+        self.verdict = judge(
+            self.measurement, checks if checks is not None else checks_from_slo(self.slo)
+        )
         self.run.write_json(self.run.verdict_json, self.verdict.to_json())
         return self.verdict
 
@@ -286,9 +351,14 @@ class Experiment:
     def _write_run_info(self, **extra: Any) -> None:
         info = self.run.run_info()
         if not info:
-            config = (self.inventory.serving_configs.get(self.node.serving_config)
-                      if self.node.serving_config else None)
-            config_blob = json.dumps(config.model_dump(mode="json") if config else None, sort_keys=True)
+            config = (
+                self.inventory.serving_configs.get(self.node.serving_config)
+                if self.node.serving_config
+                else None
+            )
+            config_blob = json.dumps(
+                config.model_dump(mode="json") if config else None, sort_keys=True
+            )
             info = {
                 "scenario": self.scenario,
                 "node": self.node.name,
@@ -319,8 +389,15 @@ class _ActionWindow:
         self.result: dict[str, Any] = {}
 
     def _emit(self, kind: str) -> None:
-        self.experiment.emit(Event(t=time.time(), source="fault", kind=kind,
-                                   node=self.experiment.node.name, data=self.data))
+        self.experiment.emit(
+            Event(
+                t=time.time(),
+                source="fault",
+                kind=kind,
+                node=self.experiment.node.name,
+                data=self.data,
+            )
+        )
 
     async def __aenter__(self) -> _ActionWindow:
         self._emit("inject_start")

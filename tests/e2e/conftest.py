@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,12 +15,13 @@ FAULTKIT = [sys.executable, "-m", "faultkit.cli"]
 
 
 def run_cli(*args: str, timeout: float = 600, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*FAULTKIT, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                          check=False)
+    return subprocess.run(
+        [*FAULTKIT, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False
+    )
 
 
 @pytest.fixture(scope="session")
-def lab() -> Iterator[Lab]:
+def lab() -> Lab:
     lab = Lab(progress=lambda message: print(f"[testbed] {message}"))
     lab.up()
-    yield lab
+    return lab

@@ -6,14 +6,24 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import REPO, run_cli
 from testbed.lab import Lab
+from tests.e2e.conftest import REPO, run_cli
 
 
 def test_help_lists_every_command() -> None:
     result = run_cli("--help")
     assert result.returncode == 0
-    for command in ("testbed", "inventory", "load", "inject", "sweep", "rules", "budget", "report", "gate"):
+    for command in (
+        "testbed",
+        "inventory",
+        "load",
+        "inject",
+        "sweep",
+        "rules",
+        "budget",
+        "report",
+        "gate",
+    ):
         assert command in result.stdout
 
 

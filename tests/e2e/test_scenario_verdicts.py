@@ -20,8 +20,8 @@ import pytest
 
 from faultkit._docker import DockerHost
 from faultkit.inventory import Inventory
-from tests.e2e.conftest import REPO, run_cli
 from testbed.lab import Lab
+from tests.e2e.conftest import REPO, run_cli
 
 pytestmark = [pytest.mark.docker]
 
@@ -43,12 +43,27 @@ class Outcome:
     run_dir: Path | None
 
 
-def run_scenarios(out: Path, *args: str, timeout: float = 3600) -> tuple[int, dict[str, Outcome], str]:
+def run_scenarios(
+    out: Path, *args: str, timeout: float = 3600
+) -> tuple[int, dict[str, Outcome], str]:
     """Run ``pytest scenarios`` as a user would; return exit code, outcomes by id, output."""
     junit = out / "junit.xml"
-    argv = [sys.executable, "-m", "pytest", str(REPO / "scenarios"), "-p", "no:cacheprovider",
-            "-q", "--runs-dir", str(out / "runs"), f"--junitxml={junit}", *args]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False)
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(REPO / "scenarios"),
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--runs-dir",
+        str(out / "runs"),
+        f"--junitxml={junit}",
+        *args,
+    ]
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False
+    )
     outcomes: dict[str, Outcome] = {}
     if junit.exists():
         for case in ET.parse(junit).getroot().iter("testcase"):
@@ -59,7 +74,8 @@ def run_scenarios(out: Path, *args: str, timeout: float = 3600) -> tuple[int, di
             test_id = case.get("name", "?")
             run_dir = props.get("faultkit_run_dir")
             outcomes[test_id] = Outcome(
-                test_id=test_id, passed=failure is None and case.find("skipped") is None,
+                test_id=test_id,
+                passed=failure is None and case.find("skipped") is None,
                 skipped=case.find("skipped") is not None,
                 message=(failure.get("message") or "") if failure is not None else "",
                 run_dir=Path(run_dir) if run_dir else None,
@@ -68,21 +84,31 @@ def run_scenarios(out: Path, *args: str, timeout: float = 3600) -> tuple[int, di
 
 
 def expected_to_fail(test_id: str) -> str | None:
-    return next((why for pattern, why in EXPECTED_FAILURES.items() if re.fullmatch(pattern, test_id)), None)
+    return next(
+        (why for pattern, why in EXPECTED_FAILURES.items() if re.fullmatch(pattern, test_id)), None
+    )
 
 
 def serving_config_label(inventory: Inventory, node_name: str) -> str | None:
     node = inventory.node(node_name)
     assert node.docker is not None
-    return DockerHost(node.docker.host).state(node.docker.container).labels.get("faultkit.serving-config")
+    return (
+        DockerHost(node.docker.host)
+        .state(node.docker.container)
+        .labels.get("faultkit.serving-config")
+    )
 
 
 @pytest.fixture(scope="module")
-def suite(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Outcome], str]:
+def suite(
+    lab: Lab, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[int, dict[str, Outcome], str]:
     return run_scenarios(tmp_path_factory.mktemp("suite"))
 
 
-def test_every_scenario_has_its_expected_verdict(suite: tuple[int, dict[str, Outcome], str]) -> None:
+def test_every_scenario_has_its_expected_verdict(
+    suite: tuple[int, dict[str, Outcome], str],
+) -> None:
     code, outcomes, output = suite
     assert outcomes, f"the scenario suite ran nothing (exit {code}):\n{output}"
     wrong = []
@@ -100,9 +126,14 @@ def test_every_scenario_has_its_expected_verdict(suite: tuple[int, dict[str, Out
 
 def test_every_run_left_an_incident_report(suite: tuple[int, dict[str, Outcome], str]) -> None:
     _, outcomes, _ = suite
-    missing = [t for t, o in outcomes.items() if not o.skipped and t.split("[")[0] != "test_streams_a_completion"
-               and t.split("[")[0] != "test_is_scraped_by_prometheus"
-               and (o.run_dir is None or not (o.run_dir / "incident.md").exists())]
+    missing = [
+        t
+        for t, o in outcomes.items()
+        if not o.skipped
+        and t.split("[")[0] != "test_streams_a_completion"
+        and t.split("[")[0] != "test_is_scraped_by_prometheus"
+        and (o.run_dir is None or not (o.run_dir / "incident.md").exists())
+    ]
     assert not missing, f"no incident.md for: {missing}"
 
 
@@ -143,16 +174,22 @@ def test_oom_prone_config_fails_with_the_oom_diagnosis(lab: Lab, tmp_path: Path)
     report = (long_prefill.run_dir / "incident.md").read_text()
     assert "GPU out of memory during prefill" in report
     assert "Verdict: FAIL" in report
-    assert outcomes["test_oom[sim-vllm-over-context]"].passed, "over-context prompts get a clean 400"
+    assert outcomes["test_oom[sim-vllm-over-context]"].passed, (
+        "over-context prompts get a clean 400"
+    )
     assert serving_config_label(lab.inventory, "sim-vllm") == "sim-vllm-good", "rolled back after"
 
 
 def _gate(tmp_path: Path, node: str, config: str) -> tuple[int, str, dict[str, object]]:
-    result = run_cli("gate", "--node", node, "--config", config, "--out", str(tmp_path), timeout=1800)
+    result = run_cli(
+        "gate", "--node", node, "--config", config, "--out", str(tmp_path), timeout=1800
+    )
     gates = sorted(tmp_path.glob(f"gate-*-{node}-{config}"))
     assert gates, result.stdout + result.stderr
     data = json.loads((gates[-1] / "gate.json").read_text())
-    assert (gates[-1] / "gate.md").exists() and (gates[-1] / "junit.xml").exists() or data.get("rolled_back")
+    assert ((gates[-1] / "gate.md").exists() and (gates[-1] / "junit.xml").exists()) or data.get(
+        "rolled_back"
+    )
     return result.returncode, (gates[-1] / "gate.md").read_text(), data
 
 
@@ -166,7 +203,7 @@ def test_gate_fails_the_oom_prone_config_and_rolls_back(lab: Lab, tmp_path: Path
 
 
 def test_gate_fails_a_config_that_never_starts(lab: Lab, tmp_path: Path) -> None:
-    code, md, data = _gate(tmp_path, "llama", "llama-bad-model")
+    code, _, data = _gate(tmp_path, "llama", "llama-bad-model")
     assert code == 1
     assert data["decision"] == "fail" and "did not become ready" in str(data["why"])
     assert serving_config_label(lab.inventory, "llama") == "llama-good"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from faultkit.inventory import Inventory
@@ -11,11 +9,11 @@ from testbed.lab import Lab
 
 
 @pytest.fixture(scope="session")
-def lab() -> Iterator[Lab]:
+def lab() -> Lab:
     """The local lab, up and scraped (idempotent: reuses what is already running)."""
     lab = Lab(progress=lambda message: print(f"[testbed] {message}"))
     lab.up()
-    yield lab
+    return lab
 
 
 @pytest.fixture(scope="session")

@@ -147,7 +147,8 @@ async def test_memory_squeeze_oom_kills_and_revert_restores_limit(sim_scratch, j
     async with load:  # users are being served when the squeeze hits
         await asyncio.sleep(1.0)
         async with fault:
-            assert host.memory_limits(name)[0] == fault.result["limit_applied"] < before["limits"][0]
+            applied = fault.result["limit_applied"]
+            assert host.memory_limits(name)[0] == applied < before["limits"][0]
             for _ in range(40):
                 st = host.state(name)
                 if st.oom_killed or st.restart_count > fault.result["restart_count_before"]:

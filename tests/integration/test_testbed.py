@@ -38,7 +38,9 @@ def _stream_chat(node: Node, max_tokens: int = 12) -> tuple[list[dict[str, objec
         "max_tokens": max_tokens,
         "stream": True,
     }
-    with httpx.stream("POST", f"{node.base_url}/v1/chat/completions", json=payload, timeout=30) as r:
+    with httpx.stream(
+        "POST", f"{node.base_url}/v1/chat/completions", json=payload, timeout=30
+    ) as r:
         assert r.status_code == 200
         for line in r.iter_lines():
             if not line.startswith("data: "):
@@ -56,7 +58,8 @@ def test_llama_streams_a_chat_completion_to_done(lab_inventory: Inventory) -> No
     assert done, "stream ended without [DONE]"
     content = "".join(
         (c["choices"][0].get("delta") or {}).get("content") or ""  # type: ignore[index]
-        for c in chunks if c.get("choices")
+        for c in chunks
+        if c.get("choices")
     )
     assert content, "no content chunks"
     assert any(c["choices"] and c["choices"][0].get("finish_reason") for c in chunks)  # type: ignore[index]

@@ -77,7 +77,9 @@ def test_unknown_fault_and_serving_config_are_errors() -> None:
 
 
 def test_docker_host_scheme_checked() -> None:
-    (problem,) = errors_of(GOOD.replace("docker: {container: a}", "docker: {container: a, host: http://x}"))
+    (problem,) = errors_of(
+        GOOD.replace("docker: {container: a}", "docker: {container: a, host: http://x}")
+    )
     assert "nodes[0].docker.host" in problem and "unix://" in problem
 
 
@@ -102,14 +104,19 @@ def test_testbed_inventory_is_valid() -> None:
 
 # Hypothesis: arbitrary YAML-ish documents and mutations of a good one never crash.
 _scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=True),
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 10**6),
+    st.floats(allow_nan=True),
     st.text(string.printable, max_size=12),
 )
 _values = st.recursive(
     _scalars,
     lambda children: st.one_of(
         st.lists(children, max_size=4),
-        st.dictionaries(st.text(string.ascii_letters + "_", min_size=1, max_size=10), children, max_size=4),
+        st.dictionaries(
+            st.text(string.ascii_letters + "_", min_size=1, max_size=10), children, max_size=4
+        ),
     ),
     max_leaves=12,
 )
@@ -127,11 +134,31 @@ def test_any_document_gives_clear_error_or_loads(doc: object) -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(
-    path=st.lists(st.sampled_from(["nodes", 0, 1, "docker", "slo", "faults", "serving_configs", "good",
-                                   "prometheus", "engine", "memory", "url"]), min_size=1, max_size=3),
+    path=st.lists(
+        st.sampled_from(
+            [
+                "nodes",
+                0,
+                1,
+                "docker",
+                "slo",
+                "faults",
+                "serving_configs",
+                "good",
+                "prometheus",
+                "engine",
+                "memory",
+                "url",
+            ]
+        ),
+        min_size=1,
+        max_size=3,
+    ),
     value=_values,
 )
-def test_mutated_good_inventory_gives_clear_error_or_loads(path: list[object], value: object) -> None:
+def test_mutated_good_inventory_gives_clear_error_or_loads(
+    path: list[object], value: object
+) -> None:
     doc = yaml.safe_load(GOOD)
     target = doc
     for key in path[:-1]:
