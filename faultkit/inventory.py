@@ -64,6 +64,9 @@ FAULT_KINDS: tuple[str, ...] = (
     "bad_input",
 )
 
+#: With no inventory given, everything targets the local testbed (DESIGN.md).
+DEFAULT_INVENTORY = Path(__file__).resolve().parents[1] / "testbed" / "inventory.yaml"
+
 _MEMORY_RE = re.compile(r"^\d+(\.\d+)?[bkmg]?$", re.IGNORECASE)
 
 

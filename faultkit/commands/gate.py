@@ -26,12 +26,11 @@ import yaml
 from faultkit.errors import FaultkitError
 from faultkit.faults import make_fault
 from faultkit.faults.rollout import Rollout
-from faultkit.inventory import Inventory, Node, load_inventory
+from faultkit.inventory import DEFAULT_INVENTORY, Inventory, Node, load_inventory
 from faultkit.records import Event, JsonlWriter
 from faultkit.rundir import RunDir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_INVENTORY = REPO_ROOT / "testbed" / "inventory.yaml"
 SCENARIOS = REPO_ROOT / "scenarios"
 
 

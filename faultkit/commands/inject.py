@@ -19,13 +19,12 @@ from typing import Any
 import click
 
 from faultkit.faults import make_fault
-from faultkit.inventory import load_inventory
+from faultkit.inventory import DEFAULT_INVENTORY, load_inventory
 from faultkit.journal import FaultJournal
 from faultkit.records import Event
 from faultkit.sweep import sweep as run_sweep
 
 #: the repo's testbed inventory (faultkit/commands/inject.py → repo root)
-DEFAULT_INVENTORY = Path(__file__).resolve().parents[2] / "testbed" / "inventory.yaml"
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 
 

@@ -21,7 +21,7 @@ import click
 import httpx
 
 from faultkit.errors import LoadError
-from faultkit.inventory import load_inventory
+from faultkit.inventory import DEFAULT_INVENTORY, load_inventory
 from faultkit.load import (
     Ledger,
     LoadGenerator,
@@ -34,7 +34,6 @@ from faultkit.load import (
 from faultkit.records import RequestRecord
 
 #: The default inventory: the testbed's, in the source tree (repo root = two levels up).
-DEFAULT_INVENTORY = Path(__file__).resolve().parents[2] / "testbed" / "inventory.yaml"
 #: This many first requests all refused (or connect-timed-out) = the endpoint is unreachable.
 UNREACHABLE_AFTER = 8
 _UNREACHABLE = frozenset({"refused", "timeout_connect"})

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_INVENTORY = REPO_ROOT / "testbed" / "inventory.yaml"
+from faultkit.inventory import DEFAULT_INVENTORY
+
 
 
 @dataclass(frozen=True)
