@@ -12,7 +12,6 @@ import pytest
 from faultkit.inventory import DEFAULT_INVENTORY
 
 
-
 @dataclass(frozen=True)
 class Settings:
     inventory: Path
