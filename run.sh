@@ -82,12 +82,8 @@ case "$cmd" in
   tests)
     setup
     testbed_up
-    marker=$(mktemp)
-    rc=0
     say "unit, integration and end-to-end tests (e2e runs the whole scenario suite and checks its verdicts)"
-    "$VENV/bin/pytest" tests -p no:cacheprovider "$@" || rc=$?
-    rm -f "$marker"
-    exit $rc
+    exec "$VENV/bin/pytest" tests -p no:cacheprovider "$@"
     ;;
   *)
     echo "usage: bash run.sh scenarios|tests|setup [pytest args...]" >&2
