@@ -27,6 +27,7 @@ from faultkit._docker import DockerHost
 from faultkit.errors import FaultkitError
 from faultkit.inventory import Inventory, Node, SLOSettings
 from faultkit.load import BackgroundLoad, LoadProfile
+from faultkit.plugin.evidence import container_events
 from faultkit.records import Event, JsonlWriter
 from faultkit.rundir import RunDir
 from slo.capture import capture, cross_check
@@ -249,12 +250,7 @@ class Experiment:
         return self.measurement
 
     def _record_container_events(self, t_end: float) -> None:
-        """Put Docker's own container events for the run on the timeline (source harness).
-
-        Docker resets ExitCode/OOMKilled when its restart policy restarts a container, so
-        these events are the lasting evidence: ``restart_seen`` carries the exit code and
-        whether the kernel OOM-killed it.
-        """
+        """Put Docker's own container events for the run on the timeline (see ``evidence``)."""
         if self.node.docker is None:
             return
         try:
@@ -264,40 +260,8 @@ class Experiment:
         except FaultkitError as exc:
             log.warning("could not read Docker events: %s", exc)
             return
-        last_oom: float | None = None
-        pending_die: dict[str, Any] | None = None
-        for raw in events:
-            action = str(raw.get("Action") or raw.get("status") or "")
-            if action.startswith(("exec_", "health_status")):
-                continue
-            t = int(raw.get("timeNano") or 0) / 1e9 or float(raw.get("time") or 0)
-            attrs = (raw.get("Actor") or {}).get("Attributes") or {}
-            data: dict[str, Any] = {"action": action}
-            if "exitCode" in attrs:
-                data["exit_code"] = int(attrs["exitCode"])
-            if "signal" in attrs:
-                data["signal"] = attrs["signal"]
-            if action == "oom":
-                last_oom = t
-            if action == "die":
-                data["oom_killed"] = last_oom is not None and t - last_oom < 2.0
-                pending_die = data
-            self.emit(
-                Event(
-                    t=t, source="harness", kind=f"docker_{action}", node=self.node.name, data=data
-                )
-            )
-            if action == "start" and pending_die is not None:
-                self.emit(
-                    Event(
-                        t=t,
-                        source="harness",
-                        kind="restart_seen",
-                        node=self.node.name,
-                        data={k: v for k, v in pending_die.items() if k != "action"},
-                    )
-                )
-                pending_die = None
+        for event in container_events(events, self.node.name):
+            self.emit(event)
 
     # ------------------------------------------------------------------ judging
     def default_checks(self) -> Checks:

@@ -1,0 +1,52 @@
+"""Docker's own container events as timeline evidence.
+
+Docker clears ``ExitCode`` when its restart policy restarts a container (and ``OOMKilled``
+only when the container is recreated), so ``docker inspect`` after a run cannot say how the
+node died. Docker's event stream can: ``die`` carries the exit code, ``oom`` precedes an
+OOM kill, ``start`` follows a restart. These become ``docker_<action>`` events and, for each
+death followed by a start, one ``restart_seen`` event with ``exit_code`` and ``oom_killed``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from faultkit.records import Event
+
+#: An ``oom`` event this close before a ``die`` means the kernel's OOM killer did it.
+OOM_TO_DIE_S = 2.0
+
+
+def _time(raw: Mapping[str, Any]) -> float:
+    nano = int(raw.get("timeNano") or 0)
+    return nano / 1e9 if nano else float(raw.get("time") or 0)
+
+
+def container_events(raw_events: Iterable[Mapping[str, Any]], node: str) -> list[Event]:
+    """Timeline events (source ``harness``) from Docker's raw container events, oldest first."""
+    out: list[Event] = []
+    last_oom: float | None = None
+    pending_die: dict[str, Any] | None = None
+    for raw in raw_events:
+        action = str(raw.get("Action") or raw.get("status") or "")
+        if not action or action.startswith(("exec_", "health_status")):
+            continue
+        t = _time(raw)
+        attrs = (raw.get("Actor") or {}).get("Attributes") or {}
+        data: dict[str, Any] = {"action": action}
+        if "exitCode" in attrs:
+            data["exit_code"] = int(attrs["exitCode"])
+        if "signal" in attrs:
+            data["signal"] = attrs["signal"]
+        if action == "oom":
+            last_oom = t
+        if action == "die":
+            data["oom_killed"] = last_oom is not None and t - last_oom < OOM_TO_DIE_S
+            pending_die = data
+        out.append(Event(t=t, source="harness", kind=f"docker_{action}", node=node, data=data))
+        if action == "start" and pending_die is not None:
+            restart = {k: v for k, v in pending_die.items() if k != "action"}
+            out.append(Event(t=t, source="harness", kind="restart_seen", node=node, data=restart))
+            pending_die = None
+    return out

@@ -1,0 +1,55 @@
+"""Docker's raw events become timeline evidence: exit codes, OOM kills, restarts."""
+
+from faultkit.plugin.evidence import container_events
+
+T = 1_800_000_000
+
+
+def raw(action: str, dt: float, **attrs: str) -> dict[str, object]:
+    return {
+        "Type": "container",
+        "Action": action,
+        "timeNano": int((T + dt) * 1e9),
+        "Actor": {"Attributes": {"name": "c", **attrs}},
+    }
+
+
+def test_oom_kill_then_restart_is_one_restart_seen_with_oom() -> None:
+    events = container_events(
+        [raw("oom", 0.0), raw("die", 0.1, exitCode="137"), raw("start", 0.6)], "n"
+    )
+    kinds = [e.kind for e in events]
+    assert kinds == ["docker_oom", "docker_die", "docker_start", "restart_seen"]
+    restart = events[-1]
+    assert restart.data == {"exit_code": 137, "oom_killed": True}
+    assert restart.t == T + 0.6
+    assert all(e.source == "harness" and e.node == "n" for e in events)
+
+
+def test_sigkill_is_not_an_oom_and_exec_noise_is_dropped() -> None:
+    events = container_events(
+        [
+            raw("oom", 0.0),
+            raw("exec_start: sh", 1.0),
+            raw("kill", 5.0, signal="9"),
+            raw("die", 5.1, exitCode="137"),
+            raw("health_status: healthy", 5.2),
+            raw("start", 6.0),
+        ],
+        "n",
+    )
+    assert [e.kind for e in events] == [
+        "docker_oom",
+        "docker_kill",
+        "docker_die",
+        "docker_start",
+        "restart_seen",
+    ]
+    assert events[1].data["signal"] == "9"
+    assert events[-1].data == {"exit_code": 137, "oom_killed": False}
+
+
+def test_death_without_start_gives_no_restart() -> None:
+    events = container_events([raw("die", 0.0, exitCode="1")], "n")
+    assert [e.kind for e in events] == ["docker_die"]
+    assert events[0].data["exit_code"] == 1
