@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import docker
@@ -21,94 +19,29 @@ import docker.errors
 import requests.exceptions
 from docker.models.containers import Container
 
+from faultkit._containers import (
+    ContainerSpec,
+    ContainerState,
+    _spec_from_attrs,
+    spec_from_json,
+    spec_to_json,
+    state_from_attrs,
+)
 from faultkit.errors import ContainerNotFound, DockerError, DockerUnavailable
 
 #: Every object the harness creates carries this label (value: what created it).
 LABEL_OWNER = "faultkit.owner"
 
-
-@dataclass(frozen=True, slots=True)
-class ContainerSpec:
-    """Everything needed to (re)create a node container; ports map container port → host port."""
-
-    name: str
-    image: str
-    command: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
-    memory: str | int | None = None
-    shm_size: str | int | None = None  # /dev/shm size; None = Docker's default (64 MiB)
-    restart_policy: str = "on-failure"
-    restart_max_retries: int = 0
-    ports: dict[int, int] = field(default_factory=dict)
-    bind_ip: str = "127.0.0.1"
-    volumes: dict[str, dict[str, str]] = field(default_factory=dict)
-    network: str | None = None
-    labels: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class ContainerState:
-    """A snapshot of one container, times as Unix epoch seconds (None if never)."""
-
-    id: str
-    name: str
-    status: str  # created | running | paused | restarting | exited | dead
-    running: bool
-    paused: bool
-    restarting: bool
-    exit_code: int | None
-    oom_killed: bool
-    restart_count: int
-    started_at: float | None
-    finished_at: float | None
-    pid: int | None
-    image: str
-    restart_policy: str
-    memory_limit: int | None
-    labels: dict[str, str] = field(default_factory=dict)
-    networks: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
-        return asdict(self)
-
-
-def _epoch(stamp: str | None) -> float | None:
-    """Docker's RFC 3339 nanosecond stamps → epoch seconds; the zero time → None."""
-    if not stamp or stamp.startswith("0001-"):
-        return None
-    head, _, frac = stamp.rstrip("Z").partition(".")
-    digits = (frac.split("+")[0].split("-")[0] + "000000")[:6]
-    parsed = datetime.fromisoformat(f"{head}.{digits}+00:00")
-    return parsed.timestamp()
-
-
-def state_from_attrs(attrs: Mapping[str, Any]) -> ContainerState:
-    """Build a :class:`ContainerState` from ``docker inspect`` output."""
-    st = attrs.get("State", {})
-    host = attrs.get("HostConfig", {})
-    config = attrs.get("Config", {})
-    memory = host.get("Memory") or None
-    return ContainerState(
-        id=attrs.get("Id", "")[:12],
-        name=attrs.get("Name", "").lstrip("/"),
-        status=st.get("Status", "unknown"),
-        running=bool(st.get("Running")),
-        paused=bool(st.get("Paused")),
-        restarting=bool(st.get("Restarting")),
-        exit_code=st.get("ExitCode"),
-        oom_killed=bool(st.get("OOMKilled")),
-        restart_count=int(attrs.get("RestartCount", 0)),
-        started_at=_epoch(st.get("StartedAt")),
-        finished_at=_epoch(st.get("FinishedAt")),
-        pid=st.get("Pid") or None,
-        image=config.get("Image", ""),
-        restart_policy=(host.get("RestartPolicy") or {}).get("Name") or "no",
-        memory_limit=memory,
-        labels=dict(config.get("Labels") or {}),
-        networks=tuple((attrs.get("NetworkSettings", {}).get("Networks") or {}).keys()),
-    )
+__all__ = [
+    "LABEL_OWNER",
+    "ContainerSpec",
+    "ContainerState",
+    "DockerHost",
+    "docker_host",
+    "spec_from_json",
+    "spec_to_json",
+    "state_from_attrs",
+]
 
 
 class DockerHost:
@@ -383,53 +316,3 @@ def docker_host(url: str) -> DockerHost:
 # ---------------------------------------------------------------- container specs as data
 
 
-def _spec_from_attrs(attrs: Mapping[str, Any]) -> ContainerSpec:
-    config = attrs.get("Config", {})
-    host = attrs.get("HostConfig", {})
-    ports: dict[int, int] = {}
-    bind_ip = "127.0.0.1"
-    for key, bindings in (host.get("PortBindings") or {}).items():
-        if not bindings or not key.endswith("/tcp"):
-            continue
-        ports[int(key.split("/")[0])] = int(bindings[0].get("HostPort") or 0)
-        bind_ip = bindings[0].get("HostIp") or bind_ip
-    volumes: dict[str, dict[str, str]] = {}
-    for bind in host.get("Binds") or []:
-        src, _, rest = bind.partition(":")
-        dst, _, mode = rest.partition(":")
-        volumes[src] = {"bind": dst, "mode": mode or "rw"}
-    env = dict(item.partition("=")[::2] for item in (config.get("Env") or []))
-    networks = list((attrs.get("NetworkSettings", {}).get("Networks") or {}).keys())
-    policy = host.get("RestartPolicy") or {}
-    return ContainerSpec(
-        name=attrs.get("Name", "").lstrip("/"),
-        image=config.get("Image", ""),
-        command=tuple(config.get("Cmd") or ()),
-        env=env,
-        memory=host.get("Memory") or None,
-        shm_size=host.get("ShmSize") or None,
-        restart_policy=policy.get("Name") or "no",
-        restart_max_retries=int(policy.get("MaximumRetryCount") or 0),
-        ports=ports,
-        bind_ip=bind_ip,
-        volumes=volumes,
-        network=networks[0] if networks else None,
-        labels=dict(config.get("Labels") or {}),
-    )
-
-
-def spec_to_json(spec: ContainerSpec) -> dict[str, Any]:
-    """A :class:`ContainerSpec` as JSON-safe data (for the fault journal)."""
-    from dataclasses import asdict
-
-    data = asdict(spec)
-    data["command"] = list(spec.command)
-    data["ports"] = {str(k): v for k, v in spec.ports.items()}
-    return data
-
-
-def spec_from_json(data: Mapping[str, Any]) -> ContainerSpec:
-    values = dict(data)
-    values["command"] = tuple(values.get("command") or ())
-    values["ports"] = {int(k): int(v) for k, v in (values.get("ports") or {}).items()}
-    return ContainerSpec(**values)
