@@ -6,6 +6,8 @@ rules`` accepts. Per node:
 - ``FaultkitNodeDown``: ``up{job=…} == 0`` with ``for: 0s`` — fires on the first
   evaluation after a failed scrape, so detection in a 1 s-scrape lab is ~1–2 s. (A dead
   server leaves *no* error samples: burn-rate alerts alone would never fire.)
+- ``FaultkitNodeRestarted``: the process start time changed (or a counter reset) in the
+  last 10 s — catches a crash that the restart policy undid between two scrapes.
 - ``FaultkitMetricsAbsent``: the engine's metrics vanished (target gone or renamed).
 - ``FaultkitErrorRatioHigh``: server error ratio over 1 m above ``error_ratio_max``
   (engines with request counters only).
@@ -31,6 +33,7 @@ from slo.profiles import NodeQueries
 from slo.spec import RatioSLO, ratio_slos
 
 #: SLI recording windows (Sloth's google-30d set)
+RESTART_WINDOW = "10s"
 SLI_WINDOWS: tuple[str, ...] = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
 
 #: (severity, long window, short window, burn-rate factor) — SRE Workbook table 5-8
@@ -58,6 +61,16 @@ def _node_alerts(node: Node, q: NodeQueries, error_ratio_max: float, down_for: s
         "labels": {**labels, "severity": "page"},
         "annotations": {"summary": f"{node.name}: Prometheus cannot scrape {job} (up == 0)"},
     }]
+    out.append({
+        # a crash that Docker restarts within a scrape interval never shows as up == 0;
+        # the process start time (or a counter reset) still changes, so page on that
+        "alert": "FaultkitNodeRestarted",
+        "expr": f"{q.restarts(RESTART_WINDOW)} > 0",
+        "for": "0s",
+        "labels": {**labels, "severity": "page"},
+        "annotations": {"summary": f"{node.name}: the engine process restarted "
+                                   f"(within the last {RESTART_WINDOW})"},
+    })
     probe_metric = q.series(q.profile.running or q.profile.reset_counter)
     if probe_metric is not None:
         out.append({

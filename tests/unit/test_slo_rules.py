@@ -82,6 +82,40 @@ evaluation_interval: 1s
 tests:
   - interval: 1s
     input_series:
+      - series: 'llamacpp:n_decode_total{job="llama", instance="a"}'
+        values: '10 20 30 2 5 9 12 15 18 21 24 27 30 33 36 39'
+      - series: 'process_start_time_seconds{job="sg", instance="b"}'
+        values: '100 100 100 100 100 200 200 200 200 200 200 200 200 200 200 200 200'
+    alert_rule_test:
+      - eval_time: 2s
+        alertname: FaultkitNodeRestarted
+        exp_alerts: []
+      - eval_time: 3s
+        alertname: FaultkitNodeRestarted
+        exp_alerts:
+          - exp_labels: {node: llama, job: llama, severity: page}
+            exp_annotations:
+              summary: 'llama: the engine process restarted (within the last 10s)'
+      - eval_time: 5s
+        alertname: FaultkitNodeRestarted
+        exp_alerts:
+          - exp_labels: {node: llama, job: llama, severity: page}
+            exp_annotations:
+              summary: 'llama: the engine process restarted (within the last 10s)'
+          - exp_labels: {node: sg, job: sg, severity: page}
+            exp_annotations:
+              summary: 'sg: the engine process restarted (within the last 10s)'
+      - eval_time: 13s
+        alertname: FaultkitNodeRestarted
+        exp_alerts:
+          - exp_labels: {node: sg, job: sg, severity: page}
+            exp_annotations:
+              summary: 'sg: the engine process restarted (within the last 10s)'
+      - eval_time: 15s
+        alertname: FaultkitNodeRestarted
+        exp_alerts: []
+  - interval: 1s
+    input_series:
       - series: 'up{job="llama", instance="a"}'
         values: '1 1 1 0 0 0 1 1'
     alert_rule_test:
