@@ -12,7 +12,6 @@ import hashlib
 import json
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -146,7 +145,7 @@ class Lab:
         deadline = time.monotonic() + timeout_s
         health: dict[str, str] = {}
         while time.monotonic() < deadline:
-            health = _prometheus_targets(self.inventory.prometheus.url)
+            health = _prometheus_targets(self.inventory.prometheus.url) or {}
             if all(health.get(job) == "up" for job in jobs):
                 return
             time.sleep(0.5)
@@ -233,7 +232,12 @@ class Lab:
                     state = f"error: {exc}"[:40]
             result = asyncio.run(_probe_once(node))
             job = node.prometheus.job if node.prometheus else None
-            target = targets.get(job, "not scraped") if job else "-"
+            if not job:
+                target = "-"
+            elif targets is None:
+                target = "Prometheus down"
+            else:
+                target = targets.get(job, "not scraped")
             rows.append(
                 NodeStatus(
                     node.name,
@@ -258,26 +262,14 @@ async def _probe_once(node: Node) -> str:
     return "ready" if result.ok else f"not ready ({result.detail})"[:48]
 
 
-def _prometheus_targets(url: str) -> dict[str, str]:
-    """job → target health ('up'/'down'/'unknown'), or 'Prometheus down' for every job."""
+def _prometheus_targets(url: str) -> dict[str, str] | None:
+    """job → target health ('up'/'down'/'unknown'); None when Prometheus does not answer."""
     try:
         data = httpx.get(f"{url}/api/v1/targets", timeout=2.0).json()
     except (httpx.HTTPError, ValueError):
-        return _Missing("Prometheus down")
+        return None
     out: dict[str, str] = {}
     for target in data.get("data", {}).get("activeTargets", []):
         job = target.get("labels", {}).get("job") or target.get("scrapePool", "")
         out[job] = target.get("health", "unknown")
     return out
-
-
-class _Missing(dict[str, str]):
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
-
-    def get(self, key: str, default: str | None = None) -> str:  # type: ignore[override]
-        return self.text
-
-
-ProgressFactory = Callable[[], Progress]

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from faultkit._docker import DockerHost
+from faultkit._docker import docker_host
 from faultkit.errors import FaultkitError
 from faultkit.inventory import Inventory, Node
 
@@ -31,7 +31,7 @@ class CandidateSession:
         if self.node.docker is None:
             return False
         try:
-            state = DockerHost(self.node.docker.host).state(self.node.docker.container)
+            state = docker_host(self.node.docker.host).state(self.node.docker.container)
         except FaultkitError:
             return False
         return state.labels.get("faultkit.serving-config") == self.config

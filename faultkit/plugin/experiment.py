@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from faultkit._docker import DockerHost
+from faultkit._docker import docker_host
 from faultkit.errors import FaultkitError
 from faultkit.inventory import Inventory, Node, SLOSettings
 from faultkit.load import BackgroundLoad, LoadProfile
@@ -254,7 +254,7 @@ class Experiment:
         if self.node.docker is None:
             return
         try:
-            events = DockerHost(self.node.docker.host).events(
+            events = docker_host(self.node.docker.host).events(
                 self.node.docker.container, self.t_start, t_end
             )
         except FaultkitError as exc:
@@ -300,7 +300,7 @@ class Experiment:
         if self.node.docker is None:
             return None
         try:
-            return DockerHost(self.node.docker.host).state(self.node.docker.container).to_json()
+            return docker_host(self.node.docker.host).state(self.node.docker.container).to_json()
         except FaultkitError as exc:
             return {"error": str(exc)}
 
@@ -308,7 +308,7 @@ class Experiment:
         if self.node.docker is None:
             return ""
         try:
-            return DockerHost(self.node.docker.host).logs(self.node.docker.container, tail=80)
+            return docker_host(self.node.docker.host).logs(self.node.docker.container, tail=80)
         except FaultkitError as exc:
             return f"(logs unavailable: {exc})"
 

@@ -6,10 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from testbed.lab import Lab
-
 REPO = Path(__file__).resolve().parents[2]
 FAULTKIT = [sys.executable, "-m", "faultkit.cli"]
 
@@ -18,10 +14,3 @@ def run_cli(*args: str, timeout: float = 600, cwd: Path = REPO) -> subprocess.Co
     return subprocess.run(
         [*FAULTKIT, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False
     )
-
-
-@pytest.fixture(scope="session")
-def lab() -> Lab:
-    lab = Lab(progress=lambda message: print(f"[testbed] {message}"))
-    lab.up()
-    return lab

@@ -1,4 +1,4 @@
-"""Integration tests run against the real testbed, brought up once per session."""
+"""Fixtures shared by the integration and end-to-end tests: the real testbed, up once."""
 
 from __future__ import annotations
 
