@@ -75,7 +75,8 @@ def status(inventory_path: Path) -> None:
     widths = [max(len(row[i]) for row in table) for i in range(len(headers))]
     for row in table:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-    prom = "ready" if lab.prometheus_ready() else "NOT READY"
-    click.echo(f"Prometheus {lab.inventory.prometheus.url}: {prom}")
-    if not all(r.ready == "ready" for r in rows if r.state not in ("absent",)):
+    prom_ready = lab.prometheus_ready()
+    click.echo(f"Prometheus {lab.inventory.prometheus.url}: {'ready' if prom_ready else 'NOT READY'}")
+    nodes_ready = all(r.ready == "ready" for r in rows if r.state != "absent")
+    if not (prom_ready and nodes_ready):
         sys.exit(1)
