@@ -76,7 +76,8 @@ def status(inventory_path: Path) -> None:
     for row in table:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     prom_ready = lab.prometheus_ready()
-    click.echo(f"Prometheus {lab.inventory.prometheus.url}: {'ready' if prom_ready else 'NOT READY'}")
+    prom_state = "ready" if prom_ready else "NOT READY"
+    click.echo(f"Prometheus {lab.inventory.prometheus.url}: {prom_state}")
     nodes_ready = all(r.ready == "ready" for r in rows if r.state != "absent")
     if not (prom_ready and nodes_ready):
         sys.exit(1)
