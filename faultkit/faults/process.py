@@ -133,6 +133,14 @@ class Kill(_ReadyMixin):
                 down = not st.running or st.restart_count > before or st.pid != pid_before
             attempt.retry_state.set_result(down)
         self.result["exit_code"] = st.exit_code
+        if st.running:  # already restarted: Docker has reset ExitCode, its die event has it
+            events = await asyncio.to_thread(
+                self.docker.events, self.container, time.time() - 15, time.time()
+            )
+            codes = [e.get("Actor", {}).get("Attributes", {}).get("exitCode")
+                     for e in events if e.get("Action") == "die"]
+            if codes and codes[-1] is not None:
+                self.result["exit_code"] = int(codes[-1])
 
     async def _after_undo(self) -> None:
         if self.params["docker_kill"]:  # Docker will not restart it: start it now
