@@ -83,7 +83,10 @@ case "$cmd" in
     setup
     testbed_up
     say "unit, integration and end-to-end tests (e2e runs the whole scenario suite and checks its verdicts)"
-    exec "$VENV/bin/pytest" tests -p no:cacheprovider "$@"
+    # the 25 slowest tests and a JUnit file for CI; per-test timeouts are in pyproject.toml
+    mkdir -p test-results
+    exec "$VENV/bin/pytest" tests -p no:cacheprovider --durations=25 \
+      --junitxml=test-results/junit.xml "$@"
     ;;
   *)
     echo "usage: bash run.sh scenarios|tests|setup [pytest args...]" >&2

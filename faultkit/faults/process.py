@@ -13,8 +13,11 @@
 For ``kill`` "revert" means: wait until the node is ready again (the restart policy's job);
 if it is not back within ``ready_timeout_s``, start the container and wait again.
 ``result`` carries ``restart_count_before``/``restart_count_after``, ``exit_code``,
-``time_to_ready_s`` (from the kill / the start, monotonic seconds) and for the cold-start
-faults ``time_to_first_token_s`` (first content chunk of a one-token chat request).
+``time_to_ready_s`` (from the kill / the start, monotonic seconds) and
+``time_to_first_token_s`` (first content chunk of a tiny chat request, retried until the
+ready timeout — see :mod:`faultkit.first_token`), ``ready_not_serving_s`` (the gap between
+the two) and ``first_token_attempts``; when no token ever arrives, ``time_to_first_token_s``
+is None and ``first_token_finding`` says why.
 """
 
 from __future__ import annotations
@@ -25,11 +28,11 @@ import signal
 import time
 from typing import Any, ClassVar
 
-import httpx
 from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
 
 from faultkit.errors import FaultRefused, NodeNotReady
 from faultkit.faults.base import Fault, ParamSpec
+from faultkit.first_token import probe_first_token
 from faultkit.health import wait_ready
 from faultkit.inventory import Inventory, Node
 
@@ -64,38 +67,42 @@ class _ReadyMixin(Fault):
             self.emit("restarted", restart_count=st.restart_count)
         self.emit("ready", time_to_ready_s=self.result["time_to_ready_s"])
         if self.params.get("first_token", True):
-            ttft = await first_token_s(self.node)
-            if ttft is not None:
-                self.result["time_to_first_token_s"] = round(time.monotonic() - t0_mono, 3)
+            await self._measure_first_token(t0_mono)
+
+    async def _measure_first_token(self, t0_mono: float) -> None:
+        """Time to the first content chunk after ready; never silently absent.
+
+        Retries until the ready timeout. ``time_to_first_token_s`` counts from the same t0 as
+        ``time_to_ready_s``; ``ready_not_serving_s`` is the gap between the two. If no token
+        arrives, ``first_token_finding`` says why (the last failure) and ``first_token`` is
+        emitted with ``served=False`` — a finding of the run, not a missing figure.
+        """
+        probe = await probe_first_token(self.node, deadline_s=self._ready_timeout())
+        self.result["first_token_attempts"] = [
+            {"t": a.t, "elapsed_s": a.elapsed_s, "http_status": a.http_status,
+             "error_class": a.error_class, "detail": a.detail}
+            for a in probe.attempts
+        ]
+        if probe.t_first_token is None:
+            self.result["time_to_first_token_s"] = None
+            self.result["first_token_finding"] = probe.finding
+            self.emit("first_token", served=False, finding=probe.finding,
+                      attempts=len(probe.attempts))
+            return
+        elapsed = time.monotonic() - t0_mono - (time.time() - probe.t_first_token)
+        self.result["time_to_first_token_s"] = round(elapsed, 3)
+        self.result["ready_not_serving_s"] = round(
+            max(0.0, elapsed - self.result["time_to_ready_s"]), 3
+        )
+        self.emit("first_token", served=True,
+                  time_to_first_token_s=self.result["time_to_first_token_s"],
+                  ready_not_serving_s=self.result["ready_not_serving_s"],
+                  failed_attempts=len(probe.attempts))
 
     async def _prepare(self) -> list[dict[str, Any]]:
         st = await asyncio.to_thread(self.docker.state, self.container)
         self.result["restart_count_before"] = st.restart_count
         return [self.step("start")]
-
-
-async def first_token_s(node: Node, timeout_s: float = 60.0) -> float | None:
-    """Seconds to the first content chunk of a tiny streamed chat request (None on failure)."""
-    body = {
-        "model": node.model,
-        "messages": [{"role": "user", "content": "hi"}],
-        "max_tokens": 2,
-        "stream": True,
-    }
-    headers = {"Authorization": f"Bearer {key}"} if (key := node.api_key()) else {}
-    start = time.monotonic()
-    try:
-        async with httpx.AsyncClient(timeout=timeout_s) as client, client.stream(
-            "POST", node.base_url + "/v1/chat/completions", json=body, headers=headers
-        ) as response:
-            if response.status_code != 200:
-                return None
-            async for line in response.aiter_lines():
-                if line.startswith("data:") and '"content"' in line:
-                    return time.monotonic() - start
-    except httpx.HTTPError:
-        return None
-    return None
 
 
 class Kill(_ReadyMixin):

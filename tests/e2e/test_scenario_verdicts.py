@@ -23,7 +23,8 @@ from faultkit.inventory import Inventory
 from testbed.lab import Lab
 from tests.e2e.conftest import REPO, run_cli
 
-pytestmark = [pytest.mark.docker]
+#: the module's first test runs the whole scenario suite (≈ 20 min here) in its fixture
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(3600)]
 
 #: Scenarios expected to FAIL on the testbed, with the reason. Everything else must pass.
 EXPECTED_FAILURES: dict[str, str] = {

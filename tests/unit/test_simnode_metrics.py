@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import re
 from pathlib import Path
 
@@ -12,10 +11,8 @@ import pytest
 
 from testbed.simnode import buckets as B
 from testbed.simnode.promtext import Registry, fmt_float
+from tests.fixtures import engine_facts as facts
 from tests.unit.simnode_helpers import running_node
-
-ENGINES_MD = Path(os.environ.get("FAULTKIT_ENGINES_MD",
-                                 Path(__file__).parents[3] / "shared" / "ENGINES.md"))
 
 VLLM_REQUIRED = {
     "vllm:num_requests_running": "gauge",
@@ -72,49 +69,28 @@ def parse_exposition(text: str) -> tuple[dict[str, str], dict[str, list[float]],
     return types, les, samples
 
 
-def engines_md_buckets(metric: str) -> list[float]:
-    """The bucket list ENGINES.md gives on the table row that names ``metric``."""
-    if not ENGINES_MD.is_file():
-        pytest.skip(f"{ENGINES_MD} not found (set FAULTKIT_ENGINES_MD to its path)")
-    for row in ENGINES_MD.read_text().splitlines():
-        if row.startswith("|") and f"`{metric}`" in row.split("|")[1]:
-            cell = row.split("|")[3]
-            m = re.search(r"((?:\d[\d.]*,\s*)+\d[\d.]*)", cell)
-            assert m, f"no bucket list on the ENGINES.md row of {metric}"
-            return [float(x.rstrip(".")) for x in re.split(r",\s*", m.group(1))]
-    raise AssertionError(f"{metric} not in ENGINES.md")
-
-
 @pytest.mark.parametrize(("metric", "ours"), [
     ("vllm:time_to_first_token_seconds", B.VLLM_TTFT),
     ("vllm:inter_token_latency_seconds", B.VLLM_ITL),
     ("vllm:e2e_request_latency_seconds", B.VLLM_REQUEST_LATENCY),
-    ("vllm:iteration_tokens_total", None),
     ("sglang:time_to_first_token_seconds", B.SGLANG_TTFT),
     ("sglang:inter_token_latency_seconds", B.SGLANG_ITL),
 ])
-def test_bucket_lists_match_engines_md(metric: str, ours: tuple[float, ...] | None) -> None:
-    documented = engines_md_buckets(metric)
-    if ours is None:  # "1, 8, 16, …, 16384": only the ends are written out
-        assert (B.VLLM_ITERATION_TOKENS[0], B.VLLM_ITERATION_TOKENS[-1]) == (
-            documented[0], 16384)
-        return
-    assert list(ours) == documented
+def test_bucket_lists_match_the_engines(metric: str, ours: tuple[float, ...]) -> None:
+    assert [float(b) for b in ours] == [float(b) for b in facts.BUCKETS[metric]]
 
 
-def test_sglang_ranges_match_engines_md() -> None:
-    if not ENGINES_MD.is_file():
-        pytest.skip(f"{ENGINES_MD} not found")
-    text = ENGINES_MD.read_text()
-    m = re.search(r"`sglang:e2e_request_latency_seconds` \| histogram \| ([\d.]+) … ([\d.]+) "
-                  r"\((\d+) buckets\)", text)
-    assert m
-    assert (B.SGLANG_E2E[0], B.SGLANG_E2E[-1], len(B.SGLANG_E2E)) == (
-        float(m.group(1)), float(m.group(2)), int(m.group(3)))
-    m = re.search(r"`sglang:queue_time_seconds` \| histogram \| ([\d.]+) … ([\d.]+)", text)
-    assert m
-    assert (B.SGLANG_QUEUE_TIME[0], B.SGLANG_QUEUE_TIME[-1]) == (
-        float(m.group(1)), float(m.group(2)))
+@pytest.mark.parametrize(("metric", "ours"), [
+    ("vllm:iteration_tokens_total", B.VLLM_ITERATION_TOKENS),
+    ("sglang:e2e_request_latency_seconds", B.SGLANG_E2E),
+    ("sglang:queue_time_seconds", B.SGLANG_QUEUE_TIME),
+])
+def test_bucket_ranges_match_the_engines(metric: str, ours: tuple[float, ...]) -> None:
+    first, last, count = facts.BUCKET_RANGES[metric]
+    assert (float(ours[0]), float(ours[-1])) == (first, last)
+    if count is not None:
+        assert len(ours) == count
+    assert list(ours) == sorted(ours), "bucket bounds must increase"
 
 
 @pytest.mark.parametrize("personality", ["vllm", "sglang"])
