@@ -34,10 +34,20 @@ ERROR_CLASSES: tuple[str, ...] = (
     "stream_error",  # error frame after HTTP 200
     "truncated",  # stream ended without [DONE]
     "cancelled",  # the harness cancelled it while draining
+    # The open loop's arrival came while the client's in-flight cap was reached: never sent,
+    # recorded at once (t_invoke = t_end = t_scheduled = its due time) and lost to that user.
+    "shed_client",
+    # The client ran out of its own resources (file descriptors, ephemeral ports, a free
+    # connection in its pool): says nothing about the node, so the run is inconclusive.
+    "client_exhausted",
     "other",
 )
 
-#: Classes that are clean, fast rejections by a live server (counted apart from drops).
+#: Error classes caused by the load client itself, not by the node under test.
+CLIENT_SIDE: frozenset[str] = frozenset({"shed_client", "client_exhausted"})
+
+#: HTTP error classes that *may* be clean rejections. The rule is :func:`is_clean_rejection`
+#: (it also needs the status and an OpenAI-style error body); this set only pre-filters.
 CLEAN_REJECTIONS: frozenset[str] = frozenset({"http_4xx", "http_429", "http_5xx"})
 
 
@@ -49,6 +59,12 @@ class RequestRecord:
     (``error_class`` says how) or ``unknown`` (the outcome cannot be known, e.g.
     cancelled mid-flight). ``itl_s`` holds the gaps between successive content chunks
     (per chunk, not per token).
+
+    ``t_invoke`` is when the client actually sent the request. ``t_scheduled`` is when the
+    user *arrived*: in an open loop the due time of the arrival schedule (never after
+    ``t_invoke``; earlier when the client was late), in a closed loop equal to
+    ``t_invoke``; None in ledgers written before it existed. ``error_body`` is True when a
+    non-200 response carried an OpenAI-style error body (see :func:`is_clean_rejection`).
     """
 
     id: str
@@ -70,6 +86,8 @@ class RequestRecord:
     chunks: int = 0
     content_chunks: int = 0
     itl_s: tuple[float, ...] = ()
+    t_scheduled: float | None = None
+    error_body: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -79,6 +97,20 @@ class RequestRecord:
         values = dict(data)
         values["itl_s"] = tuple(values.get("itl_s") or ())
         return _from_mapping(cls, values)
+
+
+def is_clean_rejection(r: RequestRecord) -> bool:
+    """True when the server cleanly rejected the request (the rule; see CLEAN_REJECTIONS).
+
+    A clean rejection is a failed request answered with HTTP 4xx (429 included) or 503
+    *and* an OpenAI-style error body (``r.error_body``: a JSON object with an ``error``
+    key holding an object or a string, or vLLM's older ``{"object": "error", "message":
+    ...}``). Any other 5xx, or a 4xx/503 with an HTML or empty body, is not clean.
+    """
+    code = r.http_status
+    if r.status != "fail" or not r.error_body or code is None:
+        return False
+    return 400 <= code < 500 or code == 503
 
 
 @dataclass(frozen=True, slots=True)

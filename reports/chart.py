@@ -83,7 +83,7 @@ def render_chart(data: RunData, out: Path) -> Path:
         if m is not None:
             end = m.t_revert if m.t_revert is not None else m.t_window_end
             a.axvspan(
-                m.t_inject - t0,
+                m.t_effect - t0,
                 end - t0,
                 color="#d62728",
                 alpha=0.18,

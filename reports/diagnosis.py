@@ -263,7 +263,7 @@ def rule_injected_disruption(data: RunData) -> Diagnosis | None:
         if r.status != "ok"
         and r.error_class in DROP_CLASSES
         and r.t_invoke <= end
-        and r.t_end >= m.t_inject
+        and r.t_end >= m.t_effect
     )
     if not drops:
         return None

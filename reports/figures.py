@@ -173,8 +173,8 @@ def key_figures(data: RunData) -> list[Figure]:
     figs.append(
         Figure(
             "In flight at injection",
-            str(m.in_flight_at_inject),
-            "measurement.json in_flight_at_inject",
+            str(m.in_flight_at_effect),
+            "measurement.json in_flight_at_effect",
         )
     )
     figs.append(

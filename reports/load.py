@@ -48,20 +48,21 @@ class RunData:
     problems: list[str] = field(default_factory=list)
 
     @property
-    def t_inject(self) -> float | None:
-        """Epoch seconds of the injection: measurement first, else the first fault event."""
+    def t_effect(self) -> float | None:
+        """Epoch seconds the fault took effect: measurement first, else the first fault act."""
         if self.measurement is not None:
-            return self.measurement.t_inject
-        for ev in self.timeline:
-            if ev.source == "fault" and ev.kind in ("inject_end", "inject_start"):
-                return ev.t
+            return self.measurement.t_effect
+        for kinds in (("act",), ("inject_start", "inject_end")):
+            for ev in self.timeline:
+                if ev.source == "fault" and ev.kind in kinds:
+                    return ev.t
         return None
 
     @property
     def t0(self) -> float | None:
         """Reference time for "+s" columns: injection, else the first event or request."""
-        if self.t_inject is not None:
-            return self.t_inject
+        if self.t_effect is not None:
+            return self.t_effect
         starts = [e.t for e in self.timeline] + [r.t_invoke for r in self.ledger]
         return min(starts) if starts else None
 

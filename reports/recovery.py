@@ -1,7 +1,10 @@
 """What brought the node back, step by step, from the timeline and container state.
 
-Mechanisms recognised (each only on evidence): Docker restart policy (restart_count went
-up, or a ``harness/restart_seen`` event), rollback (``harness/rollback_start`` /
+Mechanisms recognised (each only on evidence): the harness itself
+(``fault/harness_intervened``: e.g. it started a container the restart policy left down —
+then the recovery was not the system's own, and a start Docker reports right after it is
+the harness's, not the policy's), Docker restart policy (restart_count went up, or a
+``harness/restart_seen`` event), rollback (``harness/rollback_start`` /
 ``rollback_done``), fault revert (reconnect, unpause, limit restored: ``fault/revert_*``),
 manual action (``harness/manual_*``). All times are epoch seconds; durations seconds.
 """
@@ -25,6 +28,10 @@ _REVERT_WORDS = {
     "stop": "start the container",
     "rollout": "end of the rollout",
 }
+
+
+#: a container start Docker reports this soon after the harness acted is the harness's
+_HARNESS_START_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +75,7 @@ def analyse(data: RunData) -> Recovery:
     mechanisms: list[str] = []
     steps: list[Step] = []
     inj_s, inj_e = _first(tl, "fault", "inject_start"), _first(tl, "fault", "inject_end")
-    t_inject = data.t_inject
+    t_effect = data.t_effect
     first = inj_s or inj_e
     if first is not None:
         steps.append(
@@ -82,13 +89,23 @@ def analyse(data: RunData) -> Recovery:
     b, a = _count(data.container.get("before")), _count(data.container.get("after"))
     # the fault acts from inject_start (e.g. a request fault's first requests), so evidence
     # of its effect counts from there, not from inject_end
-    t_acting = first.t if first is not None else t_inject
+    t_acting = first.t if first is not None else t_effect
+    interventions = [e for e in tl if e.source == "fault" and e.kind == "harness_intervened"]
+    for iv in interventions:
+        mechanisms.append(f"the harness ({iv.data.get('action')}) — not the system's own recovery")
+        steps.append(Step(f"the harness intervened: {iv.data.get('why')}", iv.t, None,
+                          "fault/harness_intervened"))
+
+    def by_harness(event: Event) -> bool:
+        return any(0 <= event.t - iv.t <= _HARNESS_START_S for iv in interventions)
+
     restarts = [
         e
         for e in tl
         if e.source == "harness"
         and e.kind == "restart_seen"
         and (t_acting is None or e.t >= t_acting)
+        and not by_harness(e)
     ]
     if (b is not None and a is not None and a > b) or restarts:
         counts = (
@@ -132,7 +149,7 @@ def analyse(data: RunData) -> Recovery:
                 else f"{rb_s.source}/rollback_start (no rollback_done recorded)",
             )
         )
-    rv_s = _first(tl, "fault", "revert_start", t_inject)
+    rv_s = _first(tl, "fault", "revert_start", t_effect)
     if rv_s is not None:
         rv_e = _first(tl, "fault", "revert_end", rv_s.t)
         kind = fault_kind(data) or ""
@@ -156,7 +173,7 @@ def analyse(data: RunData) -> Recovery:
                 f"manual action ({manual[0].kind})", manual[0].t, None, f"harness/{manual[0].kind}"
             )
         )
-    anchor = max((s.t_end for s in steps if s.t_end is not None), default=t_inject)
+    anchor = max((s.t_end for s in steps if s.t_end is not None), default=t_effect)
     ready = _first(tl, "observer", "health_ok", anchor)
     if ready is not None:
         steps.append(
@@ -174,7 +191,7 @@ def analyse(data: RunData) -> Recovery:
         steps.append(
             Step(
                 "steady state restored (every request OK for the recovery hold)",
-                m.t_inject,
+                m.t_effect,
                 m.t_recovered,
                 "measurement.json t_recovered",
             )

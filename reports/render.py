@@ -142,6 +142,15 @@ def _states(data: RunData) -> list[dict[str, Any]]:
     ]
 
 
+def _missing_evidence(data: RunData) -> list[str]:
+    """What evidence the run lacked: the verdict's (run-level reasons, then checks it could
+    not judge), then any of the measurement's gaps the verdict does not already name."""
+    reasons = list(data.verdict.missing_evidence) if data.verdict is not None else []
+    if data.measurement is not None:
+        reasons += [r for r in data.measurement.inconclusive if r not in reasons]
+    return reasons
+
+
 def incident_context(data: RunData) -> dict[str, Any]:
     """Everything ``incident.md.j2`` needs, computed from ``data`` alone."""
     diagnoses = diagnose(data)
@@ -155,7 +164,9 @@ def incident_context(data: RunData) -> dict[str, Any]:
         "fault_kind": fault_kind(data),
         "measurement": m,
         "verdict": data.verdict,
-        "t_inject": data.t_inject,
+        "missing_evidence": _missing_evidence(data),
+        "intervened": list(m.harness_intervened) if m is not None else [],
+        "t_effect": data.t_effect,
         "figures": key_figures(data),
         "rows": timeline_rows,
         "mermaid": mermaid(timeline_rows),
@@ -200,10 +211,12 @@ def render_incident(run_dir: Path) -> Path:
 def render_gate(data: dict[str, Any], out: Path) -> Path:
     """Write the gate summary for a gate JSON (schema in ``templates/gate.md.j2``) to ``out``."""
     scenarios = [s for s in data.get("scenarios") or [] if isinstance(s, dict)]
+    not_passed = data.get("not_passed")
     diff = data.get("config_diff") or []
     md = _ENV.get_template("gate.md.j2").render(
         d=data,
         scenarios=scenarios,
+        not_passed=[str(line) for line in not_passed] if isinstance(not_passed, list) else [],
         diff="\n".join(str(line).rstrip("\n") for line in diff)
         if isinstance(diff, list)
         else str(diff),

@@ -19,11 +19,34 @@ def _container(experiment: Experiment, when: str) -> dict[str, Any]:
     return state if isinstance(state, dict) else {}
 
 
+def _state_gap(before: dict[str, Any], after: dict[str, Any]) -> str | None:
+    """Why the container states cannot show a crash (``None``: both were captured)."""
+    for when, state in (("before", before), ("after", after)):
+        if not state:
+            return f"container state {when} the run not captured"
+        if state.get("error"):
+            return f"container state {when} the run unreadable: {state['error']}"
+    return None
+
+
 def node_not_crashed(experiment: Experiment) -> Checks:
-    """The node's container did not restart or get OOM-killed during the run."""
+    """The node's container did not restart or get OOM-killed during the run.
+
+    Without both container states (no Docker access, inspect failed) the check cannot be
+    judged: it is inconclusive, never a pass."""
 
     def fn(m: Measurement) -> CheckResult:
         before, after = _container(experiment, "before"), _container(experiment, "after")
+        gap = _state_gap(before, after)
+        if gap is not None:
+            return CheckResult(
+                name="no_crash",
+                passed=False,
+                expected="no restart, no OOM kill",
+                observed="not captured",
+                why=gap,
+                inconclusive=True,
+            )
         restarts = (after.get("restart_count") or 0) - (before.get("restart_count") or 0)
         # Docker keeps OOMKilled from an earlier kill until the container is recreated,
         # so only a change during this run counts

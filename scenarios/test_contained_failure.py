@@ -19,7 +19,7 @@ def neighbours_unaffected(experiment: Experiment, others: list[Node]) -> Checks:
         rows = []
         failed = 0
         for other in others:
-            sli = window_slis([r for r in records if r.node == other.name], m.t_inject, end)
+            sli = window_slis([r for r in records if r.node == other.name], m.t_effect, end)
             failed += sli.failed
             rows.append(
                 f"{other.name}: {sli.failed}/{sli.requests} failed, ttft p95 {sli.ttft_p95_s}"

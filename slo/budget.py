@@ -100,7 +100,7 @@ def _run_start(info: dict[str, Any], measurement: dict[str, Any]) -> float | Non
         value = info.get(key)
         if isinstance(value, int | float):
             return float(value)
-    value = measurement.get("t_inject")
+    value = measurement.get("t_effect", measurement.get("t_inject"))
     return float(value) if isinstance(value, int | float) else None
 
 

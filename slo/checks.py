@@ -6,8 +6,13 @@ Compose them the way tenacity composes stop conditions::
 
 Each check returns a :class:`CheckResult` (name, passed, expected, observed, one-line
 why); a combination returns a :class:`Verdict` holding every result (no short-circuit, so
-a report shows all of them). Any plain callable ``(Measurement) -> CheckResult`` may be
+a report shows all of them) and the measurement's run-level evidence gaps
+(``Measurement.inconclusive``). Any plain callable ``(Measurement) -> CheckResult`` may be
 combined with ``&`` once wrapped in :func:`check` or passed to :func:`judge`.
+
+A check that lacks the evidence to judge returns an *inconclusive* result (``why`` says
+what was missing) rather than a failure; the verdict is then INCONCLUSIVE unless another
+check failed (see :mod:`slo.verdict`).
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from faultkit.inventory import SLOSettings
-from slo.types import CheckResult, Measurement, Verdict
+from slo.types import Measurement
+from slo.verdict import NO_CHECKS, CheckResult, Verdict
 
 CheckFn = Callable[[Measurement], CheckResult]
 
@@ -34,7 +40,7 @@ class Checks:
         return Checks((other, *self.fns))
 
     def __call__(self, measurement: Measurement) -> Verdict:
-        return Verdict(tuple(fn(measurement) for fn in self.fns))
+        return judge(measurement, self)
 
 
 def check(fn: CheckFn) -> Checks:
@@ -43,9 +49,17 @@ def check(fn: CheckFn) -> Checks:
 
 
 def judge(measurement: Measurement, checks: Iterable[CheckFn] | Checks) -> Verdict:
-    """Apply checks (a :class:`Checks` or any iterable of callables) to a measurement."""
+    """Apply checks (a :class:`Checks` or any iterable of callables) to a measurement.
+
+    The verdict carries ``measurement.inconclusive`` as its run-level reasons (non-empty ⇒
+    INCONCLUSIVE); with no checks at all it is INCONCLUSIVE with :data:`NO_CHECKS`.
+    """
     fns = checks.fns if isinstance(checks, Checks) else tuple(checks)
-    return Verdict(tuple(fn(measurement) for fn in fns))
+    results = tuple(fn(measurement) for fn in fns)
+    reasons = tuple(dict.fromkeys(measurement.inconclusive))
+    if not results:
+        reasons = (*reasons, NO_CHECKS)
+    return Verdict(results, inconclusive=reasons)
 
 
 def _s(value: float | None) -> str:
@@ -55,16 +69,29 @@ def _s(value: float | None) -> str:
 # --------------------------------------------------------------------------- the checks
 
 
+#: the signals that count as detection: monitoring's, never the harness's own probe
+MONITORING_SIGNALS = frozenset({"alert", "up"})
+
+
 def detected_within(seconds: float) -> Checks:
-    """The fault was detected (any signal) within ``seconds`` of injection."""
+    """*Monitoring* detected the fault — an alert firing or ``up == 0`` (``detect_signal``
+    in :data:`MONITORING_SIGNALS`) — within ``seconds`` of the fault taking effect.
+
+    The harness's readiness probe (``probe_detection_s``) is shown in ``observed`` but never
+    satisfies the check: a fault only the harness noticed was not detected.
+    """
 
     def fn(m: Measurement) -> CheckResult:
-        name, expected = "detection", f"detected within {seconds:g} s"
-        if m.detection_s is None:
-            return CheckResult(name, False, expected, "not detected",
-                               "no alert, up == 0 or failed probe in the window")
+        name, expected = "detection", f"detected by monitoring within {seconds:g} s"
+        probe = m.probe_detection_s
+        probe_note = "" if probe is None else f" (harness probe: {probe:.3f} s)"
+        if m.detection_s is None or m.detect_signal not in MONITORING_SIGNALS:
+            why = "no alert firing and no up == 0 in the window"
+            if probe is not None:
+                why += "; only the harness's probe saw it, which is not detection"
+            return CheckResult(name, False, expected, "not detected" + probe_note, why)
         ok = m.detection_s <= seconds
-        observed = f"{_s(m.detection_s)} via {m.detect_signal}"
+        observed = f"{_s(m.detection_s)} via {m.detect_signal}{probe_note}"
         why = (f"detected by {m.detect_signal} after {m.detection_s:.3f} s"
                if ok else f"{m.detection_s:.3f} s > {seconds:g} s")
         return CheckResult(name, ok, expected, observed, why)
@@ -89,7 +116,8 @@ def alert_fired_within(seconds: float) -> Checks:
 
 
 def recovered_within(seconds: float) -> Checks:
-    """The node recovered (DESIGN.md definition) within ``seconds`` of injection."""
+    """The node recovered (docs/definitions.md) within ``seconds`` of the fault taking effect
+    (who brought it back is :func:`recovered_without_intervention`'s concern)."""
 
     def fn(m: Measurement) -> CheckResult:
         name, expected = "recovery", f"recovered within {seconds:g} s"
@@ -99,6 +127,22 @@ def recovered_within(seconds: float) -> Checks:
         ok = m.recovery_s <= seconds
         why = "recovered in time" if ok else f"{m.recovery_s:.3f} s > {seconds:g} s"
         return CheckResult(name, ok, expected, _s(m.recovery_s), why)
+
+    return check(fn)
+
+
+def recovered_without_intervention() -> Checks:
+    """The node came back by itself: the harness did not have to intervene
+    (``measurement.harness_intervened`` is empty). A recovery the harness brought about is
+    not the system's own, however fast it was."""
+
+    def fn(m: Measurement) -> CheckResult:
+        name, expected = "recovered_without_intervention", "no harness intervention"
+        if not m.harness_intervened:
+            return CheckResult(name, True, expected, "none", "the node recovered on its own")
+        did = "; ".join(m.harness_intervened)
+        return CheckResult(name, False, expected, did,
+                           f"did not recover without intervention: {did}")
 
     return check(fn)
 
@@ -116,14 +160,36 @@ def lost_at_most(n: int) -> Checks:
     return check(fn)
 
 
+def _no_value(m: Measurement, window: str, attr: str) -> tuple[bool, str]:
+    """Why ``attr`` of ``window`` has no value, and whether that is a breach (``True``: the
+    window had requests and every one failed, so there is no latency to time) rather than
+    missing evidence (``False``: window not measured, no requests, or no figure recorded)."""
+    sli = m.slis.get(window)
+    if sli is None:
+        return False, f"the {window} window was not measured"
+    if sli.requests == 0:
+        return False, f"no requests in the {window} window to judge"
+    if sli.ok == 0:
+        return True, f"all {sli.requests} requests in the {window} window failed"
+    return False, f"no {attr} recorded for the {sli.ok} successful requests in the {window} window"
+
+
 def _window_check(name: str, window: str, limit: float, attr: str, unit: str) -> Checks:
+    """``attr`` of the window's SLIs at most ``limit``.
+
+    No value: FAIL if the window had requests and all failed (only latency figures can be
+    missing then; the error ratio is 1 and judged as usual), else inconclusive — no data is
+    not a pass, and not a failure either.
+    """
+
     def fn(m: Measurement) -> CheckResult:
         expected = f"{window} {attr} ≤ {limit:g}{unit}"
         sli = m.slis.get(window)
         value = getattr(sli, attr) if sli is not None else None
         if value is None:
-            return CheckResult(name, False, expected, "no data",
-                               f"no successful requests in the {window} window to judge")
+            breach, why = _no_value(m, window, attr)
+            observed = "no successful request" if breach else "no data"
+            return CheckResult(name, False, expected, observed, why, inconclusive=not breach)
         ok = value <= limit
         why = f"{value:.4g} ≤ {limit:g}" if ok else f"{value:.4g} > {limit:g}"
         return CheckResult(name, ok, expected, f"{value:.4g}{unit}", why)
@@ -142,8 +208,14 @@ def error_ratio_at_most(ratio: float, window: str = "after") -> Checks:
 
 
 def checks_from_slo(settings: SLOSettings) -> Checks:
-    """The default check set for a node's SLO settings (inventory defaults + overrides)."""
-    out = detected_within(settings.detection_s_max) & recovered_within(settings.recovery_s_max)
+    """The default check set for a node's SLO settings (inventory defaults + overrides):
+    detection, recovery, recovery without intervention, loss (if capped), error ratio and
+    TTFT p95 after the fault."""
+    out = (
+        detected_within(settings.detection_s_max)
+        & recovered_within(settings.recovery_s_max)
+        & recovered_without_intervention()
+    )
     if settings.lost_max is not None:
         out = out & lost_at_most(settings.lost_max)
     return out & error_ratio_at_most(settings.error_ratio_max) & ttft_p95_below(settings.ttft_s)

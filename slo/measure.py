@@ -1,59 +1,87 @@
-"""Measurement: detection, recovery and lost requests from ledger + timeline (pure functions).
+"""Measurement: t_effect, detection, recovery and lost requests from ledger + timeline.
 
-Definitions (DESIGN.md, used exactly):
+Pure functions over the run's records; the definitions are docs/definitions.md's, used
+exactly:
 
-- **Detection time** = t_detect − t_inject, where t_detect is the first moment monitoring
-  shows the fault: an alert for the node enters ``firing`` (primary), else ``up == 0``
-  first seen, else the first failed synthetic probe. Which signal detected it is recorded;
-  "not detected within the window" is a finding (``None`` + a note), not an error.
-  The moment used is the one the monitoring system itself recorded: the alert's firing
-  time (``activeAt + for``, from the observer's ``t_state``), the scrape timestamp of the
-  first ``up == 0`` sample, the send time of the first failed probe.
-- **Recovery time** = t_recovered − t_inject (also t_recovered − t_revert), where
+- **t_effect** = the moment the fault took effect, from the best evidence on the timeline,
+  in this order: Docker's own event for the container (``docker_die``, ``docker_pause``, …,
+  as the fault's ``inject_start`` declares in ``data["effect"]``), the moment the fault
+  confirmed its mechanism in place (``effect``), and only then the harness's call (``act``,
+  else ``inject_start``). Faults whose injection spans the outage (rollout, stop, restart,
+  node restart, memory squeeze, floods) take effect at their first disruptive act.
+  ``effect_evidence`` and ``effect_detail`` say which evidence fixed it.
+- **Detection time** = t_detect − t_effect, where t_detect is the first moment *monitoring*
+  shows the fault: an alert for the node entering ``firing`` (primary), else ``up == 0``
+  first seen — the moment Prometheus recorded (the alert's ``activeAt + for``, the scrape
+  timestamp). The harness's readiness probe is a figure (``probe_detection_s``), never
+  detection. A signal stamped before t_effect is not detection; it is noted as a finding
+  about the signal. "Not detected within the window" is a finding.
+- **Recovery time** = t_recovered − t_effect (also t_recovered − t_revert), where
   t_recovered is the start of the first period of at least ``recovery_hold_s`` in which
-  the readiness endpoint answers OK and every request invoked succeeds, lasting to the
-  end of the observation window. "Not recovered by the deadline" is a finding.
-  Here: t_recovered = max(start of the final readiness-OK stretch, invoke time of the
-  first successful request after the last failed one), and never before t_inject.
-  Requests the harness itself cancelled while draining (``error_class == "cancelled"``)
-  do not break the period.
-- **Lost request** = a request invoked in [t_inject, t_recovered] (or in flight at
-  t_inject) whose status is ``fail`` or ``unknown``; by error class, clean rejections
-  (``http_4xx``/``http_429``/``http_5xx``) also counted apart. The fault acts somewhere
-  inside the ``inject()`` call, so the loss window opens at ``inject_start`` (durations
-  are measured from ``inject_end``): a request the fault broke before ``inject()``
-  returned is not missed. Without a recovery the window closes at the window end.
+  the readiness endpoint answers OK and every request *scheduled* succeeds, lasting to the
+  end of the observation window: max(start of the final readiness-OK stretch, arrival of
+  the first successful request after the last failed one), never before t_effect. Requests
+  the harness cancelled while draining (``cancelled``) do not break it. If the harness had
+  to bring the node back (``harness_intervened`` events), that is recorded: it is not the
+  system's own recovery.
+- **Lost request** = a request *scheduled* in [t_effect, t_recovered] (or in flight at
+  t_effect) whose status is ``fail`` or ``unknown`` — client-shed arrivals included — by
+  error class; clean rejections (4xx/429/503 with an OpenAI-style error body) are also
+  counted apart. Without a recovery the span closes at the window end.
+- **Affected** = lost + the requests of that span that succeeded with a user-facing TTFT
+  (from the scheduled arrival) above the objective (``slow_total``).
+- **Inconclusive**: evidence the verdict needs is missing — ``evidence_gap`` events the
+  harness wrote (Prometheus not ready, rules missing, clock skew, not in steady state),
+  Prometheus unreachable during the run, no proof the fault took effect (``no_effect``, or
+  the required Docker event / mechanism confirmation absent), client exhaustion.
 
-Time base: epoch seconds throughout. Fault events used: source ``fault``, kinds
-``inject_start``, ``inject_end`` (t_inject), ``revert_start``, ``revert_end`` (t_revert).
-Synthetic ``probe`` ledger records are excluded from request counts.
+Time base: epoch seconds throughout. A request's *arrival* is ``t_scheduled`` (open loop)
+or ``t_invoke``. Synthetic ``probe`` ledger records are excluded from request counts.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from faultkit.load.stats import e2e_s, percentile, tpot_s, ttft_s
-from faultkit.records import CLEAN_REJECTIONS, Event, RequestRecord
+from faultkit.records import CLIENT_SIDE, Event, RequestRecord, is_clean_rejection
 from slo.types import DetectSignal, Measurement, WindowSLIs
 
 #: events on the observer's readiness track
 _HEALTH_KINDS = frozenset({"health_ok", "health_fail"})
+#: error classes that mean the *client* failed, not the node (shed arrivals are lost to
+#: users, but only exhaustion makes the run unjudgeable)
+_CLIENT_EXHAUSTION = CLIENT_SIDE - {"shed_client"}
 
 
 class MeasurementInputError(ValueError):
-    """The timeline lacks what measurement needs (e.g. no ``inject_end`` event)."""
+    """The timeline lacks what measurement needs (e.g. no ``inject_start`` event)."""
 
 
 # --------------------------------------------------------------------------- helpers
 
 
+def arrival(r: RequestRecord) -> float:
+    """When the user arrived: the scheduled time (open loop), else the send time."""
+    return r.t_scheduled if r.t_scheduled is not None else r.t_invoke
+
+
+def user_ttft(r: RequestRecord) -> float | None:
+    """User-facing TTFT: first token − arrival (None without a first token)."""
+    return None if r.t_first_token is None else r.t_first_token - arrival(r)
+
+
+def _fault_events(timeline: Sequence[Event], node: str, kind: str) -> list[Event]:
+    return sorted((e for e in timeline if e.source == "fault" and e.kind == kind
+                   and e.node in (None, node)), key=lambda e: e.t)
+
+
 def _fault_time(timeline: Sequence[Event], node: str, kind: str) -> float | None:
-    times = [e.t for e in timeline if e.source == "fault" and e.kind == kind
-             and e.node in (None, node)]
-    return min(times) if times else None
+    events = _fault_events(timeline, node, kind)
+    return events[0].t if events else None
 
 
 def _state_time(event: Event) -> float:
@@ -65,41 +93,113 @@ def _state_time(event: Event) -> float:
     return event.t
 
 
+# --------------------------------------------------------------------------- t_effect
+
+
+@dataclass(frozen=True, slots=True)
+class Effect:
+    """When the fault took effect, from which evidence, and what evidence is missing."""
+
+    t: float
+    evidence: str  # docker_event | mechanism | act | call
+    detail: str
+    gaps: tuple[str, ...] = ()
+
+
+def effect_of(timeline: Sequence[Event], node: str) -> Effect:
+    """t_effect of the first fault injected on ``node`` (module docstring, definition)."""
+    starts = _fault_events(timeline, node, "inject_start")
+    if not starts:
+        raise MeasurementInputError(
+            f"no 'inject_start' fault event for node {node!r} in the timeline: "
+            "was the fault run inside the observation window?"
+        )
+    start = starts[0]
+    spec: dict[str, Any] = start.data.get("effect") or {}
+    kind = str(start.data.get("fault") or "fault")
+    acts = [e for e in _fault_events(timeline, node, "act") if e.t >= start.t]
+    t_act = acts[0].t if acts else None
+    gaps = [f"the fault did not take effect: {e.data.get('why')}"
+            for e in _fault_events(timeline, node, "no_effect")]
+    actions = [str(a) for a in spec.get("docker_actions") or ()]
+    docker = sorted(
+        (e for e in timeline if e.node == node and e.kind in {f"docker_{a}" for a in actions}
+         and e.t >= start.t),
+        key=lambda e: e.t,
+    )
+    mechanism = [e for e in _fault_events(timeline, node, "effect") if e.t >= start.t]
+    required = str(spec.get("required") or "")
+    if required == "docker" and not docker:
+        gaps.append(f"no evidence that the fault took effect: Docker recorded no "
+                    f"{' / '.join(repr(a) for a in actions)} event for the node's container "
+                    f"after {kind} was injected")
+    if required == "mechanism" and not mechanism:
+        gaps.append(f"no evidence that the fault took effect: {kind} never confirmed its "
+                    "mechanism in place")
+    if spec.get("spans_outage"):
+        t = t_act if t_act is not None else start.t
+        what = acts[0].data.get("what") if acts else "inject() called"
+        return Effect(t, "act", f"first disruptive act: {what}", tuple(gaps))
+    if docker:
+        first = docker[0]
+        detail = f"Docker '{first.kind.removeprefix('docker_')}' event"
+        if "exit_code" in first.data:
+            detail += f" (exit code {first.data['exit_code']})"
+        return Effect(first.t, "docker_event", detail, tuple(gaps))
+    if mechanism:
+        return Effect(mechanism[0].t, "mechanism", str(mechanism[0].data.get("what") or
+                                                       "mechanism in place"), tuple(gaps))
+    if t_act is not None:
+        return Effect(t_act, "call", f"the harness's call: {acts[0].data.get('what')}",
+                      tuple(gaps))
+    return Effect(start.t, "call", "inject() called (no better evidence)", tuple(gaps))
+
+
 # --------------------------------------------------------------------------- detection
+
+#: signal kinds on the observer's track → the name measurement reports
+_SIGNALS = {"alert_firing": "alert", "up_0": "up", "health_fail": "probe"}
 
 
 def detect(
     timeline: Sequence[Event], node: str, t_from: float
-) -> tuple[float | None, DetectSignal | None, str | None, dict[str, float]]:
+) -> tuple[float | None, DetectSignal | None, str | None, dict[str, float], list[str]]:
     """First moment each signal showed the fault at or after ``t_from``; pick by priority.
 
-    Returns (t_detect, signal, detail, first time per signal). A signal counts only as a
-    *transition* seen after ``t_from`` (an alert already firing before the fault began
-    would show up as no new ``alert_firing`` event).
+    Returns (t_detect, monitoring signal, detail, first time per signal incl. ``probe``,
+    notes). Only ``alert`` and ``up`` are detection; ``probe`` is reported as a figure.
+    A signal counts only as a *transition* (an alert already firing before the fault
+    began shows up as no new ``alert_firing`` event). Transitions stamped before
+    ``t_from`` are findings about the signal (notes), never detection.
     """
     firsts: dict[str, tuple[float, str]] = {}
+    early: dict[str, float] = {}
     for event in timeline:
-        if event.source != "observer" or event.node != node:
+        if event.source != "observer" or event.node != node or event.kind not in _SIGNALS:
             continue
+        signal = _SIGNALS[event.kind]
         t = _state_time(event)
         if t < t_from:
+            if event.t >= t_from - 0.5 and signal not in firsts:
+                early.setdefault(signal, t)  # seen around the fault but stamped before it
             continue
         if event.kind == "alert_firing":
-            signal, detail = "alert", f"alert {event.data.get('alertname')} firing"
+            detail = f"alert {event.data.get('alertname')} firing"
         elif event.kind == "up_0":
-            signal, detail = "up", "up == 0 (scrape failed)"
-        elif event.kind == "health_fail":
-            signal, detail = "probe", f"readiness probe failed: {event.data.get('detail')}"
+            detail = "up == 0 (scrape failed)"
         else:
-            continue
+            detail = f"readiness probe failed: {event.data.get('detail')}"
         if signal not in firsts or t < firsts[signal][0]:
             firsts[signal] = (t, detail)
+    notes = [f"the {signal} signal was stamped {t_from - t:.3f} s before the fault took "
+             "effect (not counted as detection)" for signal, t in early.items()
+             if signal not in firsts]
     by_signal = {k: v[0] for k, v in firsts.items()}
-    for signal in ("alert", "up", "probe"):
+    for signal in ("alert", "up"):
         if signal in firsts:
             t, detail = firsts[signal]
-            return t, signal, detail, by_signal  # type: ignore[return-value]
-    return None, None, None, by_signal
+            return t, signal, detail, by_signal, notes  # type: ignore[return-value]
+    return None, None, None, by_signal, notes
 
 
 # --------------------------------------------------------------------------- recovery
@@ -123,7 +223,7 @@ def recovered_at(
     requests: Sequence[RequestRecord],
     timeline: Sequence[Event],
     node: str,
-    t_inject: float,
+    t_effect: float,
     t_end: float,
     hold_s: float,
 ) -> tuple[float | None, list[str]]:
@@ -132,19 +232,19 @@ def recovered_at(
     have_probes, ok_since = readiness_ok_since(timeline, node)
     if have_probes and ok_since is None:
         return None, ["readiness endpoint still failing at the end of the window"]
-    candidate = t_inject
+    candidate = t_effect
     if ok_since is not None:
         candidate = max(candidate, ok_since)
     elif not have_probes:
         notes.append("no readiness probes in the timeline: recovery judged on requests only")
-    after = sorted((r for r in requests if r.t_invoke >= t_inject
-                    and r.error_class != "cancelled"), key=lambda r: r.t_invoke)
+    after = sorted((r for r in requests if arrival(r) >= t_effect
+                    and r.error_class != "cancelled"), key=arrival)
     last_bad = max((i for i, r in enumerate(after) if r.status != "ok"), default=None)
     if last_bad is not None:
         later = after[last_bad + 1 :]
         if not later:
-            return None, [*notes, "the last request invoked in the window failed"]
-        candidate = max(candidate, later[0].t_invoke)
+            return None, [*notes, "the last request scheduled in the window failed"]
+        candidate = max(candidate, arrival(later[0]))
     if t_end - candidate < hold_s:
         return None, [*notes, f"no healthy stretch of {hold_s:g} s lasting to the window end"]
     return candidate, notes
@@ -154,14 +254,17 @@ def recovered_at(
 
 
 def window_slis(requests: Sequence[RequestRecord], start: float, end: float) -> WindowSLIs:
-    """Client-side SLIs of the requests *invoked* in [start, end).
+    """Client-side SLIs of the requests that *arrived* in [start, end).
 
-    TTFT, TPOT and E2E exactly as :mod:`faultkit.load.stats` defines them. Latencies are
-    over successful requests; ``output_tokens_per_s`` = their output tokens / window length.
+    TTFT, TPOT and E2E exactly as :mod:`faultkit.load.stats` defines them (from the send
+    time); ``user_ttft_*`` count from the arrival (scheduled time), so a client that could
+    not send on time shows in them. Latencies are over successful requests;
+    ``output_tokens_per_s`` = their output tokens / window length.
     """
-    chosen = [r for r in requests if start <= r.t_invoke < end]
+    chosen = [r for r in requests if start <= arrival(r) < end]
     good = [r for r in chosen if r.status == "ok"]
     ttft = [t for r in good if (t := ttft_s(r)) is not None]
+    user = [t for r in good if (t := user_ttft(r)) is not None]
     tpot = [t for r in good if (t := tpot_s(r)) is not None]
     e2e = [e2e_s(r) for r in good]
     tokens = sum(r.output_tokens or 0 for r in good)
@@ -176,6 +279,9 @@ def window_slis(requests: Sequence[RequestRecord], start: float, end: float) -> 
         ttft_p50_s=percentile(ttft, 50),
         ttft_p95_s=percentile(ttft, 95),
         ttft_p99_s=percentile(ttft, 99),
+        user_ttft_p50_s=percentile(user, 50),
+        user_ttft_p95_s=percentile(user, 95),
+        user_ttft_p99_s=percentile(user, 99),
         tpot_p50_s=percentile(tpot, 50),
         tpot_p95_s=percentile(tpot, 95),
         e2e_p50_s=percentile(e2e, 50),
@@ -183,6 +289,28 @@ def window_slis(requests: Sequence[RequestRecord], start: float, end: float) -> 
         e2e_p99_s=percentile(e2e, 99),
         output_tokens_per_s=tokens / span if span > 0 and good else None,
     )
+
+
+# --------------------------------------------------------------------------- inconclusive
+
+
+def evidence_gaps(
+    timeline: Sequence[Event], requests: Sequence[RequestRecord], node: str, effect: Effect
+) -> list[str]:
+    """Why the run cannot be judged (empty: the evidence is complete)."""
+    gaps = [str(e.data.get("reason")) for e in timeline
+            if e.kind == "evidence_gap" and e.node in (None, node)]
+    gaps.extend(effect.gaps)
+    down = [e for e in timeline if e.kind == "prometheus_down" and e.node == node]
+    if down:
+        gaps.append(f"Prometheus was unreachable during the run ({down[0].data.get('detail')}): "
+                    "monitoring could not be observed")
+    exhausted = [r for r in requests if r.error_class in _CLIENT_EXHAUSTION]
+    if exhausted:
+        gaps.append(f"the load client ran out of resources ({len(exhausted)} requests "
+                    f"{exhausted[0].error_class}: {exhausted[0].error_detail}); the node "
+                    "cannot be judged on them")
+    return list(dict.fromkeys(gaps))
 
 
 # --------------------------------------------------------------------------- measure
@@ -196,83 +324,93 @@ def measure(
     recovery_hold_s: float = 5.0,
     t_window_end: float | None = None,
     server_cross_check: dict[str, Any] | None = None,
+    ttft_objective_s: float | None = None,
 ) -> Measurement:
-    """Detection, recovery, loss and SLIs of the first fault injected on ``node``.
+    """t_effect, detection, recovery, loss and SLIs of the first fault injected on ``node``.
 
     ``t_window_end`` defaults to the latest time in the ledger or timeline.
     ``server_cross_check`` (from :func:`slo.capture.cross_check`) is stored as given.
+    ``ttft_objective_s``: user-facing TTFT above it counts a successful request as slow.
     """
     requests = [r for r in ledger if r.node == node and r.kind != "probe"]
-    t_inject = _fault_time(timeline, node, "inject_end")
-    if t_inject is None:
-        raise MeasurementInputError(
-            f"no 'inject_end' fault event for node {node!r} in the timeline: "
-            "was the fault run inside the observation window?"
-        )
-    t_loss_from = _fault_time(timeline, node, "inject_start") or t_inject
+    effect = effect_of(timeline, node)
+    t_effect = effect.t
     t_revert = _fault_time(timeline, node, "revert_end")
     times = [r.t_end for r in requests] + [e.t for e in timeline]
-    end = t_window_end if t_window_end is not None else max(times, default=t_inject)
-    requests = [r for r in requests if r.t_invoke <= end]
+    end = t_window_end if t_window_end is not None else max(times, default=t_effect)
+    requests = [r for r in requests if arrival(r) <= end]
     timeline = [e for e in timeline if e.t <= end]
     notes: list[str] = []
 
-    t_detect, signal, detail, by_signal = detect(timeline, node, t_loss_from)
+    t_detect, signal, detail, by_signal, detect_notes = detect(timeline, node, t_effect)
+    notes.extend(detect_notes)
     if t_detect is None:
-        notes.append("not detected within the window (no alert, up == 0 or failed probe)")
-    elif t_detect < t_inject:
-        notes.append(f"the fault was visible {t_inject - t_detect:.3f} s before inject() returned")
+        probe_note = " (the harness's readiness probe saw it)" if "probe" in by_signal else ""
+        notes.append(f"not detected by monitoring within the window (no alert firing, no "
+                     f"up == 0){probe_note}")
 
-    t_recovered, rec_notes = recovered_at(requests, timeline, node, t_inject, end,
+    t_recovered, rec_notes = recovered_at(requests, timeline, node, t_effect, end,
                                           recovery_hold_s)
     notes.extend(rec_notes)
     if t_recovered is None:
-        span = end - t_inject
-        notes.append(f"not recovered by the end of the window ({span:.1f} s after inject)")
+        span = end - t_effect
+        notes.append(f"not recovered by the end of the window ({span:.1f} s after t_effect)")
+    intervened = [f"{e.data.get('action')}: {e.data.get('why')}"
+                  for e in _fault_events(timeline, node, "harness_intervened")]
 
     loss_end = t_recovered if t_recovered is not None else end
-    in_flight = [r for r in requests if r.t_invoke < t_loss_from < r.t_end]
-    lost = [
-        r for r in requests
-        if r.status != "ok"
-        and (t_loss_from <= r.t_invoke <= loss_end or r.t_invoke < t_loss_from < r.t_end)
-    ]
+    in_flight = [r for r in requests if r.t_invoke < t_effect < r.t_end]
+
+    def in_span(r: RequestRecord) -> bool:
+        return t_effect <= arrival(r) <= loss_end or r.t_invoke < t_effect < r.t_end
+
+    lost = [r for r in requests if r.status != "ok" and in_span(r)]
+    slow = [r for r in requests if r.status == "ok" and in_span(r)
+            and ttft_objective_s is not None
+            and (u := user_ttft(r)) is not None and u > ttft_objective_s]
     by_class = Counter(r.error_class or r.status for r in lost)
     impact = min((r.t_end for r in lost), default=None)
 
     # SLI windows: the fault window lasts while the fault is applied *or* its effects last
     # (to revert, or to recovery if that is later); "after" is everything once both ended.
-    start = min((r.t_invoke for r in requests), default=t_loss_from)
-    fault_end = max(loss_end, t_revert if t_revert is not None else t_inject)
+    start = min((arrival(r) for r in requests), default=t_effect)
+    fault_end = max(loss_end, t_revert if t_revert is not None else t_effect)
     slis = {
-        "baseline": window_slis(requests, min(start, t_loss_from), t_loss_from),
-        "fault": window_slis(requests, t_loss_from, fault_end),
+        "baseline": window_slis(requests, min(start, t_effect), t_effect),
+        "fault": window_slis(requests, t_effect, fault_end),
     }
     if t_recovered is not None:
         slis["after"] = window_slis(requests, fault_end, end + 1e-9)
 
     return Measurement(
         node=node,
-        t_inject=t_inject,
+        t_effect=t_effect,
         t_revert=t_revert,
         t_window_end=end,
+        effect_evidence=effect.evidence,
+        effect_detail=effect.detail,
         t_impact=impact,
         t_detect=t_detect,
         detect_signal=signal,
         detect_detail=detail,
-        detection_s=None if t_detect is None else t_detect - t_inject,
-        detection_by_signal_s={k: v - t_inject for k, v in by_signal.items()},
+        detection_s=None if t_detect is None else t_detect - t_effect,
+        detection_by_signal_s={k: v - t_effect for k, v in by_signal.items()},
+        probe_detection_s=(by_signal["probe"] - t_effect) if "probe" in by_signal else None,
         t_recovered=t_recovered,
-        recovery_s=None if t_recovered is None else t_recovered - t_inject,
+        recovery_s=None if t_recovered is None else t_recovered - t_effect,
         recovery_after_revert_s=(
             None if t_recovered is None or t_revert is None else t_recovered - t_revert
         ),
         lost_total=len(lost),
         lost_by_class=dict(sorted(by_class.items())),
-        clean_rejections=sum(1 for r in lost if r.error_class in CLEAN_REJECTIONS),
-        in_flight_at_inject=len(in_flight),
+        clean_rejections=sum(1 for r in lost if is_clean_rejection(r)),
+        slow_total=len(slow),
+        affected_total=len(lost) + len(slow),
+        in_flight_at_effect=len(in_flight),
         requests_total=len(requests),
         slis=slis,
         server_cross_check=server_cross_check,
+        harness_intervened=intervened,
+        inconclusive=evidence_gaps(timeline, requests, node, effect),
         notes=notes,
     )

@@ -1,4 +1,5 @@
-"""What measurement and judgement produce: :class:`Measurement` and :class:`Verdict`.
+"""What measurement and judgement produce: :class:`Measurement` and :class:`Verdict`
+(defined in :mod:`slo.verdict`, re-exported here).
 
 These are the contract between ``slo`` (which computes them), ``reports`` (which renders
 them) and the run directory (``measurement.json`` / ``verdict.json``). All times are Unix
@@ -13,13 +14,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-DetectSignal = Literal["alert", "up", "probe"]
+# CheckResult and Verdict live in slo.verdict; re-exported for existing imports
+from slo.verdict import CheckResult as CheckResult
+from slo.verdict import Verdict as Verdict
+
+#: the monitoring signal that detected a fault (the harness's probe is not one)
+DetectSignal = Literal["alert", "up"]
 WindowName = Literal["baseline", "fault", "after"]
 
 
 @dataclass(frozen=True, slots=True)
 class WindowSLIs:
-    """Client-side SLIs of the requests *invoked* in one window."""
+    """Client-side SLIs of the requests that *arrived* (were scheduled) in one window."""
 
     start: float
     end: float
@@ -30,6 +36,10 @@ class WindowSLIs:
     ttft_p50_s: float | None = None
     ttft_p95_s: float | None = None
     ttft_p99_s: float | None = None
+    #: TTFT from the user's scheduled arrival (open loop), not from the send
+    user_ttft_p50_s: float | None = None
+    user_ttft_p95_s: float | None = None
+    user_ttft_p99_s: float | None = None
     tpot_p50_s: float | None = None
     tpot_p95_s: float | None = None
     e2e_p50_s: float | None = None
@@ -40,37 +50,58 @@ class WindowSLIs:
 
 @dataclass(frozen=True, slots=True)
 class Measurement:
-    """Detection, recovery and loss for one fault injection (definitions: DESIGN.md).
+    """Detection, recovery and loss for one fault (definitions: docs/definitions.md).
 
-    - detection_s = t_detect − t_inject; ``detect_signal`` says which signal saw it first
-      (``alert`` firing > ``up`` == 0 > failed ``probe``).
-    - recovery_s = t_recovered − t_inject; recovery_after_revert_s = t_recovered − t_revert.
-    - lost = requests invoked in [t_inject, t_recovered] (or in flight at t_inject) whose
-      status is fail/unknown, by error class; clean rejections (4xx/429/5xx with a body)
-      are in ``lost_by_class`` too and also summed in ``clean_rejections``.
+    Every duration counts from ``t_effect``, the moment the fault took effect, fixed by the
+    best evidence available (``effect_evidence``: ``docker_event`` > ``mechanism`` >
+    ``act`` > ``call``; ``effect_detail`` says which event). No duration is negative.
+
+    - detection_s = t_detect − t_effect, by *monitoring* only (``detect_signal``: an
+      ``alert`` firing, else ``up`` == 0). The harness's own readiness probe is a figure
+      (``probe_detection_s``), never detection.
+    - recovery_s = t_recovered − t_effect; recovery_after_revert_s = t_recovered − t_revert
+      (negative: the node was back before the revert, which reports phrase as such).
+    - lost = requests *scheduled* in [t_effect, t_recovered] (or in flight at t_effect)
+      whose status is fail/unknown, plus client-shed arrivals, by error class; clean
+      rejections (4xx/429/503 with an OpenAI-style error body) are in ``lost_by_class``
+      and also summed in ``clean_rejections``.
+    - slow_total = requests in the same span that succeeded but whose user-facing TTFT
+      (from the scheduled arrival) exceeded the objective; ``affected_total`` = lost + slow.
+    - harness_intervened: what the harness had to do to bring the node back (e.g. start a
+      crashed container its restart policy left down). Non-empty ⇒ not the system's own
+      recovery.
+    - inconclusive: evidence that was missing (Prometheus down, no proof the fault took
+      effect, no steady state, client exhaustion, clock skew). Non-empty ⇒ INCONCLUSIVE.
     """
 
     node: str
-    t_inject: float
+    t_effect: float
     t_revert: float | None
     t_window_end: float
+    effect_evidence: str = "call"
+    effect_detail: str = ""
     t_impact: float | None = None
     t_detect: float | None = None
     detect_signal: DetectSignal | None = None
     detect_detail: str | None = None
     detection_s: float | None = None
-    #: first time each signal (alert / up / probe) showed the fault, seconds after t_inject
+    #: first time each signal (alert / up / probe) showed the fault, seconds after t_effect
     detection_by_signal_s: dict[str, float] = field(default_factory=dict)
+    probe_detection_s: float | None = None
     t_recovered: float | None = None
     recovery_s: float | None = None
     recovery_after_revert_s: float | None = None
     lost_total: int = 0
     lost_by_class: dict[str, int] = field(default_factory=dict)
     clean_rejections: int = 0
-    in_flight_at_inject: int = 0
+    slow_total: int = 0
+    affected_total: int = 0
+    in_flight_at_effect: int = 0
     requests_total: int = 0
     slis: dict[str, WindowSLIs] = field(default_factory=dict)
     server_cross_check: dict[str, Any] | None = None
+    harness_intervened: list[str] = field(default_factory=list)
+    inconclusive: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -87,44 +118,10 @@ class Measurement:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Measurement:
         values = dict(data)
+        # run directories written before t_effect existed measured from inject_end
+        for old, new in (("t_inject", "t_effect"), ("in_flight_at_inject", "in_flight_at_effect")):
+            if new not in values and old in values:
+                values[new] = values[old]
         values["slis"] = {k: WindowSLIs(**v) for k, v in (values.get("slis") or {}).items()}
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in names})
-
-
-@dataclass(frozen=True, slots=True)
-class CheckResult:
-    """One judged objective: what was expected, what was observed, and why it passed/failed."""
-
-    name: str
-    passed: bool
-    expected: str
-    observed: str
-    why: str
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """The outcome of a scenario: passed only if every check passed."""
-
-    checks: tuple[CheckResult, ...] = ()
-
-    @property
-    def passed(self) -> bool:
-        return all(c.passed for c in self.checks)
-
-    @property
-    def failures(self) -> tuple[CheckResult, ...]:
-        return tuple(c for c in self.checks if not c.passed)
-
-    def summary(self) -> str:
-        if self.passed:
-            return f"PASS ({len(self.checks)} checks)"
-        return "FAIL: " + "; ".join(f"{c.name}: {c.why}" for c in self.failures)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"passed": self.passed, "checks": [dataclasses.asdict(c) for c in self.checks]}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Verdict:
-        return cls(checks=tuple(CheckResult(**c) for c in data.get("checks", ())))

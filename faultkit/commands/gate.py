@@ -2,7 +2,9 @@
 
 Rolls the candidate onto the node, runs the scenarios marked ``gate`` against it (a
 ``pytest`` subprocess: the same scenarios users run), writes JUnit XML, ``gate.json`` and
-``gate.md``, and exits 0 on pass, 1 on fail. The previous config is restored unless the
+``gate.md``, and exits 0 on pass, 1 on fail. Only a PASS passes: a scenario that failed, was
+INCONCLUSIVE (evidence missing) or was skipped fails the gate, each listed on its own line
+with its reasons (:func:`decide`). The previous config is restored unless the
 gate passed *and* ``--promote`` was given; an interrupted gate (Ctrl-C, SIGTERM, crash)
 restores it too, and what a killed gate left behind is reverted by ``faultkit sweep``.
 """
@@ -15,10 +17,11 @@ import signal
 import sys
 import time
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import click
 import yaml
@@ -29,6 +32,7 @@ from faultkit.faults.rollout import Rollout
 from faultkit.inventory import DEFAULT_INVENTORY, Inventory, Node, load_inventory
 from faultkit.records import Event, JsonlWriter
 from faultkit.rundir import RunDir
+from slo.verdict import Verdict
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO_ROOT / "scenarios"
@@ -38,15 +42,78 @@ def _say(message: str) -> None:
     click.echo(f"[gate {time.strftime('%H:%M:%S')}] {message}", err=True)
 
 
+#: a gate scenario's result: its verdict, or SKIPPED (did not run: no evidence at all)
+ScenarioResult = Literal["PASS", "FAIL", "INCONCLUSIVE", "SKIPPED"]
+#: the one-line lead of each non-passing result, before its reasons
+_LEADS: dict[str, str] = {
+    "FAIL": "FAIL — ",
+    "INCONCLUSIVE": "INCONCLUSIVE — missing evidence: ",
+    "SKIPPED": "SKIPPED — not run: ",
+}
+
+
 @dataclass(frozen=True)
 class ScenarioOutcome:
+    """One gate scenario: its result and why (failed checks, missing evidence, skip reason)."""
+
     name: str
-    passed: bool
+    outcome: ScenarioResult
     why: str
     run_dir: str | None
     detection_s: float | None = None
     recovery_s: float | None = None
     lost: int | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "PASS"
+
+    def line(self) -> str:
+        """``"<name>: PASS"``, ``"<name>: FAIL — <why>"``, ``"<name>: INCONCLUSIVE — missing
+        evidence: <why>"`` or ``"<name>: SKIPPED — not run: <why>"``."""
+        if self.passed:
+            return f"{self.name}: PASS"
+        return f"{self.name}: {_LEADS[self.outcome]}{self.why}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The gate.json entry: the fields plus ``passed`` and ``line``."""
+        return {**asdict(self), "passed": self.passed, "line": self.line()}
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """What the gate decided, why, and one line per scenario that did not pass."""
+
+    decision: Literal["pass", "fail"]
+    why: str
+    not_passed: tuple[str, ...] = ()
+
+
+def decide(outcomes: Sequence[ScenarioOutcome], pytest_exit: int, config: str) -> GateDecision:
+    """The gate's decision from its scenarios' outcomes and pytest's exit code.
+
+    Pass only if pytest ran cleanly (exit 0), at least one scenario ran and every scenario
+    is PASS. FAIL, INCONCLUSIVE and SKIPPED scenarios each fail the gate and are listed on
+    their own line (:meth:`ScenarioOutcome.line`); so does pytest exiting with a failure
+    no scenario accounts for (an error outside the scenarios).
+    """
+    not_passed = tuple(o.line() for o in outcomes if not o.passed)
+    if pytest_exit not in (0, 1) or not outcomes:
+        why = f"the gate scenarios did not run cleanly (pytest exit {pytest_exit})"
+        return GateDecision("fail", why, not_passed)
+    if not_passed:
+        counts = ", ".join(
+            f"{n} {kind}"
+            for kind in ("FAIL", "INCONCLUSIVE", "SKIPPED")
+            if (n := sum(o.outcome == kind for o in outcomes))
+        )
+        why = f"{counts} of {len(outcomes)} gate scenarios: " + "; ".join(not_passed)
+        return GateDecision("fail", why[:800], not_passed)
+    if pytest_exit != 0:
+        why = (f"pytest exited {pytest_exit} although all {len(outcomes)} scenarios passed "
+               "(an error outside the scenarios; see junit.xml)")
+        return GateDecision("fail", why)
+    return GateDecision("pass", f"all {len(outcomes)} gate scenarios passed on {config}")
 
 
 def config_diff(inventory: Inventory, current: str | None, candidate: str) -> list[str]:
@@ -67,33 +134,63 @@ def config_diff(inventory: Inventory, current: str | None, candidate: str) -> li
 
 
 def read_junit(path: Path) -> list[ScenarioOutcome]:
-    """Scenario outcomes from pytest's JUnit XML (run dirs from its properties)."""
+    """Scenario outcomes from pytest's JUnit XML (verdicts and run dirs from its properties;
+    reasons from each run's verdict.json when there is one, else from the XML)."""
     if not path.exists():
         return []
     outcomes = []
     for case in ET.parse(path).getroot().iter("testcase"):
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
-        failure = case.find("failure")
-        if failure is None:
-            failure = case.find("error")
-        skipped = case.find("skipped")
-        if skipped is not None:
-            continue
         run_dir = props.get("faultkit_run_dir")
-        figures = _figures(Path(run_dir)) if run_dir else {}
-        why = "all checks passed"
-        if failure is not None:
-            why = (failure.get("message") or "failed").splitlines()[0][:300]
+        outcome, why = _case_result(case, props.get("faultkit_verdict"))
+        verdict = _verdict(Path(run_dir)) if run_dir else None
+        if verdict is not None and outcome == "FAIL" and verdict.outcome == "INCONCLUSIVE":
+            outcome = "INCONCLUSIVE"  # a run from before the plugin stamped its verdict
+        if verdict is not None and outcome in ("FAIL", "INCONCLUSIVE"):
+            why = _reasons(verdict, outcome) or why
+        figures = _figures(Path(run_dir)) if run_dir and outcome != "SKIPPED" else {}
         outcomes.append(
             ScenarioOutcome(
-                name=case.get("name", "?"),
-                passed=failure is None,
-                why=why,
-                run_dir=run_dir,
-                **figures,
+                name=case.get("name", "?"), outcome=outcome, why=why, run_dir=run_dir, **figures
             )
         )
     return outcomes
+
+
+def _case_result(case: ET.Element, verdict: str | None) -> tuple[ScenarioResult, str]:
+    """A JUnit testcase's result and the first line of its message."""
+    for tag, default in (("skipped", "skipped"), ("failure", "failed"), ("error", "error")):
+        element = case.find(tag)
+        if element is None:
+            continue
+        message = (element.get("message") or default).splitlines()[0][:300]
+        if tag == "skipped":
+            return "SKIPPED", message
+        if verdict == "INCONCLUSIVE" or message.startswith("INCONCLUSIVE:"):
+            return "INCONCLUSIVE", message.removeprefix("INCONCLUSIVE:").strip().removeprefix(
+                "missing evidence:"
+            ).strip()
+        return "FAIL", message
+    return "PASS", "all checks passed"
+
+
+def _verdict(run_dir: Path) -> Verdict | None:
+    """The run's verdict.json; ``None`` if absent or unreadable (the XML's message stands)."""
+    try:
+        data = RunDir(run_dir).read_json(run_dir / "verdict.json", None)
+        return Verdict.from_json(data) if isinstance(data, dict) else None
+    except (OSError, TypeError, ValueError):
+        return None
+
+
+def _reasons(verdict: Verdict, outcome: ScenarioResult) -> str:
+    """The verdict's own reasons: failed checks for FAIL; missing evidence (then any failed
+    checks) for INCONCLUSIVE."""
+    failed = "; ".join(f"{c.name}: {c.why}" for c in verdict.failures)
+    if outcome == "FAIL":
+        return failed
+    missing = "; ".join(verdict.missing_evidence)
+    return missing + (f" (also failed: {failed})" if failed and missing else "")
 
 
 def _figures(run_dir: Path) -> dict[str, Any]:
@@ -172,18 +269,11 @@ async def _run_gate(
         proc = await asyncio.create_subprocess_exec(*argv)
         code = await proc.wait()
         outcomes = read_junit(out / "junit.xml")
-        data["scenarios"] = [o.__dict__ for o in outcomes]
-        failed = [o for o in outcomes if not o.passed]
-        if code not in (0, 1) or not outcomes:
-            data.update(
-                decision="fail", why=f"the gate scenarios did not run cleanly (pytest exit {code})"
-            )
-        elif failed:
-            data.update(decision="fail", why="; ".join(f"{o.name}: {o.why}" for o in failed)[:800])
-        else:
-            data.update(
-                decision="pass", why=f"all {len(outcomes)} gate scenarios passed on {config}"
-            )
+        data["scenarios"] = [o.to_json() for o in outcomes]
+        decision = decide(outcomes, code, config)
+        data.update(
+            decision=decision.decision, why=decision.why, not_passed=list(decision.not_passed)
+        )
         data["rollout"] = rollout.result
         if data["decision"] == "pass" and promote:
             assert isinstance(rollout, Rollout)
@@ -260,6 +350,8 @@ def gate(
     md = render_gate(data, out / "gate.md")
     verdict = "PASS" if data["decision"] == "pass" else "FAIL"
     _say(f"{verdict}: {data['why']}")
+    for line in data.get("not_passed") or ():
+        _say(f"  {line}")
     click.echo(f"gate {verdict} — {config} on {node_name}; report: {md}")
     sys.exit(0 if data["decision"] == "pass" else 1)
 

@@ -31,7 +31,8 @@ from faultkit.load import (
     Target,
     summarize,
 )
-from faultkit.records import RequestRecord
+from faultkit.load.generator import LATENESS_BOUND_S
+from faultkit.records import CLIENT_SIDE, RequestRecord
 
 #: The default inventory: the testbed's, in the source tree (repo root = two levels up).
 #: This many first requests all refused (or connect-timed-out) = the endpoint is unreachable.
@@ -116,7 +117,7 @@ def load(**opts: Any) -> None:
         ttft_max_s=opts["ttft_max"],
         tpot_max_s=opts["tpot_max"],
     )
-    click.echo(format_summary(summary, profile))
+    click.echo(format_summary(summary, profile, late_sends=result.late_sends))
     if opts["json_path"]:
         _write_json(Path(opts["json_path"]), target, profile, result, summary)
     if opts["csv_path"]:
@@ -168,6 +169,8 @@ async def _run(
     first: list[str] = []
 
     def watch(record: RequestRecord) -> None:
+        if record.error_class in CLIENT_SIDE:
+            return  # the client's own doing: says nothing about whether the server is there
         if len(first) < UNREACHABLE_AFTER:
             first.append(record.error_class or "ok")
             if len(first) == UNREACHABLE_AFTER and set(first) <= _UNREACHABLE:
@@ -221,8 +224,13 @@ def _ms(value: float | None) -> str:
     return f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms"
 
 
-def format_summary(s: LoadSummary, profile: LoadProfile) -> str:
-    """The human summary, in the layout of the issue."""
+def format_summary(s: LoadSummary, profile: LoadProfile, *, late_sends: int = 0) -> str:
+    """The human summary, in the layout of the issue.
+
+    Open loop only: a user-facing TTFT line (from the scheduled arrival, see
+    ``stats.user_ttft_s``), the number of arrivals shed by the client's in-flight cap, and
+    ``late_sends`` (requests sent later than ``LATENESS_BOUND_S``) when there are any.
+    """
     if profile.open_loop:
         cap = f" (cap {profile.concurrency})" if profile.concurrency else ""
         shape = f"Rate: {profile.rate:g} req/s{cap}"
@@ -231,10 +239,20 @@ def format_summary(s: LoadSummary, profile: LoadProfile) -> str:
     lines = [
         f"Requests: {s.requests}   {shape}   Duration: {s.duration_s:.1f} s",
         f"TTFT  p50 {_ms(s.ttft.p50)}  p95 {_ms(s.ttft.p95)}  p99 {_ms(s.ttft.p99)}",
+    ]
+    if profile.open_loop:
+        u = s.user_ttft
+        lines.append(f"TTFT from arrival  p50 {_ms(u.p50)}  p95 {_ms(u.p95)}  p99 {_ms(u.p99)}")
+    lines += [
         f"TPOT  p50 {_ms(s.tpot.p50)}   p95 {_ms(s.tpot.p95)}",
         f"Throughput: {s.output_token_rate_tps:.0f} tok/s   "
         f"Request rate: {s.request_rate_rps:.1f} req/s   Errors: {100 * s.error_rate:.1f} %",
     ]
+    if profile.open_loop:
+        late = (
+            f"   Sent late (> {LATENESS_BOUND_S * 1000:.0f} ms): {late_sends}" if late_sends else ""
+        )
+        lines.append(f"Shed by client: {s.shed_client}{late}")
     if s.errors_by_class:
         by_class = ", ".join(f"{name} {n}" for name, n in s.errors_by_class.items())
         lines.append(f"Errors by class: {by_class}")
@@ -252,6 +270,7 @@ def _write_json(
         "t_start": result.t_start,
         "t_end": result.t_end,
         "summary": summary.to_json(),
+        "late_sends": result.late_sends,
         "violations": result.violations,
     }
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,15 @@ Contract:
   :meth:`hold` returns.
 - ``dry_run=True``: nothing is journaled or touched; ``inject``/``revert`` do nothing.
 
+Evidence that the fault took effect (``t_effect``, docs/definitions.md). Each fault class
+declares what proves it (``effect_docker_actions``, ``effect_required``, ``spans_outage``);
+``inject_start`` carries that declaration as ``data["effect"]`` so measurement reads it from
+the timeline alone. ``_apply`` calls :meth:`acting` just before its first disruptive act
+(event ``act``) and :meth:`effect_in_place` once its mechanism is confirmed (event
+``effect``, e.g. the iptables rule was added); :meth:`effect_missing` (event ``no_effect``)
+records that the mechanism demonstrably did nothing. When the harness itself had to bring
+the node back, the fault emits ``harness_intervened``.
+
 Event times are Unix epoch seconds; durations in ``result`` are monotonic-clock seconds.
 Event data always carries ``{"fault": kind, "id": fault id, "params": {...}}``.
 """
@@ -91,6 +100,14 @@ class Fault:
     #: for the restart policy before starting anything); the sweep always runs the steps.
     revert_runs_undo: ClassVar[bool] = True
     guard_interval_s: ClassVar[float] = 1.0
+    #: Docker container actions that prove the fault took effect (e.g. ``("die",)``).
+    effect_docker_actions: ClassVar[tuple[str, ...]] = ()
+    #: The evidence without which the run is INCONCLUSIVE: ``"docker"`` (one of
+    #: ``effect_docker_actions``), ``"mechanism"`` (an ``effect`` event) or ``""``.
+    effect_required: ClassVar[str] = ""
+    #: True when the injection itself spans the outage (rollout, stop, restart, node
+    #: restart, memory squeeze, a flood): t_effect is the first disruptive act.
+    spans_outage: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -120,6 +137,7 @@ class Fault:
         self._guard_task: asyncio.Task[None] | None = None
         self._revert_task: asyncio.Task[None] | None = None
         self.t_revert_mono = 0.0  # monotonic time revert() began
+        self._acted = False
 
     # parameters ---------------------------------------------------------------------
     @classmethod
@@ -186,6 +204,32 @@ class Fault:
             except Exception:  # a broken timeline sink must not leave a fault applied
                 log.exception("timeline sink failed on %s", kind)
 
+    def effect_spec(self) -> dict[str, Any]:
+        """What proves this fault took effect (written into ``inject_start``)."""
+        return {
+            "docker_actions": list(self.effect_docker_actions),
+            "required": self.effect_required,
+            "spans_outage": self.spans_outage,
+        }
+
+    def acting(self, what: str, **data: Any) -> None:
+        """Mark the first disruptive act (event ``act``, once), just before doing it."""
+        if not self._acted:
+            self._acted = True
+            self.emit("act", what=what, **data)
+
+    def effect_in_place(self, what: str, **data: Any) -> None:
+        """Record that the fault's mechanism is confirmed in place (event ``effect``)."""
+        self.emit("effect", evidence="mechanism", what=what, **data)
+
+    def effect_missing(self, why: str) -> None:
+        """Record that the mechanism demonstrably did nothing (run becomes INCONCLUSIVE)."""
+        self.emit("no_effect", why=why)
+
+    def intervened(self, action: str, why: str) -> None:
+        """Record that the harness had to act to bring the node back (not self-recovery)."""
+        self.emit("harness_intervened", action=action, why=why)
+
     # journal ------------------------------------------------------------------------
     def add_undo(self, step: dict[str, Any]) -> None:
         """Append an undo step and make it durable *before* doing what it undoes."""
@@ -220,7 +264,7 @@ class Fault:
             self._state = "dry-run"
             return
         self._state = "injecting"
-        self.emit("inject_start")
+        self.emit("inject_start", effect=self.effect_spec())
         try:
             steps = await self._prepare()
             self._record = JournalRecord(

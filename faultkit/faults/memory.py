@@ -45,6 +45,7 @@ def parse_bytes(text: str) -> int:
 
 class MemorySqueeze(_ReadyMixin):
     kind: ClassVar[str] = "memory_squeeze"
+    spans_outage: ClassVar[bool] = True
     PARAMS: ClassVar[ParamSpec] = {
         "limit": (str, None),
         "fraction": (float, 0.5),
@@ -75,6 +76,7 @@ class MemorySqueeze(_ReadyMixin):
     async def _apply(self) -> None:
         limit = self.result["limit_applied"]
         self.mode = "under_usage"
+        self.acting(f"lower the memory limit to {limit} bytes")
         try:
             await asyncio.to_thread(self.docker.set_memory_limits, self.container, limit, limit)
         except DockerError as exc:

@@ -62,6 +62,7 @@ class _NetnsFault(Fault):
 class Partition(_NetnsFault):
     kind: ClassVar[str] = "partition"
     PARAMS: ClassVar[ParamSpec] = {"mode": (str, "refuse")}
+    effect_required: ClassVar[str] = "mechanism"
 
     def what(self) -> str:
         if self.params["mode"] == "blackhole":
@@ -90,18 +91,23 @@ class Partition(_NetnsFault):
     async def _apply(self) -> None:
         if self.mode == "blackhole":
             pid = await self._pid()
+            self.acting("iptables DROP in the container's netns")
             for chain, iface in (("INPUT", "-i"), ("OUTPUT", "-o")):
                 await asyncio.to_thread(
                     _netns.add_rule, pid, "filter", chain, ["!", iface, "lo", "-j", "DROP"], self.id
                 )
+            self.effect_in_place("DROP rules on INPUT and OUTPUT (all but lo) in the netns")
             return
+        self.acting(f"disconnect from {', '.join(self.result['networks'])}")
         for network in self.result["networks"]:
             await asyncio.to_thread(self.docker.disconnect, self.container, network)
+        self.effect_in_place(f"disconnected from {', '.join(self.result['networks'])}")
 
 
 class Loss(_NetnsFault):
     kind: ClassVar[str] = "loss"
     PARAMS: ClassVar[ParamSpec] = {"percent": (float, 30.0), "mode": (str, "auto")}
+    effect_required: ClassVar[str] = "mechanism"
 
     def what(self) -> str:
         return f"drop {self.params['percent']}% of packets reaching the container"
@@ -117,22 +123,26 @@ class Loss(_NetnsFault):
         use_netem = want == "netem" or (want == "auto" and await self._netem(pid))
         self.mode = "netem" if use_netem else "iptables"
         self.result["mode"] = self.mode
+        self.acting(f"drop {self.params['percent']}% of packets ({self.mode})")
         if use_netem:
             for dev in await asyncio.to_thread(_netns.interfaces, pid):
                 await asyncio.to_thread(
                     _netns.add_root_qdisc, pid, dev, ["netem", "loss", f"{self.params['percent']}%"]
                 )
+            self.effect_in_place("netem loss qdisc on every interface")
             return
         probability = f"{self.params['percent'] / 100:.4f}"
         spec = ["!", "-i", "lo", "-m", "statistic", "--mode", "random",
                 "--probability", probability, "-j", "DROP"]
         await asyncio.to_thread(_netns.add_rule, pid, "filter", "INPUT", spec, self.id)
+        self.effect_in_place(f"iptables statistic DROP p={probability} on INPUT")
 
 
 class Bandwidth(_NetnsFault):
     kind: ClassVar[str] = "bandwidth"
     PARAMS: ClassVar[ParamSpec] = {"rate": (str, "1mbit"), "burst": (str, "32kbit"),
                                    "latency_ms": (int, 400)}
+    effect_required: ClassVar[str] = "mechanism"
 
     def what(self) -> str:
         return f"limit the container's egress to {self.params['rate']} (tc tbf)"
@@ -144,16 +154,19 @@ class Bandwidth(_NetnsFault):
     async def _apply(self) -> None:
         pid = await self._pid()
         p = self.params
+        self.acting(f"tc tbf rate {p['rate']}")
         for dev in await asyncio.to_thread(_netns.interfaces, pid):
             await asyncio.to_thread(_netns.add_root_qdisc, pid, dev, [
                 "tbf", "rate", p["rate"], "burst", p["burst"], "latency", f"{p['latency_ms']}ms",
             ])
+        self.effect_in_place(f"tbf qdisc at {p['rate']} on every interface")
 
 
 class Latency(_NetnsFault):
     kind: ClassVar[str] = "latency"
     PARAMS: ClassVar[ParamSpec] = {"delay_ms": (float, 200.0), "jitter_ms": (float, 0.0),
                                    "mode": (str, "auto")}
+    effect_required: ClassVar[str] = "mechanism"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -178,8 +191,10 @@ class Latency(_NetnsFault):
             delay = [f"{self.params['delay_ms']}ms"]
             if self.params["jitter_ms"]:
                 delay.append(f"{self.params['jitter_ms']}ms")
+            self.acting(f"netem delay {' '.join(delay)}")
             for dev in await asyncio.to_thread(_netns.interfaces, pid):
                 await asyncio.to_thread(_netns.add_root_qdisc, pid, dev, ["netem", "delay", *delay])
+            self.effect_in_place("netem delay qdisc on every interface")
             return
         await self._apply_proxy()
 
@@ -197,7 +212,9 @@ class Latency(_NetnsFault):
         self.result.update(proxy_port=port, upstream=f"{upstream[0]}:{upstream[1]}")
         spec = ["-d", "127.0.0.1/32", "-p", "tcp", "--dport", str(url.port),
                 "-j", "REDIRECT", "--to-ports", str(port)]
+        self.acting(f"redirect 127.0.0.1:{url.port} to the delay proxy on :{port}")
         await asyncio.to_thread(_netns.add_rule, None, "nat", "OUTPUT", spec, self.id)
+        self.effect_in_place(f"nat OUTPUT REDIRECT to the delay proxy :{port} in place")
 
     def _upstream(self, published: int) -> tuple[str, int]:
         """The container's bridge IP and the container port behind ``published``."""

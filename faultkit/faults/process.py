@@ -58,6 +58,11 @@ class _ReadyMixin(Fault):
             if st.running or st.restarting:
                 raise
             self.emit("start_after_deadline", status=st.status)
+            self.intervened(
+                "docker start",
+                f"the container stayed {st.status} for {self._ready_timeout():g} s "
+                "(its restart policy did not bring it back); the harness started it",
+            )
             await asyncio.to_thread(self.docker.start, name)
             await wait_ready(self.node, timeout_s=self._ready_timeout())
         self.result["time_to_ready_s"] = round(time.monotonic() - t0_mono, 3)
@@ -110,6 +115,8 @@ class Kill(_ReadyMixin):
 
     kind: ClassVar[str] = "kill"
     revert_runs_undo: ClassVar[bool] = False  # wait for the restart policy first
+    effect_docker_actions: ClassVar[tuple[str, ...]] = ("die",)
+    effect_required: ClassVar[str] = "docker"
     PARAMS: ClassVar[ParamSpec] = {
         "docker_kill": (bool, False),
         "ready_timeout_s": (float, None),
@@ -126,9 +133,11 @@ class Kill(_ReadyMixin):
         self._t0 = time.monotonic()
         pid_before = await asyncio.to_thread(self.docker.host_pid, self.container)
         if self.params["docker_kill"]:
+            self.acting("docker kill")
             await asyncio.to_thread(self.docker.docker_kill, self.container)
         else:
             self.result["killed_pid"] = pid_before
+            self.acting(f"SIGKILL to host pid {pid_before}")
             os.kill(pid_before, signal.SIGKILL)
         # the fault is in effect once the container has gone down (it may be back already)
         before = self.result["restart_count_before"]
@@ -163,6 +172,9 @@ class Stop(_ReadyMixin):
     """
 
     kind: ClassVar[str] = "stop"
+    spans_outage: ClassVar[bool] = True
+    effect_docker_actions: ClassVar[tuple[str, ...]] = ("die",)
+    effect_required: ClassVar[str] = "docker"
     PARAMS: ClassVar[ParamSpec] = {
         "stop_timeout_s": (int, 10),
         "ready_timeout_s": (float, None),
@@ -174,6 +186,7 @@ class Stop(_ReadyMixin):
 
     async def _apply(self) -> None:
         timeout = self.params["stop_timeout_s"]
+        self.acting("docker stop")
         await asyncio.to_thread(self.docker.stop, self.container, timeout_s=timeout)
 
     async def _after_undo(self) -> None:
@@ -185,6 +198,9 @@ class Restart(_ReadyMixin):
     """``docker restart``; the injection lasts until the node is ready again (cold start)."""
 
     kind: ClassVar[str] = "restart"
+    spans_outage: ClassVar[bool] = True
+    effect_docker_actions: ClassVar[tuple[str, ...]] = ("die",)
+    effect_required: ClassVar[str] = "docker"
     PARAMS: ClassVar[ParamSpec] = {
         "stop_timeout_s": (int, 10),
         "ready_timeout_s": (float, None),
@@ -196,6 +212,7 @@ class Restart(_ReadyMixin):
 
     async def _apply(self) -> None:
         self._t0 = time.monotonic()
+        self.acting("docker restart")
         await asyncio.to_thread(
             self.docker.restart, self.container, timeout_s=self.params["stop_timeout_s"]
         )
@@ -209,6 +226,8 @@ class Pause(Fault):
     """``docker pause``: the engine freezes with its port open (requests and scrapes hang)."""
 
     kind: ClassVar[str] = "pause"
+    effect_docker_actions: ClassVar[tuple[str, ...]] = ("pause",)
+    effect_required: ClassVar[str] = "docker"
 
     def what(self) -> str:
         return "docker pause (port stays open, nothing answers); revert unpauses"
@@ -217,6 +236,7 @@ class Pause(Fault):
         return [self.step("unpause")]
 
     async def _apply(self) -> None:
+        self.acting("docker pause")
         await asyncio.to_thread(self.docker.pause, self.container)
 
 
@@ -229,6 +249,9 @@ class NodeRestart(Fault):
     """
 
     kind: ClassVar[str] = "node_restart"
+    spans_outage: ClassVar[bool] = True
+    effect_docker_actions: ClassVar[tuple[str, ...]] = ("die",)
+    effect_required: ClassVar[str] = "docker"
     PARAMS: ClassVar[ParamSpec] = {
         "label": (str, None),
         "stop_timeout_s": (int, 0),
@@ -262,6 +285,7 @@ class NodeRestart(Fault):
 
     async def _apply(self) -> None:
         timeout = self.params["stop_timeout_s"]
+        self.acting(f"docker restart of {len(self.result['containers'])} containers")
         await asyncio.gather(*(
             asyncio.to_thread(self.docker.restart, name, timeout_s=timeout)
             for name in self.result["containers"]

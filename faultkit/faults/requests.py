@@ -32,6 +32,7 @@ from faultkit.load.profile import LoadProfile, Target
 
 class _LoadFault(Fault):
     reversible: ClassVar[bool] = False
+    spans_outage: ClassVar[bool] = True  # the load *is* the fault: from its first request
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -51,6 +52,7 @@ class _LoadFault(Fault):
     async def _apply(self) -> None:
         self._gen = LoadGenerator(Target.from_node(self.node), self._profile(),
                                   id_prefix=self.id)
+        self.acting(f"start sending {self.kind} requests")
         self._task = asyncio.ensure_future(self._gen.run())
         await asyncio.sleep(0)  # let it start issuing before inject_end
 
@@ -82,6 +84,8 @@ class _LoadFault(Fault):
             duration_s=round(result.duration_s, 3), records=result.records,
             ledger_violations=result.violations,
         )
+        if not result.records:
+            self.effect_missing(f"{self.kind} sent no request: nothing was injected")
 
 
 class OversizedContext(_LoadFault):

@@ -40,6 +40,7 @@ from faultkit.inventory import ServingConfig
 
 class Rollout(Fault):
     kind: ClassVar[str] = "rollout"
+    spans_outage: ClassVar[bool] = True  # replacing the container is the outage
     PARAMS: ClassVar[ParamSpec] = {
         "config": (str, None),
         "max_restarts": (int, 2),
@@ -102,9 +103,11 @@ class Rollout(Fault):
     async def _apply(self) -> None:
         t0 = time.monotonic()
         if self.config.apply:
+            self.acting(f"run the apply command of {self.params['config']!r}")
             await asyncio.to_thread(undo.run_step, {"op": "shell", "command": self.config.apply})
         else:
             spec = self._candidate()
+            self.acting(f"remove the current container to roll out {self.params['config']!r}")
             await asyncio.to_thread(self.docker.remove, self.container)
             await asyncio.to_thread(self.docker.create, spec)
             for net in self._networks:

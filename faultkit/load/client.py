@@ -13,9 +13,22 @@ This module is the one place that translates aiohttp / socket exceptions into er
 ``stream_error``       status 200 but an error frame / error field / bad frame (see ``sse``)
 ``truncated``          the stream ended cleanly but without ``[DONE]``
 ``cancelled``          the harness cancelled it (status ``unknown``: the outcome is unknowable)
+``client_exhausted``   the client ran out of its own resources: ``EMFILE``/``ENFILE`` (too
+                       many open files), ``EADDRNOTAVAIL`` (no ephemeral port left),
+                       ``ENOBUFS``, or no free connection in the session's pool before the
+                       deadline. Never ``refused``/``reset``: it says nothing about the node.
+``shed_client``        never sent: the open loop's in-flight cap was reached on arrival
+                       (:meth:`RequestRunner.shed`, called by the generator)
 ``other``              anything else (detail names the exception type)
 =====================  ==========================================================
 
+A non-200 answer also sets ``RequestRecord.error_body`` when its body is an OpenAI-style
+error (a JSON object whose ``error`` is an object or a string, or vLLM's older
+``{"object": "error", "message": ...}``); ``faultkit.records.is_clean_rejection`` uses it.
+Pool waits are recognised on sessions built with :func:`pool_trace_config` (the load
+generator's own sessions with a connection limit are).
+
+Times inside this module are monotonic (``Clock.mono``); records carry epoch seconds.
 ``error_detail`` never contains request or response headers (where API keys live).
 """
 
@@ -24,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,9 +49,18 @@ from faultkit.load.prompts import synthetic_prompt
 from faultkit.load.sse import StreamInterpreter, StreamOutcome
 from faultkit.records import RequestKind, RequestRecord, Status
 
-__all__ = ["RequestRunner", "classify_exception"]
+__all__ = ["RequestRunner", "classify_exception", "pool_trace_config"]
 
-_ERROR_BODY_BYTES = 4096
+# Enough for a validation error that echoes the request: a cut body would not parse as
+# JSON, and the rejection would wrongly look unclean.
+_ERROR_BODY_BYTES = 65536
+
+#: errno values that mean the client itself is out of resources (not the node's doing).
+_EXHAUSTION_ERRNOS: frozenset[int] = frozenset(
+    {errno.EMFILE, errno.ENFILE, errno.EADDRNOTAVAIL, errno.ENOBUFS}
+)
+#: the same, as the kernel words them (for errno-less "Multiple exceptions: ..." errors)
+_EXHAUSTION_TEXTS = ("too many open files", "cannot assign requested address")
 
 
 @dataclass(slots=True)
@@ -45,8 +68,12 @@ class _Progress:
     """What is known about a request so far (monotonic times)."""
 
     t_invoke: float
+    t_scheduled: float
     t_first_byte: float | None = None
     http_status: int | None = None
+    error_body: bool = False
+    #: waiting for a free connection in the session's pool (see ``pool_trace_config``)
+    pool_wait: bool = False
     outcome: StreamOutcome = field(default_factory=StreamOutcome)
 
 
@@ -99,11 +126,20 @@ class RequestRunner:
         body.update(p.extra_body)
         return json.dumps(body, separators=(",", ":")).encode()
 
-    async def run(self, index: int, request_id: str) -> RequestRecord:
-        """Send request ``index`` as ``request_id``; return its terminal record."""
+    async def run(
+        self, index: int, request_id: str, *, t_scheduled: float | None = None
+    ) -> RequestRecord:
+        """Send request ``index`` as ``request_id``; return its terminal record.
+
+        ``t_scheduled`` is the monotonic time the user arrived (open loop: the due time);
+        None means now. The record's ``t_scheduled`` is its epoch equivalent, clamped to
+        ``t_invoke`` (the moment the request is actually sent) if it lies after it.
+        """
         data = self.body(index)
         headers = {**self._headers, "X-Request-Id": request_id}
-        progress = _Progress(t_invoke=self.clock.mono())
+        t_invoke = self.clock.mono()
+        due = t_invoke if t_scheduled is None else min(t_scheduled, t_invoke)
+        progress = _Progress(t_invoke=t_invoke, t_scheduled=due)
         self.ledger.start(request_id, self.clock.epoch(progress.t_invoke))
         try:
             status, error_class, detail = await self._exchange(data, headers, progress)
@@ -115,6 +151,22 @@ class RequestRunner:
             error_class, detail = classify_exception(exc)
             status = "fail"
         record = self._record(request_id, progress, status, error_class, detail)
+        self.ledger.finish(record)
+        return record
+
+    def shed(self, request_id: str, t_scheduled: float, reason: str) -> RequestRecord:
+        """Record an arrival that is not sent at all; return its terminal record.
+
+        ``t_scheduled`` is the arrival's monotonic due time. The record is
+        ``fail``/``shed_client`` with ``t_scheduled = t_invoke = t_end`` = that time in
+        epoch seconds and ``reason`` as its detail; it is started and finished in the
+        ledger at once, so it counts as a request lost to that user.
+        """
+        progress = _Progress(t_invoke=t_scheduled, t_scheduled=t_scheduled)
+        self.ledger.start(request_id, self.clock.epoch(t_scheduled))
+        record = self._record(
+            request_id, progress, "fail", "shed_client", reason, t_end=t_scheduled
+        )
         self.ledger.finish(record)
         return record
 
@@ -130,12 +182,17 @@ class RequestRunner:
         try:
             async with asyncio.timeout_at(deadline) as cm:
                 async with self.session.post(
-                    self.url, data=data, headers=headers, timeout=self._timeout
+                    self.url,
+                    data=data,
+                    headers=headers,
+                    timeout=self._timeout,
+                    trace_request_ctx=progress,
                 ) as resp:
                     progress.t_first_byte = self.clock.mono()
                     progress.http_status = resp.status
                     if resp.status != 200:
-                        return "fail", *await _http_error(resp)
+                        error_class, detail, progress.error_body = await _http_error(resp)
+                        return "fail", error_class, detail
                     if p.stream and resp.content_type != "application/json":
                         interp = StreamInterpreter()
                         progress.outcome = interp.outcome
@@ -150,6 +207,14 @@ class RequestRunner:
                         outcome = _parse_whole(await resp.read(), self.clock.mono())
                         progress.outcome = outcome
         except TimeoutError as exc:
+            if progress.pool_wait:  # never got a connection: the client's pool was full
+                connector = self.session.connector
+                limit = connector.limit if connector is not None else 0
+                return (
+                    "fail",
+                    "client_exhausted",
+                    f"no free connection in the client's pool (limit {limit}) in time",
+                )
             if isinstance(exc, aiohttp.ServerTimeoutError):
                 raise  # aiohttp's own (connect) timeout: classified by classify_exception
             now = self.clock.mono()
@@ -181,6 +246,8 @@ class RequestRunner:
         status: Status,
         error_class: str | None,
         detail: str | None,
+        *,
+        t_end: float | None = None,
     ) -> RequestRecord:
         epoch = self.clock.epoch
         out = progress.outcome
@@ -192,7 +259,7 @@ class RequestRunner:
             kind=self.kind,
             t_invoke=epoch(progress.t_invoke),
             status=status,
-            t_end=epoch(self.clock.mono()),
+            t_end=epoch(self.clock.mono() if t_end is None else t_end),
             t_first_byte=_opt(epoch, progress.t_first_byte),
             t_first_token=_opt(epoch, out.t_first_token),
             t_last_token=_opt(epoch, out.t_last_token),
@@ -206,7 +273,36 @@ class RequestRunner:
             chunks=out.chunks,
             content_chunks=out.content_chunks,
             itl_s=tuple(out.itl_s),
+            t_scheduled=epoch(progress.t_scheduled),
+            error_body=progress.error_body,
         )
+
+
+def pool_trace_config() -> aiohttp.TraceConfig:
+    """A trace config that lets :class:`RequestRunner` tell a pool wait from a slow node.
+
+    Give it to a ``ClientSession`` whose connector has a connection ``limit``: a request
+    still queued for a free connection when its deadline passes (or aiohttp's ``connect``
+    timeout fires) is then ``client_exhausted``, not ``timeout_*``.
+    """
+    config = aiohttp.TraceConfig()
+    config.on_connection_queued_start.append(_queued_start)
+    config.on_connection_queued_end.append(_queued_end)
+    return config
+
+
+async def _queued_start(
+    session: aiohttp.ClientSession, ctx: Any, params: aiohttp.TraceConnectionQueuedStartParams
+) -> None:
+    if isinstance(ctx.trace_request_ctx, _Progress):
+        ctx.trace_request_ctx.pool_wait = True
+
+
+async def _queued_end(
+    session: aiohttp.ClientSession, ctx: Any, params: aiohttp.TraceConnectionQueuedEndParams
+) -> None:
+    if isinstance(ctx.trace_request_ctx, _Progress):
+        ctx.trace_request_ctx.pool_wait = False
 
 
 def _opt(epoch: Any, mono: float | None) -> float | None:
@@ -214,8 +310,15 @@ def _opt(epoch: Any, mono: float | None) -> float | None:
 
 
 def classify_exception(exc: BaseException) -> tuple[str, str]:
-    """Map a transport exception to ``(error_class, short detail)``. The one translation point."""
+    """Map a transport exception to ``(error_class, short detail)``. The one translation point.
+
+    Client resource exhaustion (``EMFILE``, ``ENFILE``, ``EADDRNOTAVAIL``, ``ENOBUFS``,
+    wrapped by aiohttp or not) is ``client_exhausted`` and wins over every other class.
+    """
     name = type(exc).__name__
+    exhausted = _exhaustion(exc)
+    if exhausted is not None:
+        return "client_exhausted", f"client out of resources: {exhausted} ({name})"
     if isinstance(exc, aiohttp.ClientConnectorError):
         os_err = exc.os_error
         if isinstance(os_err, ConnectionRefusedError) or os_err.errno == errno.ECONNREFUSED:
@@ -238,13 +341,37 @@ def classify_exception(exc: BaseException) -> tuple[str, str]:
     return "other", f"{name}: {_first_line(exc)}"
 
 
+def _exhaustion(exc: BaseException) -> str | None:
+    """What the client ran out of, if ``exc`` (or an error it wraps) says so; else None."""
+    seen: list[BaseException] = []
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        err = todo.pop()
+        if err is None or any(err is s for s in seen) or len(seen) > 8:
+            continue
+        seen.append(err)
+        if isinstance(err, OSError):
+            if err.errno in _EXHAUSTION_ERRNOS:
+                code = errno.errorcode.get(err.errno, str(err.errno))
+                return f"{code}: {err.strerror or os.strerror(err.errno)}"
+            text = str(err).lower()
+            for phrase in _EXHAUSTION_TEXTS:
+                if phrase in text:
+                    return phrase
+        if isinstance(err, aiohttp.ClientConnectorError):
+            todo.append(err.os_error)
+        todo += [err.__cause__, err.__context__]
+    return None
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:200] if text else ""
 
 
-async def _http_error(resp: aiohttp.ClientResponse) -> tuple[str, str]:
-    """Error class and ``"HTTP <status>: <message>"`` for a non-200 response."""
+async def _http_error(resp: aiohttp.ClientResponse) -> tuple[str, str, bool]:
+    """Error class, ``"HTTP <status>: <message>"`` and whether the body is an OpenAI-style
+    error body, for a non-200 response."""
     status = resp.status
     if status == 429:
         error_class = "http_429"
@@ -254,26 +381,49 @@ async def _http_error(resp: aiohttp.ClientResponse) -> tuple[str, str]:
         error_class = "http_5xx"
     else:
         error_class = "other"
+    raw = b""
     try:
-        raw = await resp.content.read(_ERROR_BODY_BYTES)
+        # read() returns what is buffered; loop so a body split over packets is whole
+        while len(raw) < _ERROR_BODY_BYTES:
+            part = await resp.content.read(_ERROR_BODY_BYTES - len(raw))
+            if not part:
+                break
+            raw += part
     except (aiohttp.ClientError, ConnectionError):
-        raw = b""
-    return error_class, f"HTTP {status}: {_body_message(raw)}"
+        pass  # keep what arrived: the status alone still classifies it
+    message, openai_error = _error_body(raw)
+    return error_class, f"HTTP {status}: {message}", openai_error
 
 
-def _body_message(raw: bytes) -> str:
+def _error_body(raw: bytes) -> tuple[str, bool]:
+    """The message of an error body, and whether it is an OpenAI-style error body.
+
+    OpenAI-style: a JSON object whose ``error`` is an object or a string, or vLLM's older
+    top-level ``{"object": "error", "message": ...}``.
+    """
     text = raw.decode("utf-8", "replace")
     try:
         obj = json.loads(text)
     except ValueError:
-        return " ".join(text.split())[:200]
-    if isinstance(obj, dict):
-        err = obj.get("error")
-        if isinstance(err, dict):
-            msg = err.get("message") or err.get("type") or err
-        else:
-            msg = err if err is not None else obj.get("message") or obj.get("detail") or obj
-        return " ".join(str(msg).split())[:200]
+        return _squash(text), False
+    if not isinstance(obj, dict):
+        return _squash(text), False
+    err = obj.get("error")
+    if isinstance(err, dict):
+        return _squash(str(err.get("message") or err.get("type") or err)), True
+    if isinstance(err, str):
+        return _squash(err), True
+    if obj.get("object") == "error" and "message" in obj:
+        return _squash(str(obj["message"])), True
+    msg = err if err is not None else obj.get("message") or obj.get("detail") or obj
+    return _squash(str(msg)), False
+
+
+def _body_message(raw: bytes) -> str:
+    return _error_body(raw)[0]
+
+
+def _squash(text: str) -> str:
     return " ".join(text.split())[:200]
 
 

@@ -7,6 +7,16 @@ requests already in flight then run to completion (bounded by their own timeouts
 :meth:`LoadGenerator.cancel_in_flight` cancels them, which records each as
 ``unknown``/``cancelled``. At the end the ledger invariant is checked; violations are logged
 at ERROR level and returned in :class:`LoadResult`.
+
+The open loop never commits coordinated omission: an arrival is never delayed. Each one is
+stamped with its due time (``RequestRecord.t_scheduled``) and sent at once; if the in-flight
+cap (``profile.concurrency``) is reached it is not sent but recorded on the spot as
+``fail``/``shed_client`` (``t_invoke = t_end = t_scheduled`` = the due time), a request lost
+to that user. An arrival the event loop reaches late is still sent, with ``t_scheduled``
+left at its due time, so user-facing latency (``stats.user_ttft_s``) includes the client's
+lateness; sends later than :data:`LATENESS_BOUND_S` are counted in
+``LoadResult.late_sends`` and logged, as they mean the client could not keep the schedule.
+Inside the process times are monotonic; records carry epoch seconds.
 """
 
 from __future__ import annotations
@@ -21,25 +31,36 @@ from typing import Any
 
 import aiohttp
 
-from faultkit.load.client import RequestRunner
+from faultkit.load.client import RequestRunner, pool_trace_config
 from faultkit.load.ledger import Clock, Ledger
 from faultkit.load.profile import LoadProfile, Target
 from faultkit.records import RequestRecord
 
-__all__ = ["LoadGenerator", "LoadResult", "arrival_offsets"]
+__all__ = ["LATENESS_BOUND_S", "LoadGenerator", "LoadResult", "arrival_offsets"]
 
 log = logging.getLogger(__name__)
+
+#: An open-loop arrival sent more than this many seconds after its due time counts as late
+#: (``LoadResult.late_sends``). 50 ms: well above event-loop jitter and task start-up on a
+#: healthy client (≤ a few ms), well below the TTFTs a run measures, so a late send means
+#: the client, not the node, is falling behind.
+LATENESS_BOUND_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
 class LoadResult:
-    """The outcome of a run. ``t_start``/``t_end`` are epoch seconds (after warm-up)."""
+    """The outcome of a run. ``t_start``/``t_end`` are epoch seconds (after warm-up).
+
+    ``late_sends``: open-loop requests sent more than :data:`LATENESS_BOUND_S` after their
+    scheduled arrival (``t_invoke − t_scheduled``); always 0 in a closed loop.
+    """
 
     records: list[RequestRecord]
     t_start: float
     t_end: float
     warmup_records: list[RequestRecord] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
+    late_sends: int = 0
 
     @property
     def duration_s(self) -> float:
@@ -65,11 +86,15 @@ def new_session(*, keepalive: bool = False, limit: int = 0) -> aiohttp.ClientSes
     """The client session the generator uses (``limit`` 0 = no connection cap).
 
     Without ``keepalive`` every request gets a fresh connection (see ``LoadProfile``).
+    With a ``limit``, a request that times out still waiting for a pooled connection is
+    classified ``client_exhausted`` (see ``client.pool_trace_config``).
     """
     connector = aiohttp.TCPConnector(
         limit=limit, force_close=not keepalive, enable_cleanup_closed=True
     )
-    return aiohttp.ClientSession(connector=connector, auto_decompress=False)
+    # tracing costs a little per request; only a limited pool can make requests wait
+    traces = [pool_trace_config()] if limit else None
+    return aiohttp.ClientSession(connector=connector, auto_decompress=False, trace_configs=traces)
 
 
 class LoadGenerator:
@@ -98,7 +123,7 @@ class LoadGenerator:
 
     @property
     def issued(self) -> int:
-        """Requests invoked so far (excluding warm-up)."""
+        """Requests taken so far (excluding warm-up); open loop: arrivals, shed ones included."""
         return self._issued
 
     def stop(self) -> None:
@@ -135,12 +160,23 @@ class LoadGenerator:
         violations = self.ledger.check()
         for line in violations:
             log.error("LEDGER INVARIANT VIOLATED: %s", line)
+        records = list(self.ledger.records)
+        late = _late_sends(records) if self.profile.open_loop else []
+        if late:
+            log.warning(
+                "%d request(s) sent more than %.0f ms after their scheduled arrival "
+                "(worst %.0f ms): the client could not keep the schedule",
+                len(late),
+                LATENESS_BOUND_S * 1000,
+                max(late) * 1000,
+            )
         return LoadResult(
-            records=list(self.ledger.records),
+            records=records,
             t_start=self.clock.epoch(t_start),
             t_end=self.clock.epoch(t_end),
             warmup_records=warm,
             violations=violations,
+            late_sends=len(late),
         )
 
     def _take(self, *, clock_deadline: bool = True) -> int | None:
@@ -188,17 +224,21 @@ class LoadGenerator:
         await _settle(tasks)
 
     async def _open_loop(self, runner: RequestRunner, t_start: float) -> None:
+        """Send each arrival as soon as it is due (monotonic ``t_start + offset``); never
+        wait for a free slot: an arrival over the in-flight cap is shed on the spot."""
         p = self.profile
         assert p.rate is not None
-        cap = asyncio.Semaphore(p.concurrency) if p.concurrency else None
+        cap = p.concurrency
         tasks: set[asyncio.Task[object]] = set()
+        in_flight = 0
 
-        async def one(index: int) -> None:
+        async def one(index: int, due: float) -> None:
+            nonlocal in_flight
             try:
-                await runner.run(index, self._rid(index))
+                await runner.run(index, self._rid(index), t_scheduled=due)
             finally:
-                if cap is not None:
-                    cap.release()
+                # freed the moment the request ends, not when the done callback runs
+                in_flight -= 1
 
         for offset in arrival_offsets(p.rate, p.burstiness, p.seed):
             due = t_start + offset
@@ -207,19 +247,31 @@ class LoadGenerator:
             delay = due - self.clock.mono()
             if delay > 0 and await _wait_event(self._stopping, delay):
                 break
-            if cap is not None:
-                await cap.acquire()
             index = self._take(clock_deadline=False)
             if index is None:
-                if cap is not None:
-                    cap.release()
                 break
-            task: asyncio.Task[object] = asyncio.ensure_future(one(index))
+            if cap is not None and in_flight >= cap:
+                runner.shed(self._rid(index), due, f"client in-flight cap {cap} reached")
+                continue
+            in_flight += 1
+            task: asyncio.Task[object] = asyncio.ensure_future(one(index, due))
             tasks.add(task)
             self._active.add(task)
             task.add_done_callback(tasks.discard)
             task.add_done_callback(self._active.discard)
         await _settle(list(tasks))
+
+
+def _late_sends(records: Sequence[RequestRecord]) -> list[float]:
+    """How late (s) each request sent beyond :data:`LATENESS_BOUND_S` was."""
+    out = []
+    for r in records:
+        if r.t_scheduled is None or r.error_class == "shed_client":
+            continue
+        late = r.t_invoke - r.t_scheduled
+        if late > LATENESS_BOUND_S:
+            out.append(late)
+    return out
 
 
 async def _wait_event(event: asyncio.Event, seconds: float) -> bool:

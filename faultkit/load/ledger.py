@@ -103,7 +103,12 @@ class Ledger:
         return self._started
 
     def check(self) -> list[str]:
-        """Violations of "every invoked request ends in exactly one terminal status"."""
+        """Violations of "every invoked request ends in exactly one terminal status".
+
+        An arrival the open loop shed is started and finished at the same instant; it is
+        accounted like any other request (one start, one terminal record) and must be
+        ``fail``/``shed_client`` with ``t_scheduled = t_invoke = t_end``.
+        """
         problems = list(self._violations)
         for rid in sorted(self._in_flight):
             problems.append(f"request {rid} was invoked but has no terminal record")
@@ -128,4 +133,10 @@ def _record_problem(record: RequestRecord) -> str | None:
         return f"status {record.status!r} is not ok|fail|unknown"
     if record.t_end < record.t_invoke:
         return "t_end before t_invoke"
+    if record.t_scheduled is not None and record.t_scheduled > record.t_invoke:
+        return "t_scheduled after t_invoke"
+    if record.error_class == "shed_client" and not (
+        record.status == "fail" and record.t_scheduled == record.t_invoke == record.t_end
+    ):
+        return "a shed arrival must fail at once (t_scheduled = t_invoke = t_end)"
     return None

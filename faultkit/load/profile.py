@@ -37,10 +37,12 @@ class LoadProfile:
     as soon as their previous one ended. Open loop: requests arrive at ``rate`` per second
     with gamma-distributed gaps (``burstiness`` 1.0 = Poisson; < 1 burstier, > 1 more
     regular; same convention as ``vllm bench serve``), capped at ``concurrency`` in
-    flight when that is given (an arrival waits for a free slot; its ``t_invoke`` is when
-    it is actually sent). The run stops after ``requests`` requests or ``duration_s``
-    seconds, whichever comes first, or when stopped from outside (neither given = run
-    until stopped). ``warmup`` requests are sent first and kept out of the ledger.
+    flight when that is given (an arrival never waits for a free slot: over the cap it is
+    recorded at once as ``fail``/``shed_client``; ``t_scheduled`` is its arrival,
+    ``t_invoke`` when it was actually sent). The run stops after ``requests`` requests
+    (open loop: arrivals, shed ones included) or ``duration_s`` seconds, whichever comes
+    first, or when stopped from outside (neither given = run until stopped). ``warmup``
+    requests are sent first and kept out of the ledger.
 
     Each request opens its own TCP connection unless ``keepalive`` is set. That keeps
     attribution exact — a connection failure always belongs to the request that saw it —

@@ -10,6 +10,13 @@ Definitions (DESIGN.md; every report and SLO check uses these):
 * **ITL** = the gaps between successive content chunks (per chunk, not per token; one chunk
   may carry several tokens), i.e. ``RequestRecord.itl_s``.
 * **E2E** = ``t_end − t_invoke``.
+* **User-facing TTFT / E2E** = ``t_first_token`` / ``t_end`` − ``t_scheduled`` (the user's
+  arrival; ``t_invoke`` when the record has none): they count from the scheduled arrival,
+  as wrk2's coordinated-omission correction and GuideLLM do, so time an open-loop arrival
+  spent waiting on a late client is not hidden. Equal to TTFT / E2E in a closed loop.
+
+Arrivals the open loop shed (``shed_client``) are failures, counted in the error rate and
+in ``LoadSummary.shed_client``; they have no latency.
 
 Latency distributions are over **successful** (``ok``) requests only; failures are counted
 in the error rate by class. Percentiles use linear interpolation between closest ranks
@@ -38,6 +45,8 @@ __all__ = [
     "summarize",
     "tpot_s",
     "ttft_s",
+    "user_e2e_s",
+    "user_ttft_s",
 ]
 
 #: The percentiles every distribution reports (p50, p90, p95, p99, p99.9).
@@ -76,6 +85,27 @@ def tpot_s(record: RequestRecord) -> float | None:
 def e2e_s(record: RequestRecord) -> float:
     """E2E = t_end − t_invoke."""
     return record.t_end - record.t_invoke
+
+
+def user_ttft_s(record: RequestRecord) -> float | None:
+    """User-facing TTFT = t_first_token − (t_scheduled or t_invoke); None without a token.
+
+    User-facing TTFT counts from the scheduled arrival, as wrk2's coordinated-omission
+    correction and GuideLLM do: it includes any time the client took to send the request
+    after the user arrived, so it is never below :func:`ttft_s`.
+    """
+    if record.t_first_token is None:
+        return None
+    return record.t_first_token - _arrival(record)
+
+
+def user_e2e_s(record: RequestRecord) -> float:
+    """User-facing E2E = t_end − (t_scheduled or t_invoke), from the scheduled arrival."""
+    return record.t_end - _arrival(record)
+
+
+def _arrival(record: RequestRecord) -> float:
+    return record.t_scheduled if record.t_scheduled is not None else record.t_invoke
 
 
 def itl_values(records: Iterable[RequestRecord]) -> list[float]:
@@ -124,6 +154,9 @@ class LoadSummary:
     Rates are per second of ``duration_s``. ``error_rate`` = (fail + unknown) / requests.
     ``goodput_rps`` counts ok requests meeting every given threshold (all ok requests
     when no threshold is given); ``goodput_ratio`` is that count over all requests.
+    ``user_ttft``/``user_e2e`` are the user-facing distributions (from the scheduled
+    arrival, :func:`user_ttft_s`) over ok requests; ``shed_client`` and
+    ``client_exhausted`` count the requests of those client-side error classes.
     """
 
     requests: int
@@ -144,6 +177,10 @@ class LoadSummary:
     goodput_rps: float = 0.0
     goodput_ratio: float = 0.0
     thresholds: dict[str, float] = field(default_factory=dict)
+    user_ttft: Distribution = field(default_factory=lambda: Distribution(0))
+    user_e2e: Distribution = field(default_factory=lambda: Distribution(0))
+    shed_client: int = 0
+    client_exhausted: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -209,4 +246,8 @@ def summarize(
         goodput_rps=per_s(good),
         goodput_ratio=good / len(records) if records else 0.0,
         thresholds=limits,
+        user_ttft=distribution([v for r in ok if (v := user_ttft_s(r)) is not None]),
+        user_e2e=distribution([user_e2e_s(r) for r in ok]),
+        shed_client=errors.get("shed_client", 0),
+        client_exhausted=errors.get("client_exhausted", 0),
     )

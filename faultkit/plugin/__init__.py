@@ -6,12 +6,17 @@ marker > command line > ``FAULTKIT_*`` environment > ini > default.
 Scenarios ask for ``node`` (parametrised over every inventory node whose allowlist
 permits the test's ``@pytest.mark.fault(kind)``, so ids read ``test_kill[sim-vllm]``) and
 ``experiment`` (load + fault + observer + measurement + incident report for that node).
+
+A scenario whose verdict is INCONCLUSIVE (evidence was missing) is reported apart from
+FAIL — status ``inconclusive`` / ``I`` / ``INCONCLUSIVE``, JUnit failure message
+``INCONCLUSIVE: …`` and property ``faultkit_verdict`` — and still fails the run
+(:mod:`faultkit.plugin.status`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +28,7 @@ from faultkit.load import LoadProfile
 from faultkit.plugin.candidate import CandidateSession
 from faultkit.plugin.experiment import DryRunPlan, Experiment
 from faultkit.plugin.settings import Settings, resolve_settings
+from faultkit.plugin.status import attach, inconclusive_lines, record_verdict, verdict_status
 from faultkit.rundir import RunDir
 
 __all__ = ["DryRunPlan", "Experiment", "Settings"]
@@ -266,6 +272,7 @@ def experiment(
         dry_run=faultkit_settings.dry_run,
     )
     request.node.user_properties.append(("faultkit_run_dir", str(exp.run.path)))
+    attach(request.node, exp)
     yield exp
     exp.finalize()
     if exp.run.incident_md.exists():
@@ -280,11 +287,36 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         pytest.skip(f"dry run: {plan}")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Stamp the call report with the experiment's verdict (``faultkit_verdict``); an
+    INCONCLUSIVE verdict makes it a failure whose message says what evidence was missing."""
+    report = yield
+    record_verdict(item, report)
+    return report
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] | None:
+    """INCONCLUSIVE tests get their own status (counted as failures all the same)."""
+    return verdict_status(report)
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    inconclusive = terminalreporter.getreports("inconclusive")
+    if inconclusive:
+        terminalreporter.section("faultkit: INCONCLUSIVE (counted as failures)", yellow=True)
+        for line in inconclusive_lines(inconclusive):
+            terminalreporter.line(line)
+    # faultkit_report is added at fixture teardown, so it is on the teardown reports
+    # (category ""), not on the call reports
     reports = [
         value
-        for report in terminalreporter.getreports("passed") + terminalreporter.getreports("failed")
-        for key, value in report.user_properties
+        for category in terminalreporter.stats.values()
+        for report in category
+        for key, value in getattr(report, "user_properties", ())
         if key == "faultkit_report"
     ]
     if reports:

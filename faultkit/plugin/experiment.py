@@ -39,7 +39,8 @@ from slo.checks import (
     judge,
     ttft_p95_below,
 )
-from slo.measure import measure, recovered_at
+from slo.evidence import preflight_gaps, steady_state_violations
+from slo.measure import MeasurementInputError, effect_of, measure, recovered_at
 from slo.observer import Observer
 from slo.prom import Prometheus
 from slo.types import Measurement, Verdict
@@ -172,6 +173,13 @@ class Experiment:
         prom = Prometheus(self.inventory.prometheus.url)
         deadline = recovery_deadline_s or self.slo.recovery_s_max + 15
         self.note("scenario_start", scenario=self.scenario, fault=kind)
+        running = None
+        if self._container_before is not None and "error" not in self._container_before:
+            running = bool(self._container_before.get("running"))
+        elif self._container_before is not None:
+            running = False
+        for reason in await asyncio.to_thread(preflight_gaps, self.node, prom, running):
+            self.note("evidence_gap", reason=reason)
         async with contextlib.AsyncExitStack() as stack:
             await stack.enter_async_context(Observer(self.node, prom, self))
             if load:
@@ -183,7 +191,20 @@ class Experiment:
                     BackgroundLoad(other, self.load_profile, ledger_path=self.run.ledger_jsonl)
                 )
             self.note("baseline_start", seconds=baseline_s)
+            t_baseline = time.time()
             await asyncio.sleep(baseline_s)
+            unsteady = steady_state_violations(
+                self.load.records if self.load else [], self.events, self.node.name, self.slo,
+                t_baseline, time.time(),
+            )
+            if unsteady:
+                await stack.aclose()
+                raise self._abort("not in steady state before injection: " + "; ".join(unsteady))
+            if running is False:
+                await stack.aclose()
+                before = self._container_before or {}
+                status = before.get("error") or f"status {before.get('status')}"
+                raise self._abort(f"the node's container is not running ({status})")
             async with fault:
                 if during is not None:
                     await during(self)
@@ -197,18 +218,31 @@ class Experiment:
         self.note("scenario_end")
         return self._finish(prom)
 
+    def _abort(self, reason: str) -> NotJudgeable:
+        """End the run before injecting: INCONCLUSIVE, with ``reason`` as the missing evidence."""
+        self.note("evidence_gap", reason=reason)
+        self.note("aborted", reason=reason)
+        gaps = tuple(dict.fromkeys(
+            str(e.data.get("reason")) for e in self.events if e.kind == "evidence_gap"
+        ))
+        self.verdict = Verdict(checks=(), inconclusive=gaps)
+        self.run.write_json(self.run.verdict_json, self.verdict.to_json())
+        self._write_run_info(aborted=reason)
+        return NotJudgeable(reason)
+
     async def _wait_recovered(self, deadline_s: float) -> None:
         """Keep observing until recovered and held for ``recovery_hold_s`` (or the deadline)."""
-        t_inject = next((e.t for e in self.events if e.kind == "inject_end"), None)
-        if t_inject is None:
+        try:
+            t_effect = effect_of(self.events, self.node.name).t
+        except MeasurementInputError:
             return
         hold = self.slo.recovery_hold_s
-        stop_at = time.monotonic() + max(0.0, deadline_s - (time.time() - t_inject))
+        stop_at = time.monotonic() + max(0.0, deadline_s - (time.time() - t_effect))
         while time.monotonic() < stop_at:
             await asyncio.sleep(1.0)
             records = self.load.records if self.load else []
             now = time.time()
-            t_rec, _ = recovered_at(records, self.events, self.node.name, t_inject, now, hold)
+            t_rec, _ = recovered_at(records, self.events, self.node.name, t_effect, now, hold)
             if t_rec is not None and now - t_rec >= hold + 1.0:
                 return
         self.note("recovery_deadline", seconds=deadline_s)
@@ -236,6 +270,7 @@ class Experiment:
             recovery_hold_s=self.slo.recovery_hold_s,
             t_window_end=t_end,
             server_cross_check=check,
+            ttft_objective_s=self.slo.ttft_s,
         )
         self.run.write_json(self.run.measurement_json, self.measurement.to_json())
         self.run.write_json(
@@ -352,25 +387,37 @@ class _ActionWindow:
         self.data = {"fault": kind, "params": params}
         self.result: dict[str, Any] = {}
 
-    def _emit(self, kind: str) -> None:
+    def _emit(self, kind: str, **extra: Any) -> None:
         self.experiment.emit(
             Event(
                 t=time.time(),
                 source="fault",
                 kind=kind,
                 node=self.experiment.node.name,
-                data=self.data,
+                data={**self.data, **extra},
             )
         )
 
     async def __aenter__(self) -> _ActionWindow:
+        # the action is the fault: it takes effect when it starts (docs/definitions.md)
+        self.data["effect"] = {"docker_actions": [], "required": "", "spans_outage": True}
         self._emit("inject_start")
+        self._emit("act", what=f"start {self.data['fault']}")
         self._emit("inject_end")
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         self._emit("revert_start")
         self._emit("revert_end")
+
+
+class NotJudgeable(Exception):
+    """The run ended before injecting because evidence was missing; the verdict is
+    INCONCLUSIVE (``Experiment.verdict``) and the message says what was missing."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"INCONCLUSIVE: {reason}")
+        self.reason = reason
 
 
 class DryRunPlan(Exception):

@@ -54,6 +54,7 @@ def test_summary_and_result_files(endpoint: str, tmp_path: Path) -> None:
     assert re.fullmatch(
         r"Throughput: \d+ tok/s   Request rate: [\d.]+ req/s   Errors: 0\.0 %", lines[3]
     )
+    assert len(lines) == 4  # closed loop: no arrival-based lines
     data = json.loads(out_json.read_text())
     assert data["summary"]["requests"] == 40
     assert data["summary"]["ok"] == 40
@@ -65,6 +66,37 @@ def test_summary_and_result_files(endpoint: str, tmp_path: Path) -> None:
     assert rows[0]["requests"] == "40"
     assert float(rows[0]["ttft_p95_s"]) > 0
     assert len(read_ledger(ledger)) == 40
+
+
+def test_open_loop_summary_shows_latency_from_arrival(endpoint: str, tmp_path: Path) -> None:
+    out_json = tmp_path / "r.json"
+    args = ["load", "--endpoint", endpoint, "--model", "ok", "--rate", "40", "--duration", "0.5"]
+    args += ["--concurrency", "8", "--output-tokens", "4", "--json", str(out_json)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert re.fullmatch(r"Requests: \d+   Rate: 40 req/s \(cap 8\)   Duration: [\d.]+ s", lines[0])
+    assert re.fullmatch(r"TTFT  p50 [\d.]+ ms  p95 [\d.]+ ms  p99 [\d.]+ ms", lines[1])
+    assert re.fullmatch(r"TTFT from arrival  p50 [\d.]+ ms  p95 [\d.]+ ms  p99 [\d.]+ ms", lines[2])
+    assert lines[3].startswith("TPOT  p50 ")
+    assert "Shed by client: 0" in lines
+    data = json.loads(out_json.read_text())
+    assert data["late_sends"] == 0
+    summary = data["summary"]
+    assert summary["user_ttft"]["count"] == summary["ok"] > 0
+    assert summary["user_ttft"]["p50"] >= summary["ttft"]["p50"]
+
+
+def test_open_loop_summary_counts_arrivals_shed_by_the_client(endpoint: str) -> None:
+    args = ["load", "--endpoint", endpoint, "--model", "hang_headers", "--rate", "40"]
+    args += ["--duration", "0.5", "--concurrency", "2", "--first-token-timeout", "0.8"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    requests = int(result.output.split()[1])
+    assert f"Shed by client: {requests - 2}" in result.output.splitlines()
+    assert "TTFT from arrival  p50 —  p95 —  p99 —" in result.output
+    assert f"shed_client {requests - 2}" in result.output
+    assert "timeout_first_token 2" in result.output
 
 
 def test_errors_are_measured_not_fatal(endpoint: str) -> None:

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import json
+import os
 import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 from aiohttp import web
+from aiohttp.client_reqrep import ConnectionKey
 
-from faultkit.load import LoadGenerator, LoadProfile, Target
+from faultkit.load import LoadGenerator, LoadProfile, Target, classify_exception
 from faultkit.load.fakeserver import serve
+from faultkit.load.generator import new_session
 from faultkit.load.ledger import Ledger
-from faultkit.records import ERROR_CLASSES, RequestRecord, read_ledger
+from faultkit.records import ERROR_CLASSES, RequestRecord, is_clean_rejection, read_ledger
 
 FAST = {"first_token_timeout_s": 0.3, "total_timeout_s": 0.7, "connect_timeout_s": 0.5}
 
@@ -206,3 +214,202 @@ async def test_fresh_connection_per_request_avoids_spurious_resets(server: str) 
     reused = fresh.replace(keepalive=True)
     result = await LoadGenerator(Target("t", server, model), reused).run()
     assert any(r.error_class == "reset" for r in result.records)
+
+
+# ------------------------------------------------------------------ clean rejections
+
+_OPENAI = json.dumps({"error": {"message": "overloaded", "type": "ServiceUnavailable"}})
+_CANNED: dict[str, tuple[int, str, str]] = {
+    "503_openai": (503, _OPENAI, "application/json"),
+    "500_openai": (500, _OPENAI, "application/json"),
+    "502_openai": (502, _OPENAI, "application/json"),
+    "400_html": (400, "<html><body><h1>400 Bad Request</h1></body></html>", "text/html"),
+    "429_string": (429, json.dumps({"error": "rate limited"}), "application/json"),
+    "400_vllm_old": (
+        400,
+        json.dumps({"object": "error", "message": "too long", "type": "BadRequestError"}),
+        "application/json",
+    ),
+    "503_empty": (503, "", "text/plain"),
+    "422_fastapi": (422, json.dumps({"detail": [{"msg": "field required"}]}), "application/json"),
+    "400_long": (
+        400,
+        json.dumps({"error": {"message": "bad input: " + "x" * 20_000}}),
+        "application/json",
+    ),
+}
+
+
+async def _canned(request: web.Request) -> web.StreamResponse:
+    code, body, content_type = _CANNED[(await request.json())["model"]]
+    return web.Response(status=code, text=body, content_type=content_type)
+
+
+@pytest.fixture
+async def canned() -> AsyncIterator[str]:
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", _canned)
+    runner = web.AppRunner(app, shutdown_timeout=0.2)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    await runner.cleanup()
+
+
+@pytest.mark.parametrize(
+    ("model", "error_class", "error_body", "clean"),
+    [
+        ("503_openai", "http_5xx", True, True),
+        ("500_openai", "http_5xx", True, False),
+        ("502_openai", "http_5xx", True, False),
+        ("400_html", "http_4xx", False, False),
+        ("429_string", "http_429", True, True),
+        ("400_vllm_old", "http_4xx", True, True),
+        ("503_empty", "http_5xx", False, False),
+        ("422_fastapi", "http_4xx", False, False),
+        ("400_long", "http_4xx", True, True),  # longer than one read: still whole
+    ],
+)
+async def test_error_body_and_clean_rejection_from_live_server(
+    canned: str, model: str, error_class: str, error_body: bool, clean: bool
+) -> None:
+    record = await _one(canned, model)
+    assert (record.status, record.error_class) == ("fail", error_class)
+    assert record.error_body is error_body
+    assert is_clean_rejection(record) is clean
+    assert record.error_detail is not None and record.error_detail.startswith("HTTP ")
+
+
+async def test_fakeserver_status_mode_is_a_clean_rejection(server: str) -> None:
+    record = await _one(server, "status,code=503")
+    assert record.error_body and is_clean_rejection(record)
+    assert record.error_detail == "HTTP 503: fake error 503"
+
+
+def _rec(status: str, http: int | None, error_body: bool, cls: str | None) -> RequestRecord:
+    return RequestRecord(
+        id="r", node="n", kind="chat", t_invoke=1.0, status=status,  # type: ignore[arg-type]
+        t_end=2.0, http_status=http, error_class=cls, error_body=error_body,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("record", "clean"),
+    [
+        (_rec("fail", 503, True, "http_5xx"), True),
+        (_rec("fail", 500, True, "http_5xx"), False),
+        (_rec("fail", 400, False, "http_4xx"), False),  # HTML / empty body
+        (_rec("fail", 429, True, "http_429"), True),
+        (_rec("fail", 404, True, "http_4xx"), True),
+        (_rec("fail", 503, False, "http_5xx"), False),
+        (_rec("fail", 200, False, "stream_error"), False),
+        (_rec("fail", None, False, "refused"), False),
+        (_rec("ok", 200, False, None), False),
+    ],
+)
+def test_is_clean_rejection_rule(record: RequestRecord, clean: bool) -> None:
+    assert is_clean_rejection(record) is clean
+
+
+# ------------------------------------------------------------------ client exhaustion
+
+_KEY = ConnectionKey("10.0.0.1", 8000, False, True, None, None, None)
+
+
+@pytest.mark.parametrize("code", [errno.EMFILE, errno.ENFILE, errno.EADDRNOTAVAIL, errno.ENOBUFS])
+def test_client_resource_exhaustion_is_client_exhausted(code: int) -> None:
+    os_err = OSError(code, os.strerror(code))
+    as_connection_error = ConnectionError(code, os.strerror(code))
+    for exc in (
+        aiohttp.ClientConnectorError(_KEY, os_err),
+        aiohttp.ClientOSError(code, os.strerror(code)),  # would otherwise read as a reset
+        os_err,
+        as_connection_error,  # would otherwise read as a reset too
+    ):
+        error_class, detail = classify_exception(exc)
+        assert error_class == "client_exhausted", exc
+        assert errno.errorcode[code] in detail
+
+
+def test_exhaustion_found_in_errno_less_and_chained_errors() -> None:
+    multi = OSError("Multiple exceptions: [Errno 24] Too many open files, [Errno 24] Too many")
+    assert classify_exception(multi)[0] == "client_exhausted"
+    try:
+        try:
+            raise OSError(errno.EMFILE, "Too many open files")
+        except OSError as inner:
+            raise RuntimeError("resolver failed") from inner
+    except RuntimeError as outer:
+        assert classify_exception(outer)[0] == "client_exhausted"
+
+
+@pytest.mark.parametrize(
+    ("exc", "error_class"),
+    [
+        (aiohttp.ClientConnectorError(_KEY, ConnectionRefusedError(errno.ECONNREFUSED, "x")),
+         "refused"),
+        (aiohttp.ClientOSError(errno.ECONNRESET, "Connection reset by peer"), "reset"),
+        (ConnectionResetError(errno.ECONNRESET, "reset"), "reset"),
+        (aiohttp.ClientConnectorError(_KEY, OSError(errno.ENETUNREACH, "unreachable")), "other"),
+        (ValueError("nope"), "other"),
+    ],
+)  # fmt: skip
+def test_other_errors_are_not_client_exhausted(exc: BaseException, error_class: str) -> None:
+    assert classify_exception(exc)[0] == error_class
+
+
+async def test_no_local_address_left_is_client_exhausted(server: str) -> None:
+    """EADDRNOTAVAIL through aiohttp's real connect path (binding an address not ours)."""
+    connector = aiohttp.TCPConnector(local_addr=("192.0.2.1", 0), force_close=True)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        profile = LoadProfile(concurrency=1, requests=2, **FAST)  # type: ignore[arg-type]
+        result = await LoadGenerator(Target("t", server, "ok"), profile, session=session).run()
+    assert [r.error_class for r in result.records] == ["client_exhausted"] * 2
+    assert all("EADDRNOTAVAIL" in (r.error_detail or "") for r in result.records)
+
+
+async def test_waiting_for_the_client_pool_is_client_exhausted(server: str) -> None:
+    session = new_session(limit=1)
+    try:
+        profile = LoadProfile(concurrency=2, requests=2, **FAST)  # type: ignore[arg-type]
+        gen = LoadGenerator(Target("t", server, "hang_headers"), profile, session=session)
+        result = await gen.run()
+    finally:
+        await session.close()
+    classes = sorted(r.error_class or "" for r in result.records)
+    assert classes == ["client_exhausted", "timeout_first_token"]
+    pooled = next(r for r in result.records if r.error_class == "client_exhausted")
+    assert pooled.error_detail == "no free connection in the client's pool (limit 1) in time"
+
+
+_EMFILE_CLIENT = """
+import asyncio, json, os, resource, sys
+from faultkit.load import LoadGenerator, LoadProfile, Target
+
+async def main(url):
+    profile = LoadProfile(concurrency=8, requests=8, first_token_timeout_s=0.5)
+    gen = LoadGenerator(Target("t", url, "hang_headers"), profile)
+    fds = {int(f) for f in os.listdir("/proc/self/fd")}
+    lowest_free = min(set(range(len(fds) + 1)) - fds)
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (lowest_free + 3, hard))
+    result = await gen.run()
+    print(json.dumps([r.error_class for r in result.records]))
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc (Linux)")
+async def test_too_many_open_files_is_client_exhausted(server: str) -> None:
+    """A client out of file descriptors (its own RLIMIT_NOFILE, in a subprocess)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _EMFILE_CLIENT, server, stdout=subprocess.PIPE
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0
+    classes = json.loads(out)
+    assert len(classes) == 8
+    assert "client_exhausted" in classes
+    assert set(classes) <= {"client_exhausted", "timeout_first_token"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -15,6 +17,8 @@ from faultkit.load.stats import (
     summarize,
     tpot_s,
     ttft_s,
+    user_e2e_s,
+    user_ttft_s,
 )
 from faultkit.records import RequestRecord
 
@@ -65,6 +69,36 @@ def test_tpot_undefined_for_one_token_or_less(tokens: int | None) -> None:
 def test_ttft_undefined_without_a_token() -> None:
     assert ttft_s(rec(0, ttft=None)) is None
     assert tpot_s(rec(0, ttft=None)) is None
+
+
+def test_user_facing_latency_counts_from_the_scheduled_arrival() -> None:
+    # arrived at 9.7, sent late at 10.0, first token 10.25, end 12.0
+    r = dataclasses.replace(rec(0, t0=10.0, ttft=0.25, dur=2.0), t_scheduled=9.7)
+    assert ttft_s(r) == pytest.approx(0.25)  # from invoke: unchanged
+    assert e2e_s(r) == pytest.approx(2.0)
+    assert user_ttft_s(r) == pytest.approx(0.55)
+    assert user_e2e_s(r) == pytest.approx(2.3)
+    no_schedule = rec(1, t0=10.0, ttft=0.25, dur=2.0)  # an old ledger line
+    assert user_ttft_s(no_schedule) == ttft_s(no_schedule)
+    assert user_e2e_s(no_schedule) == e2e_s(no_schedule)
+    assert user_ttft_s(rec(2, ttft=None)) is None
+
+
+def test_summary_user_latency_and_client_side_counts() -> None:
+    records = [
+        dataclasses.replace(rec(0, t0=1.0, ttft=0.1), t_scheduled=0.5),
+        dataclasses.replace(rec(1, t0=2.0, ttft=0.2), t_scheduled=2.0),
+        rec(2, t0=3.0, ttft=None, dur=0.0, status="fail", error_class="shed_client", tokens=0),
+        rec(3, t0=3.0, ttft=None, status="fail", error_class="shed_client", tokens=0),
+        rec(4, t0=3.5, ttft=None, status="fail", error_class="client_exhausted", tokens=0),
+    ]
+    s = summarize(records)
+    assert (s.requests, s.ok, s.failed, s.shed_client, s.client_exhausted) == (5, 2, 3, 2, 1)
+    assert (s.ttft.min, s.ttft.max) == pytest.approx((0.1, 0.2))
+    assert (s.user_ttft.min, s.user_ttft.max) == pytest.approx((0.2, 0.6))
+    assert s.user_e2e.max == pytest.approx(1.5)
+    assert s.error_rate == pytest.approx(3 / 5)  # shed arrivals are lost requests
+    assert s.to_json()["user_ttft"]["count"] == 2
 
 
 def test_percentile_interpolates_linearly() -> None:

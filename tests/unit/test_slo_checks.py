@@ -17,7 +17,7 @@ from slo.types import CheckResult, Measurement, WindowSLIs
 
 
 def m(**kw: object) -> Measurement:
-    base: dict[str, object] = dict(node="n", t_inject=100.0, t_revert=105.0, t_window_end=160.0)
+    base: dict[str, object] = dict(node="n", t_effect=100.0, t_revert=105.0, t_window_end=160.0)
     base.update(kw)
     return Measurement(**base)  # type: ignore[arg-type]
 
@@ -67,9 +67,10 @@ def test_plain_callables_compose_on_either_side() -> None:
     assert judge(GOOD, [always_fails]).checks[0].why == "because"
 
 
-def test_missing_window_data_fails_rather_than_passes() -> None:
+def test_missing_window_data_does_not_pass() -> None:
     result = ttft_p95_below(2.0)(m()).checks[0]
     assert not result.passed
+    assert result.inconclusive
     assert result.observed == "no data"
 
 
@@ -77,7 +78,7 @@ def test_checks_from_slo_uses_settings() -> None:
     settings = SLOSettings(detection_s_max=1.0, recovery_s_max=60, lost_max=0)
     verdict = checks_from_slo(settings)(GOOD)
     names = [c.name for c in verdict.checks]
-    assert names == ["detection", "recovery", "lost_requests", "error_ratio_after",
-                     "ttft_p95_after"]
+    assert names == ["detection", "recovery", "recovered_without_intervention",
+                     "lost_requests", "error_ratio_after", "ttft_p95_after"]
     assert [c.name for c in verdict.failures] == ["detection"]
     assert "lost_requests" not in [c.name for c in checks_from_slo(SLOSettings())(GOOD).checks]

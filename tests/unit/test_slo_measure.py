@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from faultkit.records import Event, RequestRecord
 from slo.measure import MeasurementInputError, measure, window_slis
@@ -38,16 +42,24 @@ def outage_ledger(down_from: float = 1010.0, down_to: float = 1015.0) -> list[Re
     return out
 
 
-def outage_timeline(*, alert: bool = True, up: bool = True) -> list[Event]:
+KILL_EFFECT = {"docker_actions": ["die"], "required": "docker", "spans_outage": False}
+
+
+def outage_timeline(*, alert: bool = True, up: bool = True, die: bool = True) -> list[Event]:
+    """A kill: the harness acts at 1009.95, Docker's ``die`` (the truth) is at 1010.0."""
     events = [
         ev(1000.0, "observer", "health_ok", ok=True),
-        ev(1010.0, "fault", "inject_start"),
+        ev(1009.9, "fault", "inject_start", fault="kill", effect=KILL_EFFECT),
+        ev(1009.95, "fault", "act", what="SIGKILL"),
         ev(1010.05, "fault", "inject_end"),
         ev(1010.3, "observer", "health_fail", ok=False, detail="refused"),
         ev(1015.0, "fault", "revert_start"),
         ev(1015.0, "fault", "revert_end"),
         ev(1015.2, "observer", "health_ok", ok=True),
     ]
+    if die:
+        events.append(Event(t=1010.0, source="harness", kind="docker_die", node=NODE,
+                            data={"action": "die", "exit_code": 137}))
     if up:
         events += [ev(1011.2, "observer", "up_0", value=0.0, t_sample=1010.8),
                    ev(1016.1, "observer", "up_1", value=1.0, t_sample=1015.8)]
@@ -59,29 +71,35 @@ def outage_timeline(*, alert: bool = True, up: bool = True) -> list[Event]:
 
 def test_outage_detection_recovery_and_loss_match_construction() -> None:
     m = measure(outage_ledger(), outage_timeline(), NODE, recovery_hold_s=5)
-    assert m.t_inject == 1010.05
+    assert m.t_effect == 1010.0  # Docker's die event, not the harness's call or return
+    assert (m.effect_evidence, m.effect_detail) == ("docker_event",
+                                                    "Docker 'die' event (exit code 137)")
     assert m.detect_signal == "alert"
-    assert m.detection_s == pytest.approx(1.45)
-    assert m.detection_by_signal_s == pytest.approx({"alert": 1.45, "up": 0.75, "probe": 0.25})
+    assert m.detection_s == pytest.approx(1.5)
+    assert m.detection_by_signal_s == pytest.approx({"alert": 1.5, "up": 0.8, "probe": 0.3})
+    assert m.probe_detection_s == pytest.approx(0.3)
     assert m.t_recovered == pytest.approx(1015.2)  # readiness OK again (requests ok from 1015.0)
-    assert m.recovery_s == pytest.approx(5.15)
+    assert m.recovery_s == pytest.approx(5.2)
     assert m.recovery_after_revert_s == pytest.approx(0.2)
     assert m.lost_total == 51
     assert m.lost_by_class == {"refused": 50, "reset": 1}
-    assert m.in_flight_at_inject == 1
+    assert m.in_flight_at_effect == 1
+    assert m.inconclusive == [] and m.harness_intervened == []
     assert m.clean_rejections == 0
     assert m.t_impact == pytest.approx(1010.001)
-    assert m.slis["baseline"].failed == 1  # the request in flight at inject, invoked before it
+    assert m.slis["baseline"].failed == 1  # the request in flight at t_effect, sent before it
     assert m.slis["fault"].failed == 50
     assert m.slis["after"].requests == 148  # 1015.2 … 1029.9
     assert m.notes == []
 
 
-def test_signal_priority_alert_then_up_then_probe() -> None:
+def test_signal_priority_alert_then_up_and_the_probe_is_never_detection() -> None:
     m = measure(outage_ledger(), outage_timeline(alert=False), NODE)
-    assert (m.detect_signal, m.detection_s) == ("up", pytest.approx(0.75))
+    assert (m.detect_signal, m.detection_s) == ("up", pytest.approx(0.8))
     m = measure(outage_ledger(), outage_timeline(alert=False, up=False), NODE)
-    assert (m.detect_signal, m.detection_s) == ("probe", pytest.approx(0.25))
+    assert (m.detect_signal, m.detection_s, m.t_detect) == (None, None, None)
+    assert m.probe_detection_s == pytest.approx(0.3)  # a figure, not detection
+    assert any("not detected by monitoring" in n and "probe saw it" in n for n in m.notes)
 
 
 def test_not_detected_is_a_finding_with_a_note() -> None:
@@ -94,10 +112,20 @@ def test_not_detected_is_a_finding_with_a_note() -> None:
 
 
 def test_signals_before_the_fault_do_not_count() -> None:
-    timeline = [*outage_timeline(alert=False, up=False),
+    timeline = [*outage_timeline(alert=False),
                 ev(1005.0, "observer", "alert_firing", alertname="Old", t_state=1005.0)]
     m = measure(outage_ledger(), timeline, NODE)
-    assert m.detect_signal == "probe"
+    assert m.detect_signal == "up"
+
+
+def test_a_signal_stamped_before_t_effect_is_a_finding_not_a_negative_figure() -> None:
+    # the scrape that showed up == 0 is stamped 0.1 s before Docker's die event
+    timeline = [e for e in outage_timeline(alert=False) if e.kind not in ("up_0", "up_1")]
+    timeline.append(ev(1010.4, "observer", "up_0", value=0.0, t_sample=1009.9))
+    m = measure(outage_ledger(), sorted(timeline, key=lambda e: e.t), NODE)
+    assert m.detection_s is None
+    assert all(v >= 0 for v in m.detection_by_signal_s.values())
+    assert any("up signal was stamped 0.100 s before" in n for n in m.notes)
 
 
 def test_readiness_failing_at_end_means_not_recovered_and_loss_runs_to_window_end() -> None:
@@ -121,7 +149,9 @@ def test_recovery_needs_the_hold_to_last_to_window_end() -> None:
 
 def test_a_late_failure_moves_recovery_after_it() -> None:
     ledger = outage_ledger()
-    ledger[200] = req(200, 1020.0, "fail", "http_5xx")  # a 503 after the node came back
+    # a 503 with an OpenAI-style error body after the node came back: a clean rejection
+    ledger[200] = dataclasses.replace(req(200, 1020.0, "fail", "http_5xx"), http_status=503,
+                                      error_body=True)
     m = measure(ledger, outage_timeline(), NODE, recovery_hold_s=5)
     assert m.t_recovered == pytest.approx(1020.1)  # first success after the last failure
     assert m.lost_by_class["http_5xx"] == 1
@@ -153,7 +183,7 @@ def test_other_nodes_and_probe_records_are_ignored() -> None:
 
 
 def test_missing_inject_event_is_a_clear_error() -> None:
-    with pytest.raises(MeasurementInputError, match="inject_end"):
+    with pytest.raises(MeasurementInputError, match="inject_start"):
         measure(outage_ledger(), [ev(1.0, "observer", "health_ok")], NODE)
 
 
@@ -172,3 +202,139 @@ def test_window_slis_percentiles_tpot_and_throughput() -> None:
     assert s.tpot_p50_s == pytest.approx((1.0 - 0.55) / 10)
     assert s.output_tokens_per_s == pytest.approx(11.0)
     assert window_slis(records, 20.0, 30.0).error_ratio is None
+
+
+# --------------------------------------------------------------------------- t_effect
+
+
+def _effect_timeline(spec: dict[str, object], *extra: Event) -> list[Event]:
+    return sorted([
+        ev(1000.0, "observer", "health_ok", ok=True),
+        ev(1009.0, "fault", "inject_start", fault="x", effect=spec),
+        *extra,
+        ev(1012.0, "fault", "inject_end"),
+        ev(1013.0, "fault", "revert_end"),
+    ], key=lambda e: e.t)
+
+
+def test_effect_evidence_order_docker_then_mechanism_then_call() -> None:
+    spec = {"docker_actions": ["pause"], "required": "docker", "spans_outage": False}
+    act = ev(1009.5, "fault", "act", what="docker pause")
+    mech = ev(1009.8, "fault", "effect", what="rule added")
+    pause = Event(t=1009.6, source="harness", kind="docker_pause", node=NODE, data={})
+    ledger = outage_ledger()
+    m = measure(ledger, _effect_timeline(spec, act, mech, pause), NODE)
+    assert (m.t_effect, m.effect_evidence) == (1009.6, "docker_event")
+    spec = {"docker_actions": [], "required": "mechanism", "spans_outage": False}
+    m = measure(ledger, _effect_timeline(spec, act, mech), NODE)
+    assert (m.t_effect, m.effect_evidence, m.effect_detail) == (1009.8, "mechanism", "rule added")
+    spec = {"docker_actions": [], "required": "", "spans_outage": False}
+    m = measure(ledger, _effect_timeline(spec, act), NODE)
+    assert (m.t_effect, m.effect_evidence) == (1009.5, "call")
+    assert m.inconclusive == []
+
+
+def test_faults_spanning_the_outage_count_from_their_first_act() -> None:
+    # a rollout: the old container is removed at 1009.5, the new one is ready at 1015.2
+    spec = {"docker_actions": [], "required": "", "spans_outage": True}
+    act = ev(1009.5, "fault", "act", what="remove the current container")
+    timeline = [e for e in outage_timeline() if e.kind not in ("inject_start", "act")]
+    timeline += [ev(1009.4, "fault", "inject_start", fault="rollout", effect=spec), act]
+    m = measure(outage_ledger(), sorted(timeline, key=lambda e: e.t), NODE)
+    assert (m.t_effect, m.effect_evidence) == (1009.5, "act")
+    assert m.recovery_s == pytest.approx(1015.2 - 1009.5)  # the whole outage, never 0.0
+    assert m.detection_s is not None and m.detection_s > 0
+
+
+def test_required_evidence_missing_is_inconclusive() -> None:
+    m = measure(outage_ledger(), outage_timeline(die=False), NODE)
+    assert m.effect_evidence == "call"
+    assert any("Docker recorded no 'die' event" in g for g in m.inconclusive)
+    spec = {"docker_actions": [], "required": "mechanism", "spans_outage": False}
+    m = measure(outage_ledger(), _effect_timeline(spec), NODE)
+    assert any("never confirmed its mechanism" in g for g in m.inconclusive)
+    spec = {"docker_actions": [], "required": "", "spans_outage": True}
+    m = measure(outage_ledger(), _effect_timeline(
+        spec, ev(1012.5, "fault", "no_effect", why="flood sent no request")), NODE)
+    assert m.inconclusive == ["the fault did not take effect: flood sent no request"]
+
+
+def test_missing_monitoring_and_harness_gaps_are_inconclusive() -> None:
+    timeline = [*outage_timeline(),
+                ev(1000.1, "harness", "evidence_gap", reason="Prometheus not ready"),
+                ev(1011.0, "observer", "prometheus_down", detail="connection refused")]
+    m = measure(outage_ledger(), sorted(timeline, key=lambda e: e.t), NODE)
+    assert m.inconclusive[0] == "Prometheus not ready"
+    assert "Prometheus was unreachable during the run (connection refused)" in m.inconclusive[1]
+
+
+def test_client_exhaustion_is_inconclusive_not_the_nodes_fault() -> None:
+    ledger = [*outage_ledger(), req(7000, 1020.0, "fail", "client_exhausted")]
+    m = measure(ledger, outage_timeline(), NODE)
+    assert any("load client ran out of resources" in g for g in m.inconclusive)
+
+
+def test_harness_intervention_is_recorded() -> None:
+    timeline = [*outage_timeline(),
+                ev(1014.0, "fault", "harness_intervened", action="docker start",
+                   why="restart policy left it exited")]
+    m = measure(outage_ledger(), sorted(timeline, key=lambda e: e.t), NODE)
+    assert m.harness_intervened == ["docker start: restart policy left it exited"]
+
+
+# --------------------------------------------------------------------------- users
+
+
+def test_users_who_arrived_during_a_hang_are_counted_from_their_arrival() -> None:
+    """An 8 s pause at 10 req/s: every arrival in the hang is lost, shed or slow (≈ 80)."""
+    spec = {"docker_actions": ["pause"], "required": "docker", "spans_outage": False}
+    ledger: list[RequestRecord] = []
+    for i in range(300):
+        t = round(1000 + i * 0.1, 3)
+        if 1010.0 <= t < 1018.0 and i % 5 == 0:  # sent, answered after the unpause: slow
+            r = dataclasses.replace(req(i, t, dur=1018.1 - t), t_first_token=1018.05)
+        elif 1010.0 <= t < 1018.0:  # client cap reached: shed at once, at its arrival
+            r = RequestRecord(id=f"r{i}", node=NODE, kind="chat", t_invoke=t, t_end=t,
+                              t_scheduled=t, status="fail", error_class="shed_client")
+        else:
+            r = req(i, t)
+        ledger.append(r)
+    timeline = sorted([
+        ev(1000.0, "observer", "health_ok", ok=True),
+        ev(1009.9, "fault", "inject_start", fault="pause", effect=spec),
+        Event(t=1010.0, source="harness", kind="docker_pause", node=NODE, data={}),
+        ev(1010.6, "observer", "health_fail", detail="timeout"),
+        ev(1011.4, "observer", "alert_firing", alertname="FaultkitNodeDown", t_state=1011.2),
+        ev(1018.0, "fault", "revert_end"),
+        ev(1018.1, "observer", "health_ok", ok=True),
+    ], key=lambda e: e.t)
+    m = measure(ledger, timeline, NODE, ttft_objective_s=2.5)
+    assert m.lost_by_class == {"shed_client": 64}
+    # of the 16 sent, those that arrived before 1015.55 waited more than 2.5 s: 12
+    assert m.slow_total == 12
+    assert m.affected_total == 76
+    assert m.slis["fault"].user_ttft_p95_s is not None and m.slis["fault"].user_ttft_p95_s > 7
+
+
+@given(
+    act=st.floats(0, 5), die=st.floats(0, 5), sample=st.floats(-3, 20), probe=st.floats(-3, 20),
+    ready=st.floats(0, 30), spans=st.booleans(),
+)
+def test_no_figure_is_ever_negative(act: float, die: float, sample: float, probe: float,
+                                    ready: float, spans: bool) -> None:
+    spec = {"docker_actions": ["die"], "required": "docker", "spans_outage": spans}
+    t0 = 1005.0
+    timeline = sorted([
+        ev(1000.0, "observer", "health_ok", ok=True),
+        ev(t0, "fault", "inject_start", fault="kill", effect=spec),
+        ev(t0 + act, "fault", "act", what="x"),
+        Event(t=t0 + act + die, source="harness", kind="docker_die", node=NODE, data={}),
+        ev(t0 + max(probe, 0), "observer", "health_fail", t_sample=t0 + probe),
+        ev(t0 + max(sample, 0) + 0.5, "observer", "up_0", t_sample=t0 + sample),
+        ev(t0 + 10, "fault", "revert_end"),
+        ev(t0 + max(probe, 0) + ready + 0.01, "observer", "health_ok", ok=True),
+    ], key=lambda e: e.t)
+    m = measure(outage_ledger(), timeline, NODE, recovery_hold_s=1, t_window_end=1040.0)
+    figures = [m.detection_s, m.recovery_s, m.probe_detection_s,
+               *m.detection_by_signal_s.values()]
+    assert all(f >= 0 for f in figures if f is not None), figures

@@ -1,0 +1,93 @@
+"""Is there enough evidence to run and judge an experiment? Pre-flight and steady state.
+
+Two questions are asked before a fault is injected (docs/definitions.md, "INCONCLUSIVE"):
+
+- :func:`preflight_gaps` — can monitoring be observed at all: Prometheus ready, alert
+  rules loaded for the node, this machine's clock within :data:`MAX_CLOCK_SKEW_S` of
+  Prometheus' (every detection figure compares the two clocks), the node's container
+  present and running.
+- :func:`steady_state_violations` — the steady-state hypothesis (Chaos Toolkit's term):
+  over the baseline the node answered its readiness probe, its error ratio and TTFT p95
+  were within the node's objectives. A node that is not healthy before the fault cannot be
+  judged on how it handles the fault; the experiment aborts before injecting.
+
+Each returns human-readable reasons; empty means "go".
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from faultkit.errors import FaultkitError
+from faultkit.inventory import Node, SLOSettings
+from faultkit.records import Event, RequestRecord
+from slo.errors import PrometheusError
+from slo.prom import Prometheus
+
+#: Largest tolerated difference between this machine's clock and Prometheus' (seconds).
+#: Figures are promised to ±0.5 s; half of that is left for the clocks.
+MAX_CLOCK_SKEW_S = 0.25
+
+
+def clock_skew_s(prom: Prometheus) -> float:
+    """Prometheus' clock − this machine's (seconds), from ``time()`` at the request midpoint."""
+    before = time.time()
+    value = prom.query_value("time()")
+    after = time.time()
+    if value is None:
+        raise PrometheusError(prom.url, f"Prometheus at {prom.url}: time() returned no value")
+    return value - (before + after) / 2
+
+
+def preflight_gaps(node: Node, prom: Prometheus, container_running: bool | None) -> list[str]:
+    """Reasons the experiment could not be judged, known before it starts."""
+    gaps: list[str] = []
+    try:
+        if not prom.ready():
+            gaps.append(f"Prometheus at {prom.url} is not ready (/-/ready is not 200)")
+        else:
+            rules = [r for g in prom.rules("alert") for r in g.get("rules", [])
+                     if (r.get("labels") or {}).get("node") == node.name]
+            if not rules:
+                gaps.append(f"no alert rule for node {node.name!r} is loaded in Prometheus "
+                            f"at {prom.url} (add `faultkit rules` output to its rule_files)")
+            skew = clock_skew_s(prom)
+            if abs(skew) > MAX_CLOCK_SKEW_S:
+                gaps.append(f"clock skew between this machine and Prometheus is {skew:+.3f} s "
+                            f"(bound ±{MAX_CLOCK_SKEW_S} s): detection times would be wrong")
+    except FaultkitError as exc:  # PrometheusError is one
+        gaps.append(f"Prometheus at {prom.url} is unreachable: {exc}")
+    if container_running is False:
+        where = f"{node.docker.container!r} on {node.docker.host}" if node.docker else "?"
+        gaps.append(f"the node's container {where} is not running: the fault has no target")
+    return gaps
+
+
+def steady_state_violations(
+    requests: Sequence[RequestRecord],
+    events: Sequence[Event],
+    node: str,
+    slo: SLOSettings,
+    t_from: float,
+    t_to: float,
+) -> list[str]:
+    """Why ``node`` was not in steady state over [t_from, t_to) (empty: it was)."""
+    from slo.measure import readiness_ok_since, window_slis
+
+    out: list[str] = []
+    health = [e for e in events if e.node == node and e.kind in ("health_ok", "health_fail")
+              and e.t < t_to]
+    have, ok_since = readiness_ok_since(health, node)
+    if have and (ok_since is None or ok_since > t_from):
+        out.append("the readiness probe was not OK throughout the baseline")
+    ours = [r for r in requests if r.node == node and r.kind != "probe"]
+    sli = window_slis(ours, t_from, t_to)
+    if sli.requests and sli.error_ratio is not None and sli.error_ratio > slo.error_ratio_max:
+        out.append(f"baseline error ratio {sli.error_ratio:.3f} > objective "
+                   f"{slo.error_ratio_max:g} ({sli.failed} of {sli.requests} failed)")
+    if sli.ttft_p95_s is not None and sli.ttft_p95_s > slo.ttft_s:
+        out.append(f"baseline TTFT p95 {sli.ttft_p95_s:.3f} s > objective {slo.ttft_s:g} s")
+    if sli.requests and not sli.ok:
+        out.append("no request succeeded during the baseline")
+    return out

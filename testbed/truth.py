@@ -1,0 +1,236 @@
+"""Measurement against ground truth: run one experiment on a simulated node and compare what
+faultkit measured with what really happened, from evidence faultkit's measurement never reads.
+
+The evidence is independent of the code under test:
+
+- the simulator's **truth file** (``$FAULTKIT_HOME/state/sim/<node>/truth.jsonl``): every
+  request it accepted and finished, by the client's request id, and the moments it was
+  ready;
+- **Docker's event stream**, queried here directly (container *and* network events);
+- **Prometheus' own ``ALERTS`` series**: the sample at which an alert for the node first
+  reads ``firing``.
+
+:func:`run_trial` runs the real scenario path (:class:`faultkit.plugin.Experiment`) and
+returns a :class:`Trial` with the measured figures, the truth and the errors. The
+integration test (``tests/integration/test_measure_truth.py``) asserts the bounds;
+``bench/measurement_truth.py`` repeats trials and writes the table in the README.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from faultkit._docker import DockerHost
+from faultkit.inventory import Inventory, Node
+from faultkit.load import LoadProfile
+from faultkit.plugin.experiment import Experiment
+from faultkit.records import RequestRecord
+from faultkit.rundir import RunDir
+from slo.prom import Prometheus
+from slo.types import Measurement
+from testbed.paths import state_dir
+
+#: The experiments the truth table covers: name → (fault kind, params, hold seconds).
+TRIALS: dict[str, tuple[str, dict[str, Any], float]] = {
+    "kill": ("kill", {}, 0.0),
+    "pause": ("pause", {}, 4.0),
+    "partition-refuse": ("partition", {"mode": "refuse"}, 4.0),
+    "partition-blackhole": ("partition", {"mode": "blackhole"}, 4.0),
+    "rollout-never-ready": ("rollout", {"config": "sim-vllm-bad-maxlen"}, 0.0),
+    "memory-squeeze": ("memory_squeeze", {}, 4.0),
+}
+
+#: Load of a trial: enough arrivals that the truth file pins each moment to ~40 ms.
+TRUTH_LOAD = LoadProfile(
+    rate=25.0,
+    concurrency=32,
+    input_tokens=16,
+    output_tokens=16,
+    connect_timeout_s=2.0,
+    first_token_timeout_s=15.0,
+    total_timeout_s=20.0,
+)
+
+
+@dataclass
+class Trial:
+    """One trial: measured figures, the truth, and their differences (seconds)."""
+
+    name: str
+    run_dir: str
+    measured: dict[str, Any]
+    truth: dict[str, Any]
+    errors: dict[str, float | None] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------- truth sources
+
+
+def truth_events(node: Node, since: float) -> list[dict[str, Any]]:
+    """The simulator's ground-truth lines written since ``since`` (epoch seconds)."""
+    path = state_dir(f"sim/{node.name}") / "truth.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [e for e in map(json.loads, filter(None, lines)) if e["t"] >= since]
+
+
+def docker_events(node: Node, since: float, until: float) -> list[dict[str, Any]]:
+    """Docker's container and network events for the node's container, oldest first."""
+    assert node.docker is not None
+    host = DockerHost(node.docker.host)
+    cid = host.client.containers.get(node.docker.container).id
+    out = []
+    stream = host.client.events(since=int(since), until=int(until) + 1, decode=True)
+    for event in stream:
+        attrs = (event.get("Actor") or {}).get("Attributes") or {}
+        kind = event.get("Type")
+        if (kind == "container" and attrs.get("name") == node.docker.container) or (
+            kind == "network" and attrs.get("container") == cid
+        ):
+            out.append(event)
+    return sorted(out, key=lambda e: int(e["timeNano"]))
+
+
+def _t(event: dict[str, Any]) -> float:
+    return int(event["timeNano"]) / 1e9
+
+
+def first_alert_firing(prom: Prometheus, node: Node, since: float, until: float) -> float | None:
+    """Timestamp of the first ``ALERTS{alertstate="firing"}`` sample for the node."""
+    window = max(1, int(until - since) + 2)
+    series = prom.query_samples(
+        f'ALERTS{{alertstate="firing",node="{node.name}"}}[{window}s]', t=until
+    )
+    times = [s.t for ser in series for s in ser.samples if s.t >= since]
+    return min(times) if times else None
+
+
+# --------------------------------------------------------------------------- the trial
+
+
+def _truth_moments(
+    name: str, node: Node, t0: float, t_end: float
+) -> tuple[float | None, float | None, list[str]]:
+    """(true t_effect, true t_recovered, problems) for trial ``name``."""
+    docker = docker_events(node, t0, t_end)
+    truth = truth_events(node, t0)
+    problems: list[str] = []
+
+    def docker_first(kind: str, actions: tuple[str, ...], after: float = t0) -> float | None:
+        times = [_t(e) for e in docker if e.get("Type") == kind and e.get("Action") in actions
+                 and _t(e) >= after]
+        return min(times) if times else None
+
+    def ready_after(t: float | None) -> float | None:
+        if t is None:
+            return None
+        times = [e["t"] for e in truth if e["event"] == "ready" and e["t"] > t]
+        return min(times) if times else None
+
+    accepted = sorted(e["t"] for e in truth if e["event"] == "request_accepted")
+    effect: float | None
+    recovered: float | None
+    if name == "kill":
+        effect = docker_first("container", ("die",))
+        recovered = ready_after(effect)
+    elif name == "pause":
+        effect = docker_first("container", ("pause",))
+        recovered = docker_first("container", ("unpause",))
+    elif name == "partition-refuse":
+        effect = docker_first("network", ("disconnect",))
+        recovered = docker_first("network", ("connect",), after=effect or t0)
+    elif name == "partition-blackhole":
+        # no Docker event: the gap in what the server accepted is the truth
+        gaps = [(a, b) for a, b in itertools.pairwise(accepted) if b - a > 1.0]
+        effect, recovered = (gaps[0][0], gaps[0][1]) if gaps else (None, None)
+    elif name == "rollout-never-ready":
+        effect = docker_first("container", ("kill", "die", "stop", "destroy"))
+        dead = [e["t"] for e in truth if e["event"] == "dead" and e["t"] > (effect or t0)]
+        recovered = ready_after(max(dead) if dead else effect)
+    elif name == "memory-squeeze":
+        effect = docker_first("container", ("update",))
+        deaths = [_t(e) for e in docker if e.get("Action") == "die" and _t(e) >= (effect or t0)]
+        recovered = ready_after(max(deaths)) if deaths else None
+        if not deaths:
+            problems.append("the squeeze did not kill the engine (no die event)")
+    else:
+        raise ValueError(f"unknown trial {name!r}")
+    if effect is None:
+        problems.append("no independent evidence of the fault taking effect")
+    if recovered is None:
+        problems.append("no independent evidence of recovery")
+    return effect, recovered, problems
+
+
+def _arrival(r: RequestRecord) -> float:
+    return r.t_scheduled if r.t_scheduled is not None else r.t_invoke
+
+
+def truth_lost(
+    ledger: list[RequestRecord], node: Node, t0: float, effect: float, recovered: float
+) -> int:
+    """Users lost by the truth: arrivals in [effect, recovered] (or in flight at ``effect``)
+    that the server never finished."""
+    finished = {e["id"] for e in truth_events(node, t0) if e["event"] == "request_finished"}
+    ours = [r for r in ledger if r.node == node.name and r.kind != "probe"]
+    span = [r for r in ours
+            if effect <= _arrival(r) <= recovered or r.t_invoke < effect < r.t_end]
+    return sum(1 for r in span if r.id not in finished)
+
+
+async def run_trial(name: str, inventory: Inventory, runs_dir: Path, node_name: str = "sim-vllm"
+                    ) -> Trial:
+    """Run trial ``name`` (a key of :data:`TRIALS`) on ``node_name`` and compare with truth."""
+    kind, params, hold = TRIALS[name]
+    node = inventory.node(node_name)
+    exp = Experiment(
+        scenario=f"truth-{name}", node=node, inventory=inventory,
+        run=RunDir.create(runs_dir, f"truth-{name}", node.name), load_profile=TRUTH_LOAD,
+    )
+    t0 = time.time()
+    try:
+        m: Measurement = await exp.run_fault(kind, hold_s=hold, baseline_s=3.0, params=params)
+    finally:
+        exp.finalize()
+    t_end = time.time()
+    effect, recovered, problems = _truth_moments(name, node, t0, t_end)
+    prom = Prometheus(inventory.prometheus.url)
+    alert = first_alert_firing(prom, node, effect or t0, t_end)
+    ledger = exp.run.ledger()
+    lost = None
+    if effect is not None and recovered is not None:
+        lost = truth_lost(ledger, node, t0, effect, recovered)
+
+    def diff(a: float | None, b: float | None) -> float | None:
+        return None if a is None or b is None else round(a - b, 3)
+
+    return Trial(
+        name=name,
+        run_dir=str(exp.run.path),
+        measured={
+            "t_effect": m.t_effect, "effect_evidence": m.effect_evidence,
+            "t_recovered": m.t_recovered, "t_detect": m.t_detect,
+            "detect_signal": m.detect_signal, "detection_s": m.detection_s,
+            "recovery_s": m.recovery_s, "lost": m.lost_total,
+            "inconclusive": m.inconclusive, "harness_intervened": m.harness_intervened,
+        },
+        truth={"t_effect": effect, "t_recovered": recovered, "t_alert_firing": alert,
+               "lost": lost},
+        errors={
+            "t_effect": diff(m.t_effect, effect),
+            "t_recovered": diff(m.t_recovered, recovered),
+            "t_detect_vs_alerts": (
+                diff(m.t_detect, alert) if m.detect_signal == "alert" else None
+            ),
+            "lost": None if lost is None else float(m.lost_total - lost),
+        },
+        problems=problems,
+    )
