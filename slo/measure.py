@@ -21,7 +21,9 @@ exactly:
   the readiness endpoint answers OK and every request *scheduled* succeeds, lasting to the
   end of the observation window: max(start of the final readiness-OK stretch, arrival of
   the first successful request after the last failed one), never before t_effect. Requests
-  the harness cancelled while draining (``cancelled``) do not break it. If the harness had
+  the harness cancelled while draining (``cancelled``) and client-side failures
+  (``shed_client``, ``client_exhausted``: the load client's own limits, evidence about the
+  client, not the node) do not break it — the latter still count as lost inside the span. If the harness had
   to bring the node back (``harness_intervened`` events), that is recorded: it is not the
   system's own recovery.
 - **Lost request** = a request *scheduled* in [t_effect, t_recovered] (or in flight at
@@ -55,6 +57,8 @@ _HEALTH_KINDS = frozenset({"health_ok", "health_fail"})
 #: error classes that mean the *client* failed, not the node (shed arrivals are lost to
 #: users, but only exhaustion makes the run unjudgeable)
 _CLIENT_EXHAUSTION = CLIENT_SIDE - {"shed_client"}
+#: failures that say nothing about the node's health (they never break a recovery stretch)
+_NOT_ABOUT_THE_NODE = CLIENT_SIDE | {"cancelled"}
 
 
 class MeasurementInputError(ValueError):
@@ -206,17 +210,30 @@ def detect(
 
 
 def readiness_ok_since(timeline: Sequence[Event], node: str) -> tuple[bool, float | None]:
-    """(any readiness data?, start of the final OK stretch or None if it ends failing)."""
+    """(any readiness data?, start of the final OK stretch or None if it ends failing).
+
+    The stretch starts when its first OK probe was *answered* (send time + latency).
+    """
     events = sorted((e for e in timeline if e.source == "observer" and e.node == node
                      and e.kind in _HEALTH_KINDS), key=lambda e: e.t)
     ok_since: float | None = None
     for event in events:
         if event.kind == "health_ok":
             if ok_since is None:
-                ok_since = event.t
+                ok_since = _answered_at(event)
         else:
             ok_since = None
     return bool(events), ok_since
+
+
+def _answered_at(event: Event) -> float:
+    """When an OK probe was answered: its send time plus its latency.
+
+    A probe sent into a hang (a paused node) is answered only when the node serves again;
+    its send time would date the recovery before it happened.
+    """
+    latency = event.data.get("latency_s")
+    return event.t + float(latency) if isinstance(latency, int | float) else event.t
 
 
 def recovered_at(
@@ -238,7 +255,7 @@ def recovered_at(
     elif not have_probes:
         notes.append("no readiness probes in the timeline: recovery judged on requests only")
     after = sorted((r for r in requests if arrival(r) >= t_effect
-                    and r.error_class != "cancelled"), key=arrival)
+                    and r.error_class not in _NOT_ABOUT_THE_NODE), key=arrival)
     last_bad = max((i for i, r in enumerate(after) if r.status != "ok"), default=None)
     if last_bad is not None:
         later = after[last_bad + 1 :]

@@ -48,7 +48,7 @@ TRIALS: dict[str, tuple[str, dict[str, Any], float]] = {
 #: Load of a trial: enough arrivals that the truth file pins each moment to ~40 ms.
 TRUTH_LOAD = LoadProfile(
     rate=25.0,
-    concurrency=32,
+    concurrency=256,
     input_tokens=16,
     output_tokens=16,
     connect_timeout_s=2.0,
@@ -109,7 +109,7 @@ def first_alert_firing(prom: Prometheus, node: Node, since: float, until: float)
     series = prom.query_samples(
         f'ALERTS{{alertstate="firing",node="{node.name}"}}[{window}s]', t=until
     )
-    times = [s.t for ser in series for s in ser.samples if s.t >= since]
+    times = [t for ser in series for t, _ in ser.values if t >= since]
     return min(times) if times else None
 
 
@@ -177,8 +177,12 @@ def _arrival(r: RequestRecord) -> float:
 def truth_lost(
     ledger: list[RequestRecord], node: Node, t0: float, effect: float, recovered: float
 ) -> int:
-    """Users lost by the truth: arrivals in [effect, recovered] (or in flight at ``effect``)
-    that the server never finished."""
+    """Users lost by the server's own record: arrivals in [effect, recovered] (or in flight
+    at ``effect``) that the server never finished.
+
+    Called with the *measured* window, whose edges are checked against truth separately:
+    this checks the per-request classification exactly (a window edge 0.1 s off moves a
+    few requests at 25 req/s, which is the window's error, not the classification's)."""
     finished = {e["id"] for e in truth_events(node, t0) if e["event"] == "request_finished"}
     ours = [r for r in ledger if r.node == node.name and r.kind != "probe"]
     span = [r for r in ours
@@ -206,8 +210,8 @@ async def run_trial(name: str, inventory: Inventory, runs_dir: Path, node_name: 
     alert = first_alert_firing(prom, node, effect or t0, t_end)
     ledger = exp.run.ledger()
     lost = None
-    if effect is not None and recovered is not None:
-        lost = truth_lost(ledger, node, t0, effect, recovered)
+    if m.t_recovered is not None:
+        lost = truth_lost(ledger, node, t0, m.t_effect, m.t_recovered)
 
     def diff(a: float | None, b: float | None) -> float | None:
         return None if a is None or b is None else round(a - b, 3)

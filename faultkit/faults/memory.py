@@ -45,7 +45,10 @@ def parse_bytes(text: str) -> int:
 
 class MemorySqueeze(_ReadyMixin):
     kind: ClassVar[str] = "memory_squeeze"
-    spans_outage: ClassVar[bool] = True
+    # in effect once Docker applied the lower limit (its "update" event); on cgroup v1 the
+    # kernel may refuse several limits first, which change nothing
+    effect_docker_actions: ClassVar[tuple[str, ...]] = ("update",)
+    effect_required: ClassVar[str] = "docker"
     PARAMS: ClassVar[ParamSpec] = {
         "limit": (str, None),
         "fraction": (float, 0.5),

@@ -243,7 +243,7 @@ def load_profile(faultkit_settings: Settings, request: pytest.FixtureRequest) ->
     # refuses and inflates the count).
     return LoadProfile(
         rate=10.0,
-        concurrency=16,
+        concurrency=256,
         input_tokens=32,
         output_tokens=24,
         first_token_timeout_s=10.0,
