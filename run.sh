@@ -85,6 +85,7 @@ case "$cmd" in
     say "unit, integration and end-to-end tests (e2e runs the whole scenario suite and checks its verdicts)"
     # the 25 slowest tests and a JUnit file for CI; per-test timeouts are in pyproject.toml
     mkdir -p test-results
+    export FAULTKIT_REQUIRE_PROMTOOL=1  # installed with Debian's prometheus above: never skip
     exec "$VENV/bin/pytest" tests -p no:cacheprovider --durations=25 \
       --junitxml=test-results/junit.xml "$@"
     ;;

@@ -13,7 +13,11 @@ from typing import Any
 
 import click
 
-from faultkit.errors import FaultkitError
+from faultkit.commands._input import BadInput
+from faultkit.errors import FaultkitError, FaultParamError, FaultRefused, InventoryError
+
+#: faultkit errors that mean the input was bad (and nothing was done): exit status 2
+BAD_INPUT_ERRORS: tuple[type[FaultkitError], ...] = (FaultParamError, FaultRefused, InventoryError)
 
 #: name -> "module:attribute" of a click command
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -26,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "budget": ("slo.cli:budget", "SLO error-budget review from Prometheus"),
     "report": ("reports.cli:report", "re-render a run directory's incident report"),
     "gate": ("faultkit.commands.gate:gate", "pre-promotion gate for a serving config"),
+    "runs": ("faultkit.commands.runs:runs", "list run and gate directories, newest first"),
+    "dashboard": ("faultkit.commands.dashboard:dashboard", "Grafana dashboard JSON for the SLOs"),
 }
 
 
@@ -47,8 +53,20 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
+        """Run the subcommand; bad input exits 2 with one line, other faultkit errors exit 1.
+
+        Bad input is click's own usage errors (an option out of range, a missing argument)
+        and :data:`BAD_INPUT_ERRORS`. Exit status 1 is kept for FAIL and for errors met
+        while acting (Docker, a node, the journal).
+        """
         try:
             return super().invoke(ctx)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # a group called without a subcommand: its help, as click prints it
+        except click.UsageError as exc:
+            raise BadInput(exc.format_message()) from exc
+        except BAD_INPUT_ERRORS as exc:
+            raise BadInput(str(exc)) from exc
         except FaultkitError as exc:
             raise click.ClickException(str(exc)) from exc
 

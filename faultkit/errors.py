@@ -14,6 +14,7 @@ Tree::
     ├── NodeError                 a node did not answer as expected (readiness, API)
     │   └── NodeNotReady          readiness deadline passed
     ├── FaultError                a fault could not be injected or reverted
+    │   ├── FaultParamError       unknown fault kind or a parameter out of range (nothing was done)
     │   ├── FaultRefused          blast-radius policy forbids it (nothing was done)
     │   ├── FaultAlreadyActive    a second inject of the same fault instance
     │   └── FaultUnsupported      the kernel / engine lacks what the fault needs
@@ -93,6 +94,22 @@ class NodeNotReady(NodeError):
 
 class FaultError(FaultkitError):
     """A fault could not be injected or reverted."""
+
+
+class FaultParamError(FaultError):
+    """A fault kind is unknown or a parameter is outside its allowed values; nothing was done.
+
+    Bad input: the CLI exits 2 with this one-line message. ``param`` names the parameter
+    (``"kind"`` for an unknown fault), ``value`` is what was given and ``allowed`` says what
+    it may be (e.g. ``"> 0 and ≤ 2000 req/s"``).
+    """
+
+    def __init__(self, message: str, *, param: str = "", value: object = None,
+                 allowed: str = "") -> None:
+        self.param = param
+        self.value = value
+        self.allowed = allowed
+        super().__init__(message)
 
 
 class FaultRefused(FaultError):

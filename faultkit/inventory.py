@@ -2,7 +2,11 @@
 
 Loaded from YAML with ``yaml.safe_load`` semantics and validated with pydantic. Every
 problem is reported as ``FILE:LINE FIELD.PATH: what is wrong (got VALUE; allowed: …)``;
-unknown keys are errors, so a typo is never silently ignored.
+unknown keys are errors, so a typo is never silently ignored, and so is a key given twice
+in one mapping (YAML would silently keep the last: ``protected: true`` then
+``protected: false`` must not unprotect a node). One container on one Docker host is one
+node: two nodes naming the same container are an error, or a protected node could be hit
+through its alias.
 
 Example::
 
@@ -214,6 +218,11 @@ class Inventory(_Model):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"node names must be unique (repeated: {', '.join(dupes)})")
+        clashes = container_clashes([_container_key(n) for n in self.nodes])
+        if clashes:
+            first, second = clashes[0]
+            raise ValueError(_clash_message(self.nodes[first].name, self.nodes[second].name,
+                                            _container_key(self.nodes[second])))
         for node in self.nodes:
             if node.serving_config and node.serving_config not in self.serving_configs:
                 raise ValueError(
@@ -300,6 +309,9 @@ def parse_inventory(text: str, *, source: str = "<string>") -> Inventory:
             [f"{source}:1: the inventory must be a mapping with a 'nodes' list (got {kind})"],
         )
     lines = _line_index(root)
+    problems = _duplicate_keys(root, source) + _raw_container_clashes(data, source, lines)
+    if problems:
+        raise InventoryError(source, problems)
     try:
         inventory = Inventory.model_validate({**data, "source": source})
     except ValidationError as exc:
@@ -310,6 +322,104 @@ def parse_inventory(text: str, *, source: str = "<string>") -> Inventory:
 
 
 Loc = tuple[str | int, ...]
+#: (Docker host, container name) of a node; None for a node without Docker access
+ContainerKey = tuple[str, str] | None
+
+
+def _container_key(node: Node) -> ContainerKey:
+    return None if node.docker is None else _normalise(node.docker.host, node.docker.container)
+
+
+def _normalise(host: str, container: str) -> tuple[str, str]:
+    """The same container however it is spelled: no trailing ``/`` on the host, no leading
+    ``/`` on the name (Docker's own names start with one)."""
+    return host.rstrip("/"), container.lstrip("/")
+
+
+def container_clashes(keys: list[ContainerKey]) -> list[tuple[int, int]]:
+    """Index pairs ``(first, later)`` of nodes naming the same container on the same host."""
+    seen: dict[tuple[str, str], int] = {}
+    clashes = []
+    for i, key in enumerate(keys):
+        if key is None:
+            continue
+        if key in seen:
+            clashes.append((seen[key], i))
+        else:
+            seen[key] = i
+    return clashes
+
+
+def _clash_message(first: str, second: str, key: ContainerKey) -> str:
+    host, container = key or ("?", "?")
+    return (
+        f"node {second!r} names container {container!r} on {host}, which node {first!r} "
+        "already names; one container must be one node (else a fault refused on one name "
+        "could reach it through the other): remove one of them"
+    )
+
+
+def _raw_container_clashes(data: Mapping[str, Any], source: str,
+                           lines: Mapping[Loc, int]) -> list[str]:
+    """Container clashes in the raw YAML data, each at the later node's ``container:`` line.
+
+    Malformed entries are skipped: validation reports them.
+    """
+    nodes = data.get("nodes")
+    if not isinstance(nodes, list):
+        return []
+    keys = [_raw_key(entry) for entry in nodes]
+    names = [str(e.get("name", "?")) if isinstance(e, Mapping) else "?" for e in nodes]
+    problems = []
+    for first, later in container_clashes(keys):
+        loc: Loc = ("nodes", later, "docker", "container")
+        line = _nearest_line(loc, lines)
+        where = f"{source}:{line}" if line else source
+        problems.append(f"{where} {_dotted(loc)}: "
+                        + _clash_message(names[first], names[later], keys[later]))
+    return problems
+
+
+def _raw_key(entry: object) -> ContainerKey:
+    """A raw ``nodes[i]`` entry's container key, or None when it has no well-formed one."""
+    docker = entry.get("docker") if isinstance(entry, Mapping) else None
+    if not isinstance(docker, Mapping) or not isinstance(docker.get("container"), str):
+        return None
+    host = docker.get("host", DockerRef.model_fields["host"].default)
+    return _normalise(str(host), docker["container"])
+
+
+def _duplicate_keys(node: yaml.Node | None, source: str, loc: Loc = (),
+                    seen: set[int] | None = None) -> list[str]:
+    """Every key given twice in one mapping, as ``FILE:LINE PATH: duplicate key …``.
+
+    YAML's loader keeps the last value silently; here the second occurrence is an error
+    naming the line of the first. Merge keys (``<<``) are not counted.
+    """
+    seen = set() if seen is None else seen
+    if node is None or id(node) in seen:
+        return []
+    seen.add(id(node))
+    problems: list[str] = []
+    if isinstance(node, yaml.MappingNode):
+        first_line: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node)
+            line = key_node.start_mark.line + 1
+            if key == "<<" and key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            if key in first_line:
+                problems.append(
+                    f"{source}:{line} {_dotted((*loc, key))}: duplicate key {key!r} (first "
+                    f"given at line {first_line[key]}); give each key once"
+                )
+            else:
+                first_line[key] = line
+            problems += _duplicate_keys(value_node, source, (*loc, key), seen)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            problems += _duplicate_keys(item, source, (*loc, i), seen)
+    return problems
 
 
 def _line_index(node: yaml.Node | None, loc: Loc = ()) -> dict[Loc, int]:

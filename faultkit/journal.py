@@ -3,6 +3,13 @@
 Layout: ``$FAULTKIT_HOME/journal/`` (``FAULTKIT_HOME`` defaults to ``~/.cache/faultkit``)
 holds one JSON file per fault, ``<fault-id>.json``, and a liveness lock ``<fault-id>.lock``.
 
+Permissions: the journal says what to run to undo a fault (and a rollout's record holds
+the previous container's environment), so only its owner may read or write it. The
+directory is created (or tightened to) mode 0700 and must be a real directory owned by
+this user, not a symlink; record, temporary and lock files are created 0600 with
+``O_NOFOLLOW`` (temporary files also ``O_EXCL``, under a fresh random name), and records
+are read with ``O_NOFOLLOW``, so a symlink planted in the journal is never followed.
+
 Contract:
 
 - :meth:`FaultJournal.begin` writes the record (state ``applying``) with its revert steps
@@ -27,7 +34,9 @@ import contextlib
 import fcntl
 import json
 import os
+import stat
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,6 +45,12 @@ from typing import Any, Literal
 from faultkit.errors import JournalError
 
 State = Literal["applying", "applied", "reverted"]
+
+#: the journal directory's mode, and its files' mode
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 def faultkit_home() -> Path:
@@ -79,17 +94,47 @@ class FaultJournal:
     def __init__(self, directory: Path | None = None) -> None:
         self.directory = directory or default_journal_dir()
         self._held: dict[str, int] = {}  # record id -> fd holding its liveness lock
+        self._prepare_directory()
+
+    def _prepare_directory(self) -> None:
+        """Create the directory 0700, or check an existing one and tighten it to 0700.
+
+        Raises :class:`JournalError` when it cannot be created, is a symlink or not a
+        directory, or belongs to another user.
+        """
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            self.directory.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                self.directory.mkdir(mode=DIR_MODE)
+            info = self.directory.lstat()
         except OSError as exc:
             raise JournalError(
                 f"cannot create the fault journal at {self.directory}: {exc}; "
                 "set FAULTKIT_HOME to a writable directory"
             ) from exc
+        if not stat.S_ISDIR(info.st_mode):
+            raise JournalError(
+                f"the fault journal {self.directory} is a symlink or not a directory; "
+                "remove it (or set FAULTKIT_HOME elsewhere) so faultkit can create it"
+            )
+        if info.st_uid != os.getuid():
+            raise JournalError(
+                f"the fault journal {self.directory} belongs to uid {info.st_uid}, not to "
+                f"this user (uid {os.getuid()}); set FAULTKIT_HOME to a directory of your own"
+            )
+        if stat.S_IMODE(info.st_mode) != DIR_MODE:
+            try:
+                os.chmod(self.directory, DIR_MODE)
+            except OSError as exc:
+                raise JournalError(f"cannot make {self.directory} private (0700): {exc}") from exc
 
     # paths ----------------------------------------------------------------------------
     def _record_path(self, record_id: str) -> Path:
         return self.directory / f"{record_id}.json"
+
+    def path_of(self, record_id: str) -> Path:
+        """Where the record ``record_id`` is stored (to name it in messages)."""
+        return self._record_path(record_id)
 
     def _lock_path(self, record_id: str) -> Path:
         return self.directory / f"{record_id}.lock"
@@ -134,10 +179,11 @@ class FaultJournal:
 
     def _write(self, record: JournalRecord) -> None:
         path = self._record_path(record.id)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
         data = json.dumps(record.to_json(), sort_keys=True).encode()
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+            fd = os.open(tmp, flags, FILE_MODE)
             try:
                 os.write(fd, data)
                 os.fsync(fd)
@@ -157,7 +203,14 @@ class FaultJournal:
 
     # locks ----------------------------------------------------------------------------
     def _try_lock(self, record_id: str) -> int | None:
-        fd = os.open(self._lock_path(record_id), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self._lock_path(record_id), os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC,
+                         FILE_MODE)
+        except OSError as exc:  # ELOOP: a symlink was planted where the lock belongs
+            raise JournalError(
+                f"cannot open the lock file {self._lock_path(record_id)}: {exc}; "
+                "it should be a plain file: remove it and run again"
+            ) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -196,11 +249,13 @@ class FaultJournal:
         """The record, or None if missing; an unreadable record is quarantined (``.corrupt``)."""
         path = self._record_path(record_id)
         try:
-            raw = path.read_bytes()
+            raw = _read_nofollow(path)
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise JournalError(f"cannot read fault journal record {path}: {exc}") from exc
+            if not path.is_symlink():
+                raise JournalError(f"cannot read fault journal record {path}: {exc}") from exc
+            raw = b""  # a planted symlink: never followed, quarantined below as unreadable
         try:
             data = json.loads(raw)
             if not isinstance(data, dict):
@@ -265,3 +320,15 @@ class FaultJournal:
     def close(self) -> None:
         for record_id in list(self._held):
             self._release(record_id)
+
+
+def _read_nofollow(path: Path) -> bytes:
+    """The file's bytes; a symlink raises OSError (ELOOP) instead of being followed."""
+    fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

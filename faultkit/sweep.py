@@ -6,23 +6,60 @@ steps a normal revert runs; each is idempotent) and marks it reverted. Faults ow
 *live* process (another harness running right now, or this process) are left alone.
 A record whose steps fail stays unreverted and is reported, so the next sweep retries it.
 
-It is idempotent: a second sweep finds nothing to do. The pytest plugin and
-``faultkit inject`` call it at start; ``faultkit sweep`` runs it by hand.
+The journal alone is never trusted to say what to run, and an old record is not replayed
+blindly. A record is listed and left in the journal, with nothing run, when:
+
+- one of its undo steps is a ``shell`` command that is not the ``rollback:`` of a serving
+  config in the inventory given (no inventory: no shell step runs). A rollout in
+  command-pair mode journals exactly that command, so a genuine record passes; a record
+  someone wrote or edited to run anything else does not (line ``REFUSED …``);
+- it has undo steps and was created more than ``max_age_s`` ago (default
+  :data:`MAX_AGE_S`, one hour; a record without a creation time counts as old): the node
+  may have been repaired or redeployed since, and replaying an old undo (recreating a
+  container from an old spec, restoring an old memory limit) could undo that work. With
+  ``force=True`` it is replayed anyway (line ``NOT REPLAYED …``).
+
+It is idempotent: a second sweep finds nothing to do (records it refused are listed again).
+The pytest plugin, ``faultkit inject`` and ``faultkit gate`` call it at start with their
+inventory; ``faultkit sweep`` runs it by hand.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Mapping
+from typing import Any
 
 from faultkit.faults import undo
-from faultkit.journal import FaultJournal
+from faultkit.inventory import Inventory
+from faultkit.journal import FaultJournal, JournalRecord
 
 log = logging.getLogger(__name__)
 
+#: records older than this (seconds) are listed, not replayed, unless forced
+MAX_AGE_S = 3600.0
+#: how the lines of records the sweep left applied begin
+LEFT_APPLIED = ("FAILED", "REFUSED", "NOT REPLAYED")
 
-def sweep(journal: FaultJournal | None = None) -> list[str]:
-    """Revert every orphaned fault; return one line per thing done (empty: nothing to do)."""
+
+def sweep(
+    journal: FaultJournal | None = None,
+    *,
+    inventory: Inventory | None = None,
+    max_age_s: float = MAX_AGE_S,
+    force: bool = False,
+    now: float | None = None,
+) -> list[str]:
+    """Revert every orphaned fault the policy allows; return one line per record handled.
+
+    Lines start with ``reverted``, ``FAILED``, ``REFUSED`` (a shell step the inventory does
+    not vouch for) or ``NOT REPLAYED`` (older than ``max_age_s``; ``force`` replays it);
+    the last three leave the record in the journal (:data:`LEFT_APPLIED`). Empty: nothing
+    to do. ``now`` (epoch seconds) is for tests.
+    """
     journal = journal if journal is not None else FaultJournal()
+    now = time.time() if now is None else now
     lines: list[str] = []
     for path in journal.corrupt():
         lines.append(f"warning: unreadable journal record {path} (left for inspection)")
@@ -30,23 +67,85 @@ def sweep(journal: FaultJournal | None = None) -> list[str]:
         with journal.claim(record.id) as claimed:
             if claimed is None:
                 continue  # taken by its (live) owner or another sweeper meanwhile
-            errors = []
-            done = []
-            for step in claimed.undo:
-                try:
-                    done.append(undo.run_step(step))
-                except Exception as exc:  # keep going: the other steps may still apply
-                    errors.append(f"{step.get('op')}: {exc}")
-            if errors:
-                lines.append(
-                    f"FAILED to revert {claimed.id} ({claimed.description}): "
-                    f"{'; '.join(errors)} — left in the journal, run `faultkit sweep` again"
-                )
+            refusal = _refusal(journal, claimed, inventory, max_age_s, force, now)
+            if refusal is not None:
+                lines.append(refusal)
+                log.warning("sweep: %s", refusal)
                 continue
-            # mark while still holding the claim, then let the claim release the lock
-            journal.update_reverted(claimed, note="reverted by sweep")
-            summary = "; ".join(done) or "nothing to undo"
-            lines.append(f"reverted {claimed.id} ({claimed.description}): {summary}")
+            lines.append(_replay(journal, claimed))
             log.info("sweep: %s", lines[-1])
     journal.prune()
     return lines
+
+
+def _replay(journal: FaultJournal, record: JournalRecord) -> str:
+    """Run the record's undo steps (all of them, even after one fails); one line."""
+    errors = []
+    done = []
+    for step in record.undo:
+        try:
+            done.append(undo.run_step(step))
+        except Exception as exc:  # keep going: the other steps may still apply
+            errors.append(f"{step.get('op')}: {exc}")
+    if errors:
+        return (
+            f"FAILED to revert {record.id} ({record.description}): "
+            f"{'; '.join(errors)} — left in the journal, run `faultkit sweep` again"
+        )
+    # mark while still holding the claim, then let the claim release the lock
+    journal.update_reverted(record, note="reverted by sweep")
+    summary = "; ".join(done) or "nothing to undo"
+    return f"reverted {record.id} ({record.description}): {summary}"
+
+
+def _refusal(journal: FaultJournal, record: JournalRecord, inventory: Inventory | None,
+             max_age_s: float, force: bool, now: float) -> str | None:
+    """Why the record must not be replayed now (a ``REFUSED``/``NOT REPLAYED`` line), or None."""
+    path = journal.path_of(record.id)
+    for step in record.undo:
+        why = untrusted_shell(step, inventory)
+        if why is not None:
+            return (
+                f"REFUSED to replay {record.id} ({record.description}): {why}. Nothing was "
+                f"run. Check the node; run the command yourself if you trust it, then delete "
+                f"{path}"
+            )
+    age = now - record.t_created if record.t_created else float("inf")
+    if age > max_age_s and not force and record.undo:  # nothing to undo: nothing to replay
+        return (
+            f"NOT REPLAYED {record.id} ({record.description}): recorded {_age(age)} ago, "
+            f"more than the {_age(max_age_s)} bound; the node may have changed since. Check "
+            f"it, then `faultkit sweep --force` to replay its undo steps, or delete {path} "
+            "if it is already restored"
+        )
+    return None
+
+
+def untrusted_shell(step: Mapping[str, Any], inventory: Inventory | None) -> str | None:
+    """None unless ``step`` is a ``shell`` step the inventory does not vouch for; then why.
+
+    A shell step is vouched for when its command is, exactly, the ``rollback:`` of one of
+    the inventory's serving configs.
+    """
+    if step.get("op") != "shell":
+        return None
+    command = step.get("command")
+    if inventory is None:
+        return (f"its undo runs the shell command `{command}` and no inventory was given to "
+                "vouch for it (pass --inventory with the serving config whose rollback it is)")
+    rollbacks = {c.rollback for c in inventory.serving_configs.values() if c.rollback}
+    if command in rollbacks:
+        return None
+    return (f"its undo runs the shell command `{command}`, which is not the rollback: of any "
+            f"serving config in {inventory.source}")
+
+
+def _age(seconds: float) -> str:
+    """``3 h 12 min``, ``45 min``, ``20 s``, ``unknown``."""
+    if seconds == float("inf"):
+        return "an unknown time"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    return f"{minutes} min" if minutes else f"{secs} s"

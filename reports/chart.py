@@ -1,21 +1,35 @@
-"""``timeline.png``: per-request latency over invoke time, coloured by outcome, with the
-fault window shaded, detection and recovery marked, and one Prometheus series below.
+"""``timeline.png``: what users saw around the fault, then how long they waited, then one
+Prometheus series.
 
-Headless: uses matplotlib's Agg backend through the object API (no pyplot state), so it is
-safe in threads and on machines without a display. The x axis is seconds from injection.
+- Top: the node's requests per second, **stacked by outcome** (ok / failed / shed by the
+  client, error class ``shed_client``), binned by each request's **arrival**
+  (``t_scheduled``, else ``t_invoke``): the user-visible impact.
+- Middle: per-request E2E latency against arrival, coloured by outcome.
+- Bottom (when captured): the first Prometheus series with a finite sample.
+
+Every panel shades the fault window and marks detection and recovery. The x axis is
+seconds from the moment the fault took effect. Synthetic ``probe`` records and neighbour
+nodes' requests are left out. Headless: matplotlib's Agg backend through the object API
+(no pyplot state), so it is safe in threads and on machines without a display.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from faultkit.records import RequestRecord
 from reports.load import RunData, finite_points
 from reports.text import redact
 
+#: outcome → colour of the stacked impact bars, bottom to top
+IMPACT_COLOURS = {"ok": "#2ca02c", "failed": "#d62728", "shed": "#9467bd"}
 _COLOURS = {
     "ok": "#2ca02c",
     "refused": "#d62728",
@@ -48,83 +62,126 @@ def _label(text: object, max_len: int = 60) -> str:
     return s.replace("$", "\\$")[:max_len]  # "$" would start mathtext
 
 
+def arrival(r: RequestRecord) -> float:
+    """When the user arrived: ``t_scheduled``, else (older ledgers) ``t_invoke``."""
+    return r.t_scheduled if r.t_scheduled is not None else r.t_invoke
+
+
+def outcome(r: RequestRecord) -> str:
+    """``ok``, ``shed`` (never sent: ``shed_client``) or ``failed`` (fail or unknown)."""
+    if r.status == "ok":
+        return "ok"
+    return "shed" if r.error_class == "shed_client" else "failed"
+
+
+def user_requests(data: RunData) -> list[RequestRecord]:
+    """The run node's non-probe requests (all non-probe ones if none name the node)."""
+    records = [r for r in data.ledger if r.kind != "probe"]
+    node = data.run.get("node")
+    mine = [r for r in records if r.node == node]
+    return mine or records
+
+
+def impact_per_second(
+    records: Sequence[RequestRecord], t0: float
+) -> tuple[list[int], dict[str, list[int]]]:
+    """Requests per 1-s bin of arrival (relative to ``t0``), by :func:`outcome`.
+
+    Returns the bins' left edges and, per outcome, one count per bin (zeros included).
+    """
+    if not records:
+        return [], {k: [] for k in IMPACT_COLOURS}
+    bins = [math.floor(arrival(r) - t0) for r in records]
+    edges = list(range(min(bins), max(bins) + 1))
+    counts = {k: [0] * len(edges) for k in IMPACT_COLOURS}
+    for r, b in zip(records, bins, strict=True):
+        counts[outcome(r)][b - edges[0]] += 1
+    return edges, counts
+
+
+def _draw_impact(ax: Axes, records: Sequence[RequestRecord], t0: float) -> None:
+    edges, counts = impact_per_second(records, t0)
+    bottom = [0] * len(edges)
+    for name, colour in IMPACT_COLOURS.items():
+        values = counts[name]
+        if any(values):
+            ax.bar(edges, values, width=1.0, align="edge", bottom=bottom, color=colour,
+                   label=f"{name} ({sum(values)})", linewidth=0, zorder=2)
+            bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    if not edges:
+        ax.text(0.5, 0.5, "no requests recorded", transform=ax.transAxes, ha="center")
+    ax.set_ylabel("users' requests / s\nby arrival", fontsize=8)
+    ax.set_ylim(top=max(bottom, default=1) * 1.5 + 0.5)  # headroom for the legend
+
+
+def _draw_latency(ax: Axes, records: Sequence[RequestRecord], t0: float) -> None:
+    """Scatter E2E latency (send → end) against arrival, by error class."""
+    groups: dict[str, tuple[list[float], list[float]]] = {}
+    for r in records:
+        if r.error_class == "shed_client":
+            continue  # never sent: no latency
+        name = "ok" if r.status == "ok" else (r.error_class or r.status)
+        xs, ys = groups.setdefault(name, ([], []))
+        xs.append(arrival(r) - t0)
+        ys.append(r.t_end - r.t_invoke)
+    for name in sorted(groups, key=lambda o: (o != "ok", o)):
+        xs, ys = groups[name]
+        ax.scatter(xs, ys, s=10, color=_COLOURS.get(name, "#000000"), alpha=0.8,
+                   label=f"{_label(name, 30)} ({len(xs)})",
+                   marker="o" if name == "ok" else "x")
+    ax.set_ylabel("E2E latency (s)", fontsize=8)
+    top = max(max((y for _, ys in groups.values() for y in ys), default=1.0), 0.1)
+    ax.set_ylim(bottom=-0.04 * top, top=top * 1.45)  # headroom so the legend hides no point
+
+
+def _mark_fault(axes: Sequence[Axes], data: RunData, t0: float) -> None:
+    """Shade the fault window (and the impact after it) and mark detection and recovery."""
+    m = data.measurement
+    if m is None:
+        return
+    for a in axes:
+        first = a is axes[0]
+        end = m.t_revert if m.t_revert is not None else m.t_window_end
+        a.axvspan(m.t_effect - t0, end - t0, color="#d62728", alpha=0.12, zorder=0,
+                  label="fault applied" if first else None)
+        until = m.t_recovered if m.t_recovered is not None else m.t_window_end
+        if until > end:  # impact outlasting the fault (e.g. an instant kill)
+            a.axvspan(end - t0, until - t0, color="#d62728", alpha=0.05, zorder=0,
+                      label="until recovered" if first else None)
+        if m.t_detect is not None:
+            a.axvline(m.t_detect - t0, color="#ff7f0e", linestyle="--", zorder=3,
+                      label=f"detected ({_label(m.detect_signal, 20)})" if first else None)
+        if m.t_recovered is not None:
+            a.axvline(m.t_recovered - t0, color="#1a6b1a", linestyle="-.", zorder=3,
+                      label="recovered" if first else None)
+
+
 def render_chart(data: RunData, out: Path) -> Path:
     """Draw the chart for ``data`` into ``out`` (PNG) and return ``out``."""
     t0 = data.t0 or 0.0
     series = _series(data.prometheus)
-    fig = Figure(figsize=(10, 6.5 if series else 4.5), dpi=100)
+    records = user_requests(data)
+    heights = [1.0, 1.2, 0.7] if series else [1.0, 1.2]
+    fig = Figure(figsize=(10, 8.5 if series else 7.0), dpi=100)
     FigureCanvasAgg(fig)
-    axes = fig.subplots(2 if series else 1, 1, sharex=True, squeeze=False)
-    ax = axes[0][0]
-    groups: dict[str, tuple[list[float], list[float]]] = {}
-    for r in data.ledger:
-        outcome = "ok" if r.status == "ok" else (r.error_class or r.status)
-        xs, ys = groups.setdefault(outcome, ([], []))
-        xs.append(r.t_invoke - t0)
-        ys.append(r.t_end - r.t_invoke)
-    for outcome in sorted(groups, key=lambda o: (o != "ok", o)):
-        xs, ys = groups[outcome]
-        ax.scatter(
-            xs,
-            ys,
-            s=10,
-            color=_COLOURS.get(outcome, "#000000"),
-            label=f"{_label(outcome, 30)} ({len(xs)})",
-            alpha=0.8,
-            marker="o" if outcome == "ok" else "x",
-        )
-    if not groups:
-        ax.text(0.5, 0.5, "no requests recorded", transform=ax.transAxes, ha="center")
-    ax.set_ylabel("E2E latency (s)")
-    ax.set_title(_label(f"{data.run.get('scenario', 'run')} on {data.run.get('node', '?')}", 80))
-    m = data.measurement
-    for row in axes:
-        a = row[0]
-        if m is not None:
-            end = m.t_revert if m.t_revert is not None else m.t_window_end
-            a.axvspan(
-                m.t_effect - t0,
-                end - t0,
-                color="#d62728",
-                alpha=0.18,
-                label="fault applied" if a is ax else None,
-            )
-            until = m.t_recovered if m.t_recovered is not None else m.t_window_end
-            if until > end:  # impact outlasting the fault (e.g. an instant kill)
-                a.axvspan(
-                    end - t0,
-                    until - t0,
-                    color="#d62728",
-                    alpha=0.06,
-                    label="until recovered" if a is ax else None,
-                )
-            if m.t_detect is not None:
-                a.axvline(
-                    m.t_detect - t0,
-                    color="#ff7f0e",
-                    linestyle="--",
-                    label=f"detected ({_label(m.detect_signal, 20)})" if a is ax else None,
-                )
-            if m.t_recovered is not None:
-                a.axvline(
-                    m.t_recovered - t0,
-                    color="#2ca02c",
-                    linestyle="-.",
-                    label="recovered" if a is ax else None,
-                )
-    top = max((y for _, ys in groups.values() for y in ys), default=1.0)
-    top = max(top, 0.1)
-    ax.set_ylim(bottom=-0.04 * top, top=top * 1.45)  # headroom so the legend hides no point
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="upper left", fontsize=7, ncol=4)
+    axes = [row[0] for row in fig.subplots(
+        len(heights), 1, sharex=True, squeeze=False, gridspec_kw={"height_ratios": heights}
+    )]
+    _draw_impact(axes[0], records, t0)
+    _draw_latency(axes[1], records, t0)
+    axes[0].set_title(
+        _label(f"{data.run.get('scenario', 'run')} on {data.run.get('node', '?')}", 80)
+    )
+    _mark_fault(axes, data, t0)
+    for ax in axes[:2]:
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="upper left", fontsize=7, ncol=4)
     if series:
-        pa = axes[1][0]
         name, pts = series
-        pa.plot(
-            [t - t0 for t, _ in pts], [v for _, v in pts], color="#1f77b4", drawstyle="steps-post"
-        )
-        pa.set_ylabel(_label(name, 40), fontsize=8)
-    axes[-1][0].set_xlabel("seconds from injection")
+        axes[2].plot([t - t0 for t, _ in pts], [v for _, v in pts], color="#1f77b4",
+                     drawstyle="steps-post")
+        axes[2].set_ylabel(_label(name, 40), fontsize=8)
+    axes[-1].set_xlabel("seconds from the fault taking effect")
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, format="png")

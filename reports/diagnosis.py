@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from reports.figures import no_outage
 from reports.load import RunData
 
 #: fault kinds that cut or slow the network path (faultkit.faults network family)
@@ -308,6 +309,28 @@ def rule_monitoring_gap(data: RunData) -> Diagnosis | None:
     return None
 
 
+def rule_served_through(data: RunData) -> Diagnosis | None:
+    """A request-level fault the node served through: no incident, and the report says so
+    instead of "undiagnosed"."""
+    kind = fault_kind(data)
+    m = data.measurement
+    if m is None or not no_outage(kind, m):
+        return None
+    evidence = [
+        f"run.json fault.kind = {kind} (a request-level fault: its requests are the fault)",
+        "measurement.json lost_total = 0, t_detect = null, probe_detection_s = null",
+    ]
+    before, after = _states(data)
+    b, a = _int(before.get("restart_count")), _int(after.get("restart_count"))
+    if b is not None and a is not None:
+        evidence.append(f"container.json restart_count {b} → {a}")
+    return Diagnosis(
+        "served_through",
+        f"no incident: the node kept serving through the {kind} fault",
+        tuple(evidence),
+    )
+
+
 RULES: tuple[Callable[[RunData], Diagnosis | None], ...] = (
     rule_memory_exhaustion,
     rule_gpu_oom,
@@ -318,6 +341,7 @@ RULES: tuple[Callable[[RunData], Diagnosis | None], ...] = (
     rule_injected_kill,
     rule_injected_disruption,
     rule_monitoring_gap,
+    rule_served_through,
 )
 
 

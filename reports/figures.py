@@ -1,27 +1,53 @@
-"""Key figures of an incident, each carrying the file and field it came from.
+"""Key figures of an incident, each carrying the file and fields it came from.
 
-Every figure is either a value read from the run directory (``source`` names the file and
-field) or, when ``derived`` is true, an arithmetic expression over such values whose
+Every figure is either a value read from the run directory (``sources`` name the file and
+fields) or, when ``derived`` is true, an arithmetic expression over such values whose
 inputs are written out in ``value`` (``"12 / 300 = 4 %"``), so a reader can check it.
 Nothing here estimates or fills in: a missing input gives "not captured".
+
+No figure is negative or meaningless. A node back before its fault was reverted reads
+"recovered N s before the revert ended", and a request-level fault that caused no outage
+(:func:`no_outage`) shows detection and recovery as :data:`NOT_APPLICABLE`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from reports.load import RunData
+from slo.types import Measurement
 
 NOT_CAPTURED = "not captured"
+NOT_APPLICABLE = "not applicable — request-level fault"
+
+#: fault kinds whose load *is* the fault: no outage is expected from them
+REQUEST_LEVEL = frozenset({"bad_input", "oversized_context", "flood"})
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a figure came from: one file of the run directory and some of its fields."""
+
+    file: str
+    fields: tuple[str, ...] = ()
+    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class Figure:
     label: str
     value: str
-    source: str
+    sources: tuple[Source, ...]
     derived: bool = False
+
+    @property
+    def source(self) -> str:
+        """The sources as plain text: ``measurement.json lost_total, lost_by_class``."""
+        return "; ".join(
+            " ".join(part for part in (s.file, ", ".join(s.fields), s.note) if part)
+            for s in self.sources
+        )
 
 
 def num(value: float | int, digits: int = 1) -> str:
@@ -43,6 +69,49 @@ def _slo(data: RunData) -> dict[str, Any]:
     return slo if isinstance(slo, dict) else {}
 
 
+def _is_num(value: object) -> TypeGuard[float | int]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def probe_s(m: Measurement) -> float | None:
+    """The harness's first failed readiness probe after ``t_effect`` (older files kept it in
+    ``detection_by_signal_s["probe"]``)."""
+    if m.probe_detection_s is not None:
+        return m.probe_detection_s
+    value = m.detection_by_signal_s.get("probe")
+    return float(value) if _is_num(value) else None
+
+
+def no_outage(kind: str | None, m: Measurement) -> bool:
+    """A request-level fault (:data:`REQUEST_LEVEL`) that, as expected, caused no outage:
+    no signal (monitoring or the harness's probe) showed it, no request was lost, and the
+    node was in steady state at the end. Detection and recovery do not apply to such a run.
+    """
+    signals = [v for v in m.detection_by_signal_s.values() if _is_num(v)]
+    return (
+        kind in REQUEST_LEVEL
+        and m.t_detect is None
+        and probe_s(m) is None
+        and not signals
+        and m.lost_total == 0
+        and m.t_recovered is not None
+    )
+
+
+def _na(label: str, m: Measurement) -> Figure:
+    return Figure(
+        label,
+        NOT_APPLICABLE,
+        (
+            Source(
+                "measurement.json",
+                ("t_detect", "lost_total"),
+                f"(no outage expected, none seen: nothing detected, {m.lost_total} lost)",
+            ),
+        ),
+    )
+
+
 def budget_figure(data: RunData) -> Figure:
     """SLO error budget spent = lost / ((1 − availability) × requests expected in the window).
 
@@ -54,7 +123,7 @@ def budget_figure(data: RunData) -> Figure:
     m = data.measurement
     label = "SLO budget spent"
     if m is None:
-        return Figure(label, NOT_CAPTURED, "measurement.json missing")
+        return Figure(label, NOT_CAPTURED, (Source("measurement.json", (), "missing"),))
     slo = _slo(data)
     availability = slo.get("availability")
     expected = data.run.get("slo_window_requests")
@@ -69,116 +138,168 @@ def budget_figure(data: RunData) -> Figure:
             label,
             f"{m.lost_total} / ((1 − {availability}) × {num(expected)}) = "
             f"{pct(m.lost_total / budget)}",
-            "measurement.json lost_total; run.json slo.availability, slo_window_requests",
+            (
+                Source("measurement.json", ("lost_total",)),
+                Source("run.json", ("slo.availability", "slo_window_requests")),
+            ),
             derived=True,
         )
     if m.requests_total > 0:
         return Figure(
             "Share of this scenario's requests lost",
             f"{m.lost_total} / {m.requests_total} = {pct(m.lost_total / m.requests_total)}",
-            "measurement.json lost_total, requests_total (SLO budget not computable: the "
-            "requests expected in the SLO window are not recorded in run.json)",
+            (
+                Source(
+                    "measurement.json",
+                    ("lost_total", "requests_total"),
+                    "(SLO budget not computable: run.json has no slo_window_requests)",
+                ),
+            ),
             derived=True,
         )
-    return Figure(label, "not computable (no requests recorded)", "measurement.json")
+    return Figure(
+        label, "not computable (no requests recorded)", (Source("measurement.json", ()),)
+    )
 
 
-def key_figures(data: RunData) -> list[Figure]:
-    """The header's key figures, in display order."""
-    m = data.measurement
-    figs: list[Figure] = []
-    if m is None:
-        return [Figure("Measurement", NOT_CAPTURED, "measurement.json missing or unreadable")]
+def _detection(m: Measurement) -> Figure:
+    label = "Detection time"
     if m.detection_s is not None:
         detail = f" ({m.detect_detail})" if m.detect_detail else ""
-        figs.append(
-            Figure(
-                "Detection time",
-                f"{num(m.detection_s, 2)} s via {m.detect_signal}{detail}",
-                "measurement.json detection_s, detect_signal, detect_detail",
-            )
+        return Figure(
+            label,
+            f"{num(m.detection_s, 2)} s via {m.detect_signal}{detail}",
+            (Source("measurement.json", ("detection_s", "detect_signal", "detect_detail")),),
         )
-    else:
-        figs.append(
-            Figure(
-                "Detection time",
-                "not detected within the observation window",
-                "measurement.json t_detect = null",
-            )
+    return Figure(
+        label,
+        "not detected within the observation window",
+        (Source("measurement.json", ("t_detect",), "= null"),),
+    )
+
+
+def _signals(m: Measurement) -> Figure | None:
+    by_signal = {
+        k: v for k, v in m.detection_by_signal_s.items() if _is_num(v) and k != "probe"
+    }
+    if not by_signal:
+        return None
+    return Figure(
+        "Monitoring signals, first seen",
+        ", ".join(f"{k} {num(v, 2)} s" for k, v in sorted(by_signal.items())),
+        (Source("measurement.json", ("detection_by_signal_s",)),),
+    )
+
+
+def _probe(m: Measurement) -> Figure:
+    label = "Harness readiness probe (not detection)"
+    field = "probe_detection_s" if m.probe_detection_s is not None else "detection_by_signal_s"
+    value = probe_s(m)
+    if value is None:
+        return Figure(
+            label, "no probe failed", (Source("measurement.json", ("probe_detection_s",)),)
         )
-    by_signal = {k: v for k, v in m.detection_by_signal_s.items() if isinstance(v, int | float)}
-    if by_signal:
-        figs.append(
-            Figure(
-                "Detection by signal",
-                ", ".join(f"{k} {num(v, 2)} s" for k, v in sorted(by_signal.items())),
-                "measurement.json detection_by_signal_s",
-            )
-        )
+    return Figure(
+        label,
+        f"first failed probe {num(value, 2)} s after the fault took effect",
+        (Source("measurement.json", (field,)),),
+    )
+
+
+def _recovery(m: Measurement) -> Figure:
+    label = "Recovery time"
     if m.recovery_s is not None:
-        figs.append(
-            Figure(
-                "Recovery time (from injection)",
-                f"{num(m.recovery_s, 2)} s",
-                "measurement.json recovery_s",
-            )
+        return Figure(
+            label,
+            f"{num(m.recovery_s, 2)} s after the fault took effect",
+            (Source("measurement.json", ("recovery_s",)),),
         )
-    else:
-        figs.append(
-            Figure(
-                "Recovery time (from injection)",
-                "not recovered by the end of the observation window",
-                "measurement.json t_recovered = null",
-            )
+    return Figure(
+        label,
+        "not recovered by the end of the observation window",
+        (Source("measurement.json", ("t_recovered",), "= null"),),
+    )
+
+
+def _recovery_after_revert(m: Measurement) -> Figure:
+    label = "Recovery relative to the revert"
+    after = m.recovery_after_revert_s
+    sources = (Source("measurement.json", ("recovery_after_revert_s",)),)
+    if after is not None:
+        if after < 0:
+            return Figure(label, f"recovered {num(-after, 2)} s before the revert ended", sources)
+        return Figure(label, f"{num(after, 2)} s after the revert ended", sources)
+    if m.t_revert is None:
+        return Figure(
+            label, "fault not reverted", (Source("measurement.json", ("t_revert",), "= null"),)
         )
-    if m.recovery_after_revert_s is not None:
-        figs.append(
-            Figure(
-                "Recovery time (from revert)",
-                f"{num(m.recovery_after_revert_s, 2)} s",
-                "measurement.json recovery_after_revert_s",
-            )
-        )
-    elif m.t_revert is None:
-        figs.append(
-            Figure(
-                "Recovery time (from revert)",
-                "fault not reverted",
-                "measurement.json t_revert = null",
-            )
-        )
-    else:
-        figs.append(
-            Figure(
-                "Recovery time (from revert)",
-                "not recovered",
-                "measurement.json recovery_after_revert_s = null",
-            )
-        )
+    return Figure(label, "not recovered", sources)
+
+
+def _impact(data: RunData, m: Measurement) -> list[Figure]:
     by_class = ", ".join(f"{k} {v}" for k, v in sorted(m.lost_by_class.items())) or "none"
-    figs.append(
+    ttft = _slo(data).get("ttft_s")
+    objective = f"first token more than {num(ttft)} s after arrival" if _is_num(ttft) else (
+        "first token slower than the TTFT objective"
+    )
+    slow_sources = (Source("measurement.json", ("slow_total",)),) + (
+        (Source("run.json", ("slo.ttft_s",)),) if _is_num(ttft) else ()
+    )
+    consistent = m.affected_total >= m.lost_total + m.slow_total
+    return [
         Figure(
             "Lost requests",
             f"{m.lost_total} ({by_class})",
-            "measurement.json lost_total, lost_by_class",
-        )
-    )
-    figs.append(
+            (Source("measurement.json", ("lost_total", "lost_by_class")),),
+        ),
         Figure(
             "Clean rejections (counted in lost)",
             str(m.clean_rejections),
-            "measurement.json clean_rejections",
-        )
-    )
-    figs.append(
+            (Source("measurement.json", ("clean_rejections",)),),
+        ),
         Figure(
-            "In flight at injection",
+            "Slow requests (succeeded, too slow for users)",
+            f"{m.slow_total} ({objective})",
+            slow_sources,
+        ),
+        Figure(
+            "Affected users",
+            f"{m.affected_total} ({m.lost_total} lost + {m.slow_total} slow)"
+            if consistent
+            else "not recorded (this measurement.json predates affected_total)",
+            (Source("measurement.json", ("affected_total", "lost_total", "slow_total")),),
+        ),
+        Figure(
+            "In flight when the fault took effect",
             str(m.in_flight_at_effect),
-            "measurement.json in_flight_at_effect",
-        )
-    )
-    figs.append(
-        Figure("Requests in the run", str(m.requests_total), "measurement.json requests_total")
-    )
+            (Source("measurement.json", ("in_flight_at_effect",)),),
+        ),
+        Figure(
+            "Requests in the run",
+            str(m.requests_total),
+            (Source("measurement.json", ("requests_total",)),),
+        ),
+    ]
+
+
+def key_figures(data: RunData, kind: str | None = None) -> list[Figure]:
+    """The header's key figures, in display order. ``kind`` is the fault's kind (it decides
+    whether detection and recovery apply, see :func:`no_outage`)."""
+    m = data.measurement
+    if m is None:
+        missing = Source("measurement.json", (), "missing or unreadable")
+        return [Figure("Measurement", NOT_CAPTURED, (missing,))]
+    figs: list[Figure] = []
+    quiet = no_outage(kind, m)
+    figs.append(_na("Detection time", m) if quiet else _detection(m))
+    signals = _signals(m)
+    if signals is not None:
+        figs.append(signals)
+    figs.append(_probe(m))
+    if quiet:
+        figs += [_na("Recovery time", m), _na("Recovery relative to the revert", m)]
+    else:
+        figs += [_recovery(m), _recovery_after_revert(m)]
+    figs += _impact(data, m)
     figs.append(budget_figure(data))
     return figs

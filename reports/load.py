@@ -3,6 +3,10 @@
 A report must render from whatever a run left behind (a crashed run may have no
 ``verdict.json``); every file that could not be read is listed in ``RunData.missing`` /
 ``RunData.problems`` and the report says "not captured" for it. Nothing is invented.
+
+:func:`load_run` reads everything; :func:`load_run_summary` only ``run.json``,
+``measurement.json`` and ``verdict.json`` (for listings). :func:`load_gate` reads a gate
+directory's ``gate.json`` the same tolerant way. No other module parses these files.
 """
 
 from __future__ import annotations
@@ -123,30 +127,73 @@ def is_run_dir(path: Path) -> bool:
     return path.is_dir() and any((path / name).exists() for name in RUN_FILES)
 
 
-def load_run(path: Path) -> RunData:
-    """Read ``path``; raise :class:`NotARunDirectory` if it holds none of :data:`RUN_FILES`."""
+def _read_obj(path: Path, problems: list[str]) -> dict[str, Any]:
+    """A JSON object file; ``{}`` when absent, and a line in ``problems`` when unreadable."""
+    if not path.exists():
+        return {}
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        problems.append(f"{path.name}: unreadable ({exc})")
+        return {}
+    if not isinstance(obj, dict):
+        problems.append(f"{path.name}: expected a JSON object, got {type(obj).__name__}")
+        return {}
+    return obj
+
+
+def _measurement(obj: dict[str, Any], problems: list[str]) -> Measurement | None:
+    """``measurement.json`` as a :class:`Measurement`, or ``None`` (absent, or wrongly typed)."""
+    if not obj:
+        return None
+    try:
+        measurement = Measurement.from_json(obj)
+    except (TypeError, ValueError) as exc:
+        problems.append(f"measurement.json: does not match slo.Measurement ({exc})")
+        return None
+    bad = [f"measurement.json {name}" for name in _bad_fields(measurement)] + [
+        f"measurement.json slis.{k}.{name}"
+        for k, w in measurement.slis.items()
+        for name in _bad_fields(w)
+    ]
+    if bad:
+        problems.append("wrong type in " + ", ".join(bad) + "; measurement ignored")
+        return None
+    return measurement
+
+
+def _verdict(obj: dict[str, Any], problems: list[str]) -> Verdict | None:
+    """``verdict.json`` as a :class:`Verdict`, or ``None`` (absent, or not a verdict)."""
+    if not obj:
+        return None
+    try:
+        return Verdict.from_json(obj)
+    except (TypeError, ValueError) as exc:
+        problems.append(f"verdict.json: does not match slo.Verdict ({exc})")
+        return None
+
+
+def _require_run_dir(path: Path) -> RunData:
     if not is_run_dir(path):
         raise NotARunDirectory(str(path), RUN_FILES)
+    return RunData(path=path, missing=[name for name in RUN_FILES if not (path / name).exists()])
+
+
+def _load_judgement(data: RunData) -> None:
+    """Fill ``run``, ``measurement`` and ``verdict`` of ``data`` from its directory."""
+    rd = RunDir(data.path)
+    data.run = _read_obj(rd.run_json, data.problems)
+    data.measurement = _measurement(_read_obj(rd.measurement_json, data.problems), data.problems)
+    data.verdict = _verdict(_read_obj(rd.verdict_json, data.problems), data.problems)
+
+
+def load_run(path: Path) -> RunData:
+    """Read ``path``; raise :class:`NotARunDirectory` if it holds none of :data:`RUN_FILES`."""
+    data = _require_run_dir(path)
     rd = RunDir(path)
-    data = RunData(path=path)
-    data.missing = [name for name in RUN_FILES if not (path / name).exists()]
-
-    def read_obj(p: Path) -> dict[str, Any]:
-        if not p.exists():
-            return {}
-        try:
-            obj = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            data.problems.append(f"{p.name}: unreadable ({exc})")
-            return {}
-        if not isinstance(obj, dict):
-            data.problems.append(f"{p.name}: expected a JSON object, got {type(obj).__name__}")
-            return {}
-        return obj
-
-    data.run = read_obj(rd.run_json)
-    data.prometheus = read_obj(rd.prometheus_json)
-    data.container = read_obj(rd.container_json)
+    _load_judgement(data)
+    data.prometheus = _read_obj(rd.prometheus_json, data.problems)
+    data.container = _read_obj(rd.container_json, data.problems)
     events, n_lines = _read_lines(rd.timeline_jsonl, Event.from_json)
     data.timeline = sorted(events, key=lambda e: e.t)
     if len(events) < n_lines:
@@ -156,28 +203,49 @@ def load_run(path: Path) -> RunData:
         data.problems.append(
             f"ledger.jsonl: {n_lines - len(data.ledger)} malformed record(s) skipped"
         )
-    m = read_obj(rd.measurement_json)
-    if m:
-        try:
-            measurement = Measurement.from_json(m)
-        except (TypeError, ValueError) as exc:
-            data.problems.append(f"measurement.json: does not match slo.Measurement ({exc})")
-        else:
-            bad = [f"measurement.json {name}" for name in _bad_fields(measurement)] + [
-                f"measurement.json slis.{k}.{name}"
-                for k, w in measurement.slis.items()
-                for name in _bad_fields(w)
-            ]
-            if bad:
-                data.problems.append("wrong type in " + ", ".join(bad) + "; measurement ignored")
-            else:
-                data.measurement = measurement
-    v = read_obj(rd.verdict_json)
-    if v:
-        try:
-            data.verdict = Verdict.from_json(v)
-        except (TypeError, ValueError) as exc:
-            data.problems.append(f"verdict.json: does not match slo.Verdict ({exc})")
+    return data
+
+
+def load_run_summary(path: Path) -> RunData:
+    """Only ``run.json``, ``measurement.json`` and ``verdict.json`` of ``path`` (cheap: no
+    ledger, timeline or telemetry), for listings. Raises like :func:`load_run`."""
+    data = _require_run_dir(path)
+    _load_judgement(data)
+    return data
+
+
+#: the file ``faultkit gate`` writes last into a gate directory
+GATE_FILE = "gate.json"
+
+
+@dataclass
+class GateData:
+    """One gate directory: ``gate.json`` as written by ``faultkit gate`` (``{}`` while the
+    gate runs or when it was interrupted), and what could not be read."""
+
+    path: Path
+    gate: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def scenarios(self) -> list[dict[str, Any]]:
+        """The gate's scenario entries that are JSON objects."""
+        items = self.gate.get("scenarios")
+        return [s for s in items if isinstance(s, dict)] if isinstance(items, list) else []
+
+
+def is_gate_dir(path: Path) -> bool:
+    """A directory ``faultkit gate`` wrote: it holds ``gate.json``, or is named ``gate-*``."""
+    return path.is_dir() and ((path / GATE_FILE).exists() or path.name.startswith("gate-"))
+
+
+def load_gate(path: Path) -> GateData:
+    """Read a gate directory (or its ``gate.json``), tolerating a missing or torn file."""
+    directory = path.parent if path.name == GATE_FILE else path
+    data = GateData(path=directory)
+    data.gate = _read_obj(directory / GATE_FILE, data.problems)
+    if not (directory / GATE_FILE).exists():
+        data.problems.append(f"{GATE_FILE}: not written (gate running or interrupted)")
     return data
 
 

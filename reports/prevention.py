@@ -152,6 +152,13 @@ CATALOGUE: dict[str, tuple[Change, ...]] = {
         ),
         Change("process", "Keep this scenario in CI so the alert's recall is tested."),
     ),
+    "served_through": (
+        Change(
+            "process",
+            "Keep this scenario in the pre-promotion gate so a serving config that cannot "
+            "take these requests is caught before it ships.",
+        ),
+    ),
     "undiagnosed": (
         Change(
             "process",

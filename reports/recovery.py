@@ -16,6 +16,7 @@ from typing import Any
 
 from faultkit.records import Event
 from reports.diagnosis import fault_kind
+from reports.figures import NOT_APPLICABLE, no_outage
 from reports.load import RunData
 
 _REVERT_WORDS = {
@@ -187,6 +188,10 @@ def analyse(data: RunData) -> Recovery:
     m = data.measurement
     if m is None:
         return Recovery(tuple(mechanisms), tuple(steps), None)
+    if no_outage(fault_kind(data), m):
+        # a request-level fault the node served through: there was nothing to recover from
+        mechanisms = mechanisms or [f"{NOT_APPLICABLE} (the node kept serving)"]
+        return Recovery(tuple(mechanisms), tuple(steps), True)
     if m.t_recovered is not None:
         steps.append(
             Step(

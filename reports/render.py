@@ -1,13 +1,16 @@
 """Render run directories into ``incident.md`` (+ ``timeline.png``), and gate / budget JSON
 into ``gate.md`` / ``budget.md``, with jinja2 templates from ``reports/templates``.
 
-Templates receive untrusted text raw and must pass it through the ``inline``, ``code`` or
-``fenced`` filters (:mod:`reports.text`); numbers go through ``num``. Autoescaping is off
-because the output is markdown, not HTML; the filters do the escaping markdown needs.
+Templates receive untrusted text raw and must pass it through the ``text``, ``code`` or
+``fenced`` filters (:mod:`reports.markup`, :func:`reports.text.fenced`); numbers go
+through ``num``. Autoescaping is off because the output is markdown, not HTML; the filters
+escape only what markdown needs, so the raw file reads as plain text. Links are relative:
+an incident report links its own files, a gate summary each scenario's run directory.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from pathlib import Path
@@ -15,35 +18,58 @@ from typing import Any
 
 import jinja2
 
-from reports import text
+from reports import markup, text
 from reports.chart import render_chart
 from reports.diagnosis import CONTEXT_RE, GPU_OOM_RE, STARTUP_KV_RE, diagnose, fault_kind
-from reports.figures import key_figures, num, pct
-from reports.load import RunData, finite_points, load_run
+from reports.figures import Figure, key_figures, no_outage, num, pct
+from reports.load import RUN_FILES, RunData, finite_points, load_run
 from reports.prevention import changes_for
 from reports.recovery import analyse
+from reports.summary import summary
 from reports.timeline import mermaid, rows, signed, utc
+
+
+def _num(value: object, digits: int = 1) -> str:
+    """A number as reports show it; anything else as escaped text; ``None`` as a dash."""
+    if value is None:
+        return "—"
+    if isinstance(value, int | float):
+        return num(value, digits)
+    return markup.text(value)
+
+
+def _val(value: object) -> str:
+    """A container state value: booleans lower-case, text escaped, ``None`` a dash."""
+    if value is None:
+        return "—"
+    return str(value).lower() if isinstance(value, bool) else markup.text(value)
+
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("reports", "templates"),
-    autoescape=False,  # markdown output; escaping is done by the text filters
+    autoescape=False,  # markdown output; escaping is done by the markup filters
     undefined=jinja2.StrictUndefined,
     trim_blocks=True,
     lstrip_blocks=True,
     keep_trailing_newline=True,
 )
 _ENV.filters.update(
-    inline=text.inline,
-    code=text.code,
+    text=markup.text,
+    code=markup.code,
+    code_text=markup.code_text,
+    trusted=markup.trusted,
+    href=markup.href,
     fenced=text.fenced,
-    num=lambda v, d=1: (
-        "—" if v is None else (num(v, d) if isinstance(v, int | float) else text.inline(v))
-    ),
+    inline=text.inline,  # gate.md keeps its escaping until its tests move to markup.text
+    num=_num,
     pct=lambda v: "—" if v is None else pct(v),
     utc=lambda t: "—" if not isinstance(t, int | float) else utc(t),
     signed=signed,
-    val=lambda x: "—" if x is None else (str(x).lower() if isinstance(x, bool) else text.inline(x)),
+    val=_val,
 )
+
+#: files an incident report links to, in this order (the run directory's own files)
+LINKED_FILES = (*RUN_FILES, "timeline.png")
 
 CONTAINER_FIELDS = (
     "status",
@@ -151,23 +177,55 @@ def _missing_evidence(data: RunData) -> list[str]:
     return reasons
 
 
+def _source_md(figure: Figure, existing: set[str]) -> str:
+    """A figure's sources as markdown: the file linked (when it exists), fields as code."""
+    parts = []
+    for src in figure.sources:
+        name = markup.link(src.file, src.file) if src.file in existing else markup.text(src.file)
+        fields = ", ".join(markup.code(f) for f in src.fields)
+        parts.append(" ".join(p for p in (name, fields, markup.text(src.note) if src.note else "")
+                              if p))
+    return "; ".join(parts)
+
+
+def _effect(data: RunData) -> str | None:
+    """The evidence that fixed ``t_effect`` as markdown: ``effect_detail`` and the kind of
+    evidence (``None`` when the measurement does not say)."""
+    m = data.measurement
+    if m is None:
+        return None
+    kind = f"evidence: {markup.code_text(m.effect_evidence)}"
+    if m.effect_detail:
+        return f"{markup.text(m.effect_detail)} ({kind})"
+    return None if m.effect_evidence == "call" else kind
+
+
 def incident_context(data: RunData) -> dict[str, Any]:
     """Everything ``incident.md.j2`` needs, computed from ``data`` alone."""
     diagnoses = diagnose(data)
     timeline_rows = rows(data)
     fault = data.run.get("fault") if isinstance(data.run.get("fault"), dict) else {}
+    kind = fault_kind(data)
     m = data.measurement
+    existing = {name for name in LINKED_FILES if (data.path / name).exists()}
     return {
         "run": data.run,
         "path": data.path.name,
+        "files": [name for name in LINKED_FILES if name in existing],
+        "summary": summary(data),
         "fault": fault,
-        "fault_kind": fault_kind(data),
+        "fault_kind": kind,
         "measurement": m,
+        "effect": _effect(data),
+        "no_outage": m is not None and no_outage(kind, m),
         "verdict": data.verdict,
         "missing_evidence": _missing_evidence(data),
         "intervened": list(m.harness_intervened) if m is not None else [],
         "t_effect": data.t_effect,
-        "figures": key_figures(data),
+        "figures": [
+            {"label": f.label, "value": f.value, "source": _source_md(f, existing)}
+            for f in key_figures(data, kind)
+        ],
         "rows": timeline_rows,
         "mermaid": mermaid(timeline_rows),
         "errors": _errors_by_class(data),
@@ -208,18 +266,53 @@ def render_incident(run_dir: Path) -> Path:
     return out
 
 
+def relative_link(target: object, base: Path, *, inside: str = "") -> str | None:
+    """The path of ``target`` relative to directory ``base``, for a markdown link.
+
+    ``target`` is a path as some JSON recorded it (relative to the working directory of
+    the process that wrote it, or absolute). Tried in order: ``base/inside/<name>`` (a
+    gate's own ``runs/``), then ``target`` itself if it exists. ``None`` when neither
+    exists: a dead link is worse than none.
+    """
+    if not isinstance(target, str) or not target:
+        return None
+    path = Path(target)
+    if inside and (base / inside / path.name).exists():
+        return path.name if inside == "." else f"{inside}/{path.name}"
+    if path.exists():
+        return Path(os.path.relpath(path.resolve(), base.resolve())).as_posix()
+    return None
+
+
+def _scenario_rows(scenarios: list[dict[str, Any]], gate_dir: Path) -> list[dict[str, Any]]:
+    """Each gate scenario with ``rel``: its run directory relative to the gate directory."""
+    out = []
+    for s in scenarios:
+        rel = relative_link(s.get("run_dir"), gate_dir, inside="runs")
+        has_report = rel is not None and (gate_dir / rel / "incident.md").exists()
+        out.append({**s, "rel": rel, "has_report": has_report})
+    return out
+
+
 def render_gate(data: dict[str, Any], out: Path) -> Path:
-    """Write the gate summary for a gate JSON (schema in ``templates/gate.md.j2``) to ``out``."""
+    """Write the gate summary for a gate JSON (schema in ``templates/gate.md.j2``) to ``out``.
+
+    Scenario rows link their run directory and incident report relative to ``out``'s
+    directory (the gate directory), when those exist.
+    """
     scenarios = [s for s in data.get("scenarios") or [] if isinstance(s, dict)]
     not_passed = data.get("not_passed")
     diff = data.get("config_diff") or []
+    gate_dir = out.parent
     md = _ENV.get_template("gate.md.j2").render(
         d=data,
-        scenarios=scenarios,
+        scenarios=_scenario_rows(scenarios, gate_dir),
         not_passed=[str(line) for line in not_passed] if isinstance(not_passed, list) else [],
         diff="\n".join(str(line).rstrip("\n") for line in diff)
         if isinstance(diff, list)
         else str(diff),
+        junit=relative_link(data.get("junit_xml"), gate_dir, inside="."),
+        files=[n for n in ("gate.json", "timeline.jsonl") if (gate_dir / n).exists()],
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(md, encoding="utf-8")
@@ -229,7 +322,11 @@ def render_gate(data: dict[str, Any], out: Path) -> Path:
 def render_budget(data: dict[str, Any], out: Path) -> Path:
     """Write the error-budget review for a budget JSON (from ``faultkit budget``) to ``out``."""
     nodes = [n for n in data.get("nodes") or [] if isinstance(n, dict)]
-    runs = [r for r in data.get("chaos_runs") or [] if isinstance(r, dict)]
+    runs = [
+        {**r, "rel": relative_link(r.get("run_dir"), out.parent)}
+        for r in data.get("chaos_runs") or []
+        if isinstance(r, dict)
+    ]
     md = _ENV.get_template("budget.md.j2").render(d=data, nodes=nodes, runs=runs)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(md, encoding="utf-8")

@@ -1,8 +1,8 @@
 """Timeline rows for the report table and a mermaid ``timeline`` diagram.
 
 Rows merge timeline.jsonl events with the measurement's own instants (first impact,
-detection, recovery). Times are epoch seconds; ``rel_s`` is seconds from injection
-(or from the first event when no injection was recorded).
+detection, recovery). Times are epoch seconds; ``rel_s`` is seconds from the moment the
+fault took effect (``t_effect``), or from the first event when no fault took effect.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from reports.diagnosis import fault_kind
+from reports.figures import no_outage
 from reports.load import RunData
 from reports.text import mermaid_label
 
@@ -44,6 +46,8 @@ def _describe(kind: str, data: dict[str, Any]) -> str:
             parts.append(" ".join(f"{k}={v}" for k, v in sorted(params.items())))
     if "alertname" in data:
         parts.append(str(data["alertname"]))
+    if "what" in data:
+        parts.append(str(data["what"]))
     for key in ("reason", "detail", "config", "status", "exit_code", "oom_killed"):
         if key in data:
             parts.append(
@@ -60,10 +64,13 @@ def rows(data: RunData) -> list[Row]:
     ]
     m = data.measurement
     if m is not None:
+        # a request-level fault the node served through has no recovery to mark
+        recovered = None if no_outage(fault_kind(data), m) else m.t_recovered
         marks: list[tuple[float | None, str]] = [
+            (m.t_effect, f"fault took effect (t_effect, evidence {m.effect_evidence})"),
             (m.t_impact, "first failed request (t_impact)"),
             (m.t_detect, f"detected by {m.detect_signal} (t_detect)"),
-            (m.t_recovered, "recovered: steady state held (t_recovered)"),
+            (recovered, "recovered: steady state held (t_recovered)"),
         ]
         out += [
             Row(t, None if t0 is None else t - t0, "measurement", text)
@@ -90,7 +97,7 @@ def mermaid(rows_: list[Row]) -> str:
     Consecutive repeats of the same event text are dropped; at most
     :data:`MAX_MERMAID_PERIODS` periods are drawn (the table has every row).
     """
-    lines = ["timeline", "    title Run timeline, seconds from injection"]
+    lines = ["timeline", "    title Run timeline, seconds from the fault taking effect"]
     periods: list[tuple[str, list[str]]] = []
     last = None
     for row in rows_:

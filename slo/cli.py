@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import click
@@ -28,11 +29,25 @@ _INVENTORY = click.option("--inventory", "inventory_path", type=click.Path(dir_o
                           help="inventory file (default: the testbed's)")
 
 
+#: a Prometheus duration (``0s``, ``30s``, ``2m``, ``1h30m``): units largest first, each once
+_PROM_DURATION = re.compile(r"(?:\d+y)?(?:\d+w)?(?:\d+d)?(?:\d+h)?(?:\d+m)?(?:\d+s)?(?:\d+ms)?")
+
+
+def _prom_duration(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """Accept a Prometheus duration for an alert's ``for:``; anything else is bad input."""
+    text = value.strip()
+    if not text or not _PROM_DURATION.fullmatch(text):
+        raise click.BadParameter(
+            f"{value!r}: must be a Prometheus duration ≥ 0s, such as 0s, 30s, 2m or 1h30m"
+        )
+    return text
+
+
 @click.command()
 @_INVENTORY
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
               help="write the rules file here (default: stdout)")
-@click.option("--node-down-for", default="0s", show_default=True,
+@click.option("--node-down-for", default="0s", show_default=True, callback=_prom_duration,
               help="`for:` of FaultkitNodeDown (0s = first failed scrape)")
 def rules(inventory_path: str | None, output: str | None, node_down_for: str) -> None:
     """Write Prometheus alerting and recording rules for the inventory's SLOs.

@@ -23,9 +23,9 @@ exactly:
   the first successful request after the last failed one), never before t_effect. Requests
   the harness cancelled while draining (``cancelled``) and client-side failures
   (``shed_client``, ``client_exhausted``: the load client's own limits, evidence about the
-  client, not the node) do not break it — the latter still count as lost inside the span. If the harness had
-  to bring the node back (``harness_intervened`` events), that is recorded: it is not the
-  system's own recovery.
+  client, not the node) do not break it — the latter still count as lost inside the span.
+  If the harness had to bring the node back (``harness_intervened`` events), that is
+  recorded: it is not the system's own recovery.
 - **Lost request** = a request *scheduled* in [t_effect, t_recovered] (or in flight at
   t_effect) whose status is ``fail`` or ``unknown`` — client-shed arrivals included — by
   error class; clean rejections (4xx/429/503 with an OpenAI-style error body) are also

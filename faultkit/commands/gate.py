@@ -117,13 +117,22 @@ def decide(outcomes: Sequence[ScenarioOutcome], pytest_exit: int, config: str) -
 
 
 def config_diff(inventory: Inventory, current: str | None, candidate: str) -> list[str]:
-    """Unified diff of the two serving configs as YAML."""
+    """Unified diff of the two serving configs as YAML, secrets redacted.
+
+    It goes into gate.json and gate.md, so secret-named env values, secret flags' arguments
+    in ``command`` and the inventory's known secret values are ``[REDACTED]``
+    (:func:`reports.text.redact_data`); a changed secret shows as an unchanged line.
+    """
+    from reports.text import known_secrets, redact_data
+
+    secrets = known_secrets(inventory)
 
     def dump(name: str | None) -> list[str]:
         if name is None:
             return ["(unknown)\n"]
         config = inventory.serving_config(name).model_dump(mode="json", exclude_defaults=True)
-        return yaml.safe_dump(config, sort_keys=True, width=100).splitlines(keepends=True)
+        safe = redact_data(config, secrets)
+        return yaml.safe_dump(safe, sort_keys=True, width=100).splitlines(keepends=True)
 
     return [
         line.rstrip("\n")
@@ -331,7 +340,7 @@ def gate(
             f"node {node_name!r} does not allow the rollout fault "
             "(protected, or 'rollout' missing from its faults allowlist)"
         )
-    swept = sweep()
+    swept = sweep(inventory=inventory)
     if swept:
         _say("reverted leftovers of a killed harness: " + "; ".join(swept))
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")

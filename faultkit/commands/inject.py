@@ -1,15 +1,17 @@
 """``faultkit inject KIND --node N``: run one fault against a node for a while, then revert.
 
-Runs the sweep first (so a fault a killed run left behind is reverted before a new one),
-shows a live line with what is applied, and reverts at the end of ``--duration``, on
-Ctrl-C or on SIGTERM. ``--dry-run`` prints the plan and touches nothing.
+Checks everything it was given first — the fault kind, the node and the blast-radius
+policy, every ``--param`` against its allowed range — and on bad input prints one line
+and exits 2 before anything is journaled or touched (``--dry-run`` included). Then it runs
+the sweep (so a fault a killed run left behind is reverted before a new one), shows a
+live line with what is applied, and reverts at the end of ``--duration``, on Ctrl-C or on
+SIGTERM. ``--dry-run`` prints the plan and touches nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import re
 import signal
 import sys
 import time
@@ -18,23 +20,14 @@ from typing import Any
 
 import click
 
+from faultkit.commands._input import parse_duration
 from faultkit.faults import make_fault
 from faultkit.inventory import DEFAULT_INVENTORY, load_inventory
 from faultkit.journal import FaultJournal
 from faultkit.records import Event
 from faultkit.sweep import sweep as run_sweep
 
-#: the repo's testbed inventory (faultkit/commands/inject.py → repo root)
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-
-
-def parse_duration(text: str) -> float:
-    """``30s`` / ``2m`` / ``500ms`` / ``1h`` / ``45`` (seconds) → seconds."""
-    match = _DURATION.match(text)
-    if not match:
-        raise click.BadParameter(f"{text!r}: use e.g. 30s, 2m, 500ms")
-    scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[match.group(2)]
-    return float(match.group(1)) * scale
+__all__ = ["DEFAULT_INVENTORY", "inject", "parse_duration", "parse_params"]
 
 
 def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -42,7 +35,7 @@ def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise click.BadParameter(f"{pair!r}: use key=value", param_hint="--param")
+            raise click.BadParameter(f"{pair!r}: use key=value", param_hint="'--param'")
         params[key.strip()] = value.strip()
     return params
 
@@ -62,10 +55,15 @@ def inject(kind: str, node_name: str, inventory_path: str, duration: str,
     """Apply fault KIND to a node for --duration, then revert (also on Ctrl-C / SIGTERM)."""
     seconds = parse_duration(duration)
     inventory = load_inventory(inventory_path)
-    journal = None if dry_run else FaultJournal(Path(journal_dir) if journal_dir else None)
-    if journal is not None:
-        for line in run_sweep(journal):
-            click.echo(f"sweep: {line}")
+    given = parse_params(params)
+    # bad input (kind, node, policy, params) raises here, before anything is journaled
+    plan = make_fault(kind, node_name, inventory=inventory, dry_run=True, **given)
+    if dry_run:
+        click.echo(f"plan: {plan.describe()} for {seconds:g} s")
+        return
+    journal = FaultJournal(Path(journal_dir) if journal_dir else None)
+    for line in run_sweep(journal, inventory=inventory):
+        click.echo(f"sweep: {line}")
 
     def emit(event: Event) -> None:
         extra = {k: v for k, v in event.data.items() if k not in ("fault", "id", "params")}
@@ -74,10 +72,8 @@ def inject(kind: str, node_name: str, inventory_path: str, duration: str,
                    err=True)
 
     fault = make_fault(kind, node_name, inventory=inventory, timeline=emit, journal=journal,
-                       dry_run=dry_run, **parse_params(params))
-    click.echo(("plan: " if dry_run else "") + fault.describe() + f" for {seconds:g} s")
-    if dry_run:
-        return
+                       **given)
+    click.echo(fault.describe() + f" for {seconds:g} s")
     signum = asyncio.run(_run(fault, seconds))
     if fault.result:
         click.echo("result: " + json.dumps(fault.result, default=str))

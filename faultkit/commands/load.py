@@ -20,6 +20,7 @@ from typing import Any
 import click
 import httpx
 
+from faultkit.commands._input import FiniteFloat
 from faultkit.errors import LoadError
 from faultkit.inventory import DEFAULT_INVENTORY, load_inventory
 from faultkit.load import (
@@ -32,12 +33,15 @@ from faultkit.load import (
     summarize,
 )
 from faultkit.load.generator import LATENESS_BOUND_S
+from faultkit.load.profile import MAX_RATE_RPS
 from faultkit.records import CLIENT_SIDE, RequestRecord
 
 #: The default inventory: the testbed's, in the source tree (repo root = two levels up).
 #: This many first requests all refused (or connect-timed-out) = the endpoint is unreachable.
 UNREACHABLE_AFTER = 8
 _UNREACHABLE = frozenset({"refused", "timeout_connect"})
+#: timeouts and thresholds: finite and above 0 (a negative timeout or ``nan`` is bad input)
+_SECONDS = FiniteFloat(gt=0, unit="s")
 
 
 @click.command()
@@ -53,10 +57,15 @@ _UNREACHABLE = frozenset({"refused", "timeout_connect"})
 @click.option(
     "--concurrency", type=click.IntRange(min=1), help="closed loop workers / open loop cap"
 )
-@click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="open loop: req/s")
-@click.option("--burstiness", type=float, default=1.0, show_default=True, help="1 = Poisson")
+@click.option(
+    "--rate",
+    type=FiniteFloat(gt=0, le=MAX_RATE_RPS, unit="req/s"),
+    help=f"open loop: req/s (at most {MAX_RATE_RPS:g}, what one client core can schedule)",
+)
+@click.option("--burstiness", type=FiniteFloat(gt=0), default=1.0, show_default=True,
+              help="1 = Poisson")
 @click.option("--requests", type=click.IntRange(min=1), help="stop after N requests")
-@click.option("--duration", type=click.FloatRange(min=0, min_open=True), help="stop after S s")
+@click.option("--duration", type=FiniteFloat(gt=0, unit="s"), help="stop after S s")
 @click.option("--input-tokens", type=click.IntRange(min=1), default=32, show_default=True)
 @click.option("--output-tokens", type=click.IntRange(min=1), default=32, show_default=True)
 @click.option(
@@ -68,11 +77,11 @@ _UNREACHABLE = frozenset({"refused", "timeout_connect"})
 )
 @click.option("--warmup", type=click.IntRange(min=0), default=0, help="warm-up requests")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--connect-timeout", type=float, default=5.0, show_default=True)
-@click.option("--first-token-timeout", type=float, default=60.0, show_default=True)
-@click.option("--timeout", "total_timeout", type=float, default=300.0, show_default=True)
-@click.option("--ttft-max", type=float, help="goodput threshold on TTFT (s)")
-@click.option("--tpot-max", type=float, help="goodput threshold on TPOT (s)")
+@click.option("--connect-timeout", type=_SECONDS, default=5.0, show_default=True)
+@click.option("--first-token-timeout", type=_SECONDS, default=60.0, show_default=True)
+@click.option("--timeout", "total_timeout", type=_SECONDS, default=300.0, show_default=True)
+@click.option("--ttft-max", type=_SECONDS, help="goodput threshold on TTFT (s)")
+@click.option("--tpot-max", type=_SECONDS, help="goodput threshold on TPOT (s)")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write summary JSON")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="append summary CSV row")
 @click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), help="raw records")

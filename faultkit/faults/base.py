@@ -41,13 +41,15 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from faultkit._docker import DockerHost, docker_host
-from faultkit.errors import FaultAlreadyActive, FaultError, FaultUnsupported
+from faultkit.errors import FaultAlreadyActive, FaultError, FaultParamError, FaultUnsupported
 from faultkit.faults import undo
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal, JournalRecord
@@ -57,11 +59,91 @@ log = logging.getLogger(__name__)
 
 Emit = Callable[[Event], None]
 Guard = Callable[[], "str | Awaitable[str | None] | None"]
-#: param name → (type, default); strings from the CLI are converted to ``type``.
-ParamSpec = dict[str, tuple[type, Any]]
 
 
-def _convert(name: str, kind: type, value: Any) -> Any:
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One fault parameter: its type, its default and the values it may take.
+
+    Numbers are bounded by ``gt``/``ge`` (lower, exclusive/inclusive) and ``lt``/``le``
+    (upper); floats must also be finite (NaN and ±inf are refused). ``choices`` lists the
+    allowed strings. ``check`` accepts or refuses anything else (e.g. a memory size) and
+    ``hint`` then says what is allowed. ``None`` is accepted only when ``default`` is None
+    (the parameter is optional). ``unit`` is shown after the bounds (``"req/s"``, ``"s"``).
+    """
+
+    type: type
+    default: Any = None
+    gt: float | None = None
+    ge: float | None = None
+    lt: float | None = None
+    le: float | None = None
+    choices: tuple[str, ...] = ()
+    unit: str = ""
+    check: Callable[[Any], bool] | None = None
+    hint: str = ""
+
+    def allowed(self) -> str:
+        """What the parameter may be, e.g. ``"> 0 and ≤ 2000 req/s"`` or ``"one of a, b"``."""
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        if self.type is bool:
+            return "true or false"
+        if self.hint:
+            return self.hint
+        bounds = [f"{sign} {_number(limit)}" for sign, limit in (
+            (">", self.gt), ("≥", self.ge), ("<", self.lt), ("≤", self.le)) if limit is not None]
+        if not bounds:
+            return {int: "an integer", float: "a number"}.get(self.type, f"a {self.type.__name__}")
+        return " and ".join(bounds) + (f" {self.unit}" if self.unit else "")
+
+    def type_problem(self) -> str:
+        """What to say when a value is not of the param's type (or not a finite number)."""
+        noun = {int: "an integer", float: "a finite number"}.get(self.type)
+        allowed = self.allowed()
+        if noun is None or allowed in ("an integer", "a number"):
+            return f"must be {noun or allowed}"
+        return f"must be {noun}, {allowed}"
+
+    def problem(self, value: Any) -> str | None:
+        """None when ``value`` (already converted to ``type``) is allowed, else what is wrong."""
+        if value is None:
+            return None if self.default is None else f"must be {self.allowed()} (not None)"
+        if self.type is float and not math.isfinite(value):
+            return self.type_problem()
+        if self.choices and value not in self.choices:
+            return f"must be {self.allowed()}"
+        if self.check is not None and not self.check(value):
+            return f"must be {self.allowed()}"
+        too_low = (self.gt is not None and not value > self.gt) or (
+            self.ge is not None and not value >= self.ge)
+        too_high = (self.lt is not None and not value < self.lt) or (
+            self.le is not None and not value <= self.le)
+        return f"must be {self.allowed()}" if too_low or too_high else None
+
+
+def _number(value: float) -> str:
+    """``2000`` for 2000.0, ``0.5`` for 0.5, never an exponent for whole numbers."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+#: param name → :class:`Param`, or the short form ``(type, default)`` (any value of the
+#: type; floats finite). Strings from the CLI are converted to ``type``.
+ParamSpec = dict[str, Param | tuple[type, Any]]
+
+
+def as_param(spec: Param | tuple[type, Any]) -> Param:
+    """A ``PARAMS`` entry as a :class:`Param` (the ``(type, default)`` form has no bounds)."""
+    return spec if isinstance(spec, Param) else Param(spec[0], spec[1])
+
+
+def _shown(value: Any) -> str:
+    """A given value as the user typed it (``rate=0``, ``mode=bogus``)."""
+    return value if isinstance(value, str) else repr(value)
+
+
+def _convert(kind: type, value: Any) -> Any:
+    """``value`` as ``kind``; raises ValueError when it is not one (strings are parsed)."""
     if value is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool))):
         return value
     if isinstance(value, str):
@@ -71,14 +153,32 @@ def _convert(name: str, kind: type, value: Any) -> Any:
                 return True
             if lowered in ("0", "false", "no", "off"):
                 return False
-            raise FaultError(f"param {name}={value!r}: expected true/false")
-        try:
-            return kind(value)
-        except ValueError:
-            raise FaultError(f"param {name}={value!r}: expected {kind.__name__}") from None
-    if kind is float and isinstance(value, int):
+            raise ValueError(value)
+        return kind(value.strip())
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    raise FaultError(f"param {name}={value!r}: expected {kind.__name__}")
+    raise ValueError(value)
+
+
+def check_param(fault_kind: str, name: str, spec: Param, given: Any) -> Any:
+    """``given`` converted to the param's type and checked against its allowed values.
+
+    Raises :class:`FaultParamError` naming the fault, the parameter, the value as given and
+    what is allowed: ``flood rate=0: must be > 0 and ≤ 2000 req/s``.
+    """
+    problem: str | None
+    try:
+        value = _convert(spec.type, given)
+    except (TypeError, ValueError):
+        value, problem = None, spec.type_problem()
+    else:
+        problem = spec.problem(value)
+    if problem is not None:
+        raise FaultParamError(
+            f"{fault_kind} {name}={_shown(given)}: {problem}",
+            param=name, value=given, allowed=spec.allowed(),
+        )
+    return value
 
 
 class Fault:
@@ -120,13 +220,13 @@ class Fault:
         dry_run: bool = False,
         **params: Any,
     ) -> None:
+        self.params = self._parse_params(params)  # first: bad input touches nothing
         self.node = node
         self.inventory = inventory
         self.timeline = timeline
         self.journal = journal if journal is not None else (None if dry_run else FaultJournal())
         self.guards = list(guards)
         self.dry_run = dry_run
-        self.params = self._parse_params(params)
         self.id = f"{self.kind}-{node.name}-{uuid.uuid4().hex[:8]}"
         self.result: dict[str, Any] = {}
         self.guard_reason: str | None = None
@@ -141,14 +241,28 @@ class Fault:
 
     # parameters ---------------------------------------------------------------------
     @classmethod
+    def params_spec(cls) -> dict[str, Param]:
+        """``PARAMS`` with every entry as a :class:`Param`."""
+        return {name: as_param(spec) for name, spec in cls.PARAMS.items()}
+
+    @classmethod
     def _parse_params(cls, given: Mapping[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(given) - set(cls.PARAMS))
+        """Defaults overridden by ``given``, each converted and checked (before anything acts).
+
+        Raises :class:`FaultParamError` for an unknown name or a value outside what the
+        param allows.
+        """
+        spec = cls.params_spec()
+        unknown = sorted(set(given) - set(spec))
         if unknown:
-            known = ", ".join(f"{k} ({t.__name__})" for k, (t, _) in cls.PARAMS.items()) or "none"
-            raise FaultError(f"fault {cls.kind!r} has no param {unknown[0]!r} (params: {known})")
-        values = {name: default for name, (_, default) in cls.PARAMS.items()}
+            known = ", ".join(f"{k} ({p.allowed()})" for k, p in spec.items()) or "none"
+            raise FaultParamError(
+                f"fault {cls.kind!r} has no param {unknown[0]!r} (params: {known})",
+                param=unknown[0], value=given[unknown[0]], allowed=", ".join(spec) or "none",
+            )
+        values = {name: p.default for name, p in spec.items()}
         for name, value in given.items():
-            values[name] = _convert(name, cls.PARAMS[name][0], value)
+            values[name] = check_param(cls.kind, name, spec[name], value)
         return values
 
     # description --------------------------------------------------------------------

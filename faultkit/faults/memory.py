@@ -24,11 +24,12 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from faultkit.errors import DockerError, FaultError
-from faultkit.faults.base import ParamSpec
-from faultkit.faults.process import _ReadyMixin
+from faultkit.faults.base import Param, ParamSpec
+from faultkit.faults.process import READY_TIMEOUT, _ReadyMixin
 
 _PRESSURE_FILE = "/dev/shm/.faultkit-memory-squeeze"
 _DOCKER_MIN = 6 * 1024**2  # Docker refuses memory limits below 6 MiB
@@ -43,6 +44,18 @@ def parse_bytes(text: str) -> int:
     return int(float(match.group(1)) * _UNITS[match.group(2)])
 
 
+def _size_at_least(minimum: int) -> Callable[[str], bool]:
+    """A check: the value is a memory size (:func:`parse_bytes`) of ``minimum`` bytes or more."""
+
+    def check(value: str) -> bool:
+        try:
+            return parse_bytes(value) >= minimum
+        except FaultError:
+            return False
+
+    return check
+
+
 class MemorySqueeze(_ReadyMixin):
     kind: ClassVar[str] = "memory_squeeze"
     # in effect once Docker applied the lower limit (its "update" event); on cgroup v1 the
@@ -50,11 +63,15 @@ class MemorySqueeze(_ReadyMixin):
     effect_docker_actions: ClassVar[tuple[str, ...]] = ("update",)
     effect_required: ClassVar[str] = "docker"
     PARAMS: ClassVar[ParamSpec] = {
-        "limit": (str, None),
-        "fraction": (float, 0.5),
-        "headroom": (str, "1m"),
-        "pressure": (str, "8m"),
-        "ready_timeout_s": (float, None),
+        "limit": Param(str, None, check=_size_at_least(_DOCKER_MIN),
+                       hint="a memory size of at least 6m (Docker's minimum), such as 32m or 1g"),
+        # a fraction of the usage: the point is a limit *under* what the engine uses
+        "fraction": Param(float, 0.5, gt=0, lt=1, unit="(of the current usage)"),
+        "headroom": Param(str, "1m", check=_size_at_least(0),
+                          hint="a memory size, such as 1m or 512k"),
+        "pressure": Param(str, "8m", check=_size_at_least(1),
+                          hint="a memory size above 0, such as 8m"),
+        "ready_timeout_s": READY_TIMEOUT,
         "first_token": (bool, False),
     }
 

@@ -26,13 +26,32 @@ Needs root on a local Docker host.
 from __future__ import annotations
 
 import asyncio
+import re
+from collections.abc import Callable
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from faultkit import _netns
 from faultkit._proxy import DelayProxy
 from faultkit.errors import FaultError, FaultUnsupported
-from faultkit.faults.base import Fault, ParamSpec
+from faultkit.faults.base import Fault, Param, ParamSpec
+
+#: tc rates (``1mbit``, ``500kbit``, ``10mbps``) and sizes (``32kbit``, ``64kb``, ``1500``),
+#: as ``tc`` parses them; the number must be above 0.
+_TC_RATE = re.compile(r"(?i)(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps)")
+_TC_SIZE = re.compile(r"(?i)(\d+(?:\.\d+)?)(b|k|kb|m|mb|g|gb|kbit|mbit|gbit)?")
+#: one way of added delay or jitter: up to a minute
+_DELAY_MAX_MS = 60_000
+
+
+def _positive(pattern: re.Pattern[str]) -> Callable[[str], bool]:
+    """A check: the whole value matches ``pattern`` and its number is above 0."""
+
+    def check(value: str) -> bool:
+        match = pattern.fullmatch(value)
+        return match is not None and float(match.group(1)) > 0
+
+    return check
 
 
 class _NetnsFault(Fault):
@@ -61,7 +80,7 @@ class _NetnsFault(Fault):
 
 class Partition(_NetnsFault):
     kind: ClassVar[str] = "partition"
-    PARAMS: ClassVar[ParamSpec] = {"mode": (str, "refuse")}
+    PARAMS: ClassVar[ParamSpec] = {"mode": Param(str, "refuse", choices=("refuse", "blackhole"))}
     effect_required: ClassVar[str] = "mechanism"
 
     def what(self) -> str:
@@ -106,7 +125,10 @@ class Partition(_NetnsFault):
 
 class Loss(_NetnsFault):
     kind: ClassVar[str] = "loss"
-    PARAMS: ClassVar[ParamSpec] = {"percent": (float, 30.0), "mode": (str, "auto")}
+    PARAMS: ClassVar[ParamSpec] = {
+        "percent": Param(float, 30.0, gt=0, le=100, unit="%"),
+        "mode": Param(str, "auto", choices=("auto", "netem", "iptables")),
+    }
     effect_required: ClassVar[str] = "mechanism"
 
     def what(self) -> str:
@@ -140,8 +162,13 @@ class Loss(_NetnsFault):
 
 class Bandwidth(_NetnsFault):
     kind: ClassVar[str] = "bandwidth"
-    PARAMS: ClassVar[ParamSpec] = {"rate": (str, "1mbit"), "burst": (str, "32kbit"),
-                                   "latency_ms": (int, 400)}
+    PARAMS: ClassVar[ParamSpec] = {
+        "rate": Param(str, "1mbit", check=_positive(_TC_RATE),
+                      hint="a tc rate above 0, such as 1mbit, 500kbit or 10mbps"),
+        "burst": Param(str, "32kbit", check=_positive(_TC_SIZE),
+                       hint="a tc size above 0, such as 32kbit, 64kb or 1500"),
+        "latency_ms": Param(int, 400, gt=0, le=_DELAY_MAX_MS, unit="ms"),
+    }
     effect_required: ClassVar[str] = "mechanism"
 
     def what(self) -> str:
@@ -164,8 +191,11 @@ class Bandwidth(_NetnsFault):
 
 class Latency(_NetnsFault):
     kind: ClassVar[str] = "latency"
-    PARAMS: ClassVar[ParamSpec] = {"delay_ms": (float, 200.0), "jitter_ms": (float, 0.0),
-                                   "mode": (str, "auto")}
+    PARAMS: ClassVar[ParamSpec] = {
+        "delay_ms": Param(float, 200.0, gt=0, le=_DELAY_MAX_MS, unit="ms"),
+        "jitter_ms": Param(float, 0.0, ge=0, le=_DELAY_MAX_MS, unit="ms"),
+        "mode": Param(str, "auto", choices=("auto", "netem", "proxy")),
+    }
     effect_required: ClassVar[str] = "mechanism"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

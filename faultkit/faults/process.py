@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import time
 from typing import Any, ClassVar
@@ -31,10 +32,16 @@ from typing import Any, ClassVar
 from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
 
 from faultkit.errors import FaultRefused, NodeNotReady
-from faultkit.faults.base import Fault, ParamSpec
+from faultkit.faults.base import Fault, Param, ParamSpec
 from faultkit.first_token import probe_first_token
 from faultkit.health import wait_ready
 from faultkit.inventory import Inventory, Node
+
+_LABEL = re.compile(r"[^=\s]+(=\S*)?")
+#: How long a revert may wait for the node to serve again: > 0 and at most an hour.
+READY_TIMEOUT = Param(float, None, gt=0, le=3600, unit="s")
+#: ``docker stop``/``restart`` grace before SIGKILL: 0 (kill at once) to 10 minutes.
+STOP_TIMEOUT = Param(int, 10, ge=0, le=600, unit="s")
 
 
 class _ReadyMixin(Fault):
@@ -119,7 +126,7 @@ class Kill(_ReadyMixin):
     effect_required: ClassVar[str] = "docker"
     PARAMS: ClassVar[ParamSpec] = {
         "docker_kill": (bool, False),
-        "ready_timeout_s": (float, None),
+        "ready_timeout_s": READY_TIMEOUT,
         "first_token": (bool, True),
     }
 
@@ -176,8 +183,8 @@ class Stop(_ReadyMixin):
     effect_docker_actions: ClassVar[tuple[str, ...]] = ("die",)
     effect_required: ClassVar[str] = "docker"
     PARAMS: ClassVar[ParamSpec] = {
-        "stop_timeout_s": (int, 10),
-        "ready_timeout_s": (float, None),
+        "stop_timeout_s": STOP_TIMEOUT,
+        "ready_timeout_s": READY_TIMEOUT,
         "first_token": (bool, True),
     }
 
@@ -202,8 +209,8 @@ class Restart(_ReadyMixin):
     effect_docker_actions: ClassVar[tuple[str, ...]] = ("die",)
     effect_required: ClassVar[str] = "docker"
     PARAMS: ClassVar[ParamSpec] = {
-        "stop_timeout_s": (int, 10),
-        "ready_timeout_s": (float, None),
+        "stop_timeout_s": STOP_TIMEOUT,
+        "ready_timeout_s": READY_TIMEOUT,
         "first_token": (bool, True),
     }
 
@@ -253,9 +260,10 @@ class NodeRestart(Fault):
     effect_docker_actions: ClassVar[tuple[str, ...]] = ("die",)
     effect_required: ClassVar[str] = "docker"
     PARAMS: ClassVar[ParamSpec] = {
-        "label": (str, None),
-        "stop_timeout_s": (int, 0),
-        "ready_timeout_s": (float, None),
+        "label": Param(str, None, check=lambda v: bool(_LABEL.fullmatch(v)),
+                       hint="a Docker label filter: KEY or KEY=VALUE, no spaces"),
+        "stop_timeout_s": Param(int, 0, ge=0, le=600, unit="s"),
+        "ready_timeout_s": READY_TIMEOUT,
     }
 
     @classmethod

@@ -15,7 +15,7 @@ import importlib
 from collections.abc import Sequence
 from typing import Any
 
-from faultkit.errors import FaultError, FaultRefused
+from faultkit.errors import FaultParamError, FaultRefused
 from faultkit.faults.base import Emit, Fault, Guard
 from faultkit.inventory import FAULT_KINDS, Inventory, Node
 from faultkit.journal import FaultJournal
@@ -39,11 +39,12 @@ FAULTS: dict[str, str] = {
 
 
 def fault_class(kind: str) -> type[Fault]:
-    """The class implementing ``kind``; unknown kinds raise :class:`FaultError`."""
+    """The class implementing ``kind``; unknown kinds raise :class:`FaultParamError`."""
     if kind not in FAULTS:
         known = ", ".join(sorted(FAULTS))
         hint = " (in the inventory's catalogue, not implemented)" if kind in FAULT_KINDS else ""
-        raise FaultError(f"unknown fault {kind!r}{hint}; known faults: {known}")
+        raise FaultParamError(f"unknown fault {kind!r}{hint}; known faults: {known}",
+                              param="kind", value=kind, allowed=known)
     module, attr = FAULTS[kind].split(":")
     cls = getattr(importlib.import_module(module), attr)
     assert isinstance(cls, type)

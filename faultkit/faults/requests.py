@@ -25,9 +25,15 @@ import contextlib
 from typing import Any, ClassVar
 
 from faultkit.errors import DockerError
-from faultkit.faults.base import Fault, ParamSpec
+from faultkit.faults.base import Fault, Param, ParamSpec
 from faultkit.load.generator import LoadGenerator, LoadResult
-from faultkit.load.profile import LoadProfile, Target
+from faultkit.load.profile import MAX_RATE_RPS, LoadProfile, Target
+
+#: Requests in flight from one client process: its default open-file limit is 1,024.
+_MAX_IN_FLIGHT = 1024
+#: 1 Mi tokens: beyond the largest context window an engine offers today.
+_MAX_INPUT_TOKENS = 1_048_576
+_MAX_OUTPUT_TOKENS = 131_072
 
 
 class _LoadFault(Fault):
@@ -91,11 +97,11 @@ class _LoadFault(Fault):
 class OversizedContext(_LoadFault):
     kind: ClassVar[str] = "oversized_context"
     PARAMS: ClassVar[ParamSpec] = {
-        "input_tokens": (int, 16384),
-        "concurrency": (int, 4),
-        "requests": (int, None),
-        "output_tokens": (int, 8),
-        "drain_s": (float, 30.0),
+        "input_tokens": Param(int, 16384, ge=1, le=_MAX_INPUT_TOKENS, unit="tokens"),
+        "concurrency": Param(int, 4, ge=1, le=_MAX_IN_FLIGHT, unit="workers"),
+        "requests": Param(int, None, ge=1, le=1_000_000),
+        "output_tokens": Param(int, 8, ge=1, le=_MAX_OUTPUT_TOKENS, unit="tokens"),
+        "drain_s": Param(float, 30.0, ge=0, le=600, unit="s"),
     }
 
     def what(self) -> str:
@@ -112,11 +118,12 @@ class OversizedContext(_LoadFault):
 class Flood(_LoadFault):
     kind: ClassVar[str] = "flood"
     PARAMS: ClassVar[ParamSpec] = {
-        "rate": (float, 50.0),
-        "concurrency": (int, None),
-        "input_tokens": (int, 32),
-        "output_tokens": (int, 16),
-        "drain_s": (float, 10.0),
+        # what one client core can schedule (see MAX_RATE_RPS)
+        "rate": Param(float, 50.0, gt=0, le=MAX_RATE_RPS, unit="req/s"),
+        "concurrency": Param(int, None, ge=1, le=_MAX_IN_FLIGHT, unit="in flight"),
+        "input_tokens": Param(int, 32, ge=1, le=_MAX_INPUT_TOKENS, unit="tokens"),
+        "output_tokens": Param(int, 16, ge=1, le=_MAX_OUTPUT_TOKENS, unit="tokens"),
+        "drain_s": Param(float, 10.0, ge=0, le=600, unit="s"),
     }
 
     def what(self) -> str:

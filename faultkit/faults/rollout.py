@@ -6,6 +6,17 @@ its name, published ports, mounts, networks and labels (``faultkit.serving-confi
 the config's name; ``faultkit.config-hash``, which described the previous config, dropped).
 The previous container spec is journaled first, so ``faultkit sweep`` can restore it.
 
+That spec keeps the previous container's env *values*, secrets included (``HF_TOKEN``, the
+API key): they are not redacted nor stored by reference, because restoring must work in
+the one moment it matters most, after the old container was removed and before the
+candidate exists (the candidate's image fails to create, or the harness dies right
+there). Then no container is left to resolve an ``env_from`` reference from, and the
+previous value is nowhere else (it need not be in the inventory, and the candidate may
+override it). So the value stays in the journal, which only its owner can read (0700
+directory, 0600 files, see :mod:`faultkit.journal`), which holds nothing ``docker
+inspect`` would not show the same user, and which is never copied into run directories
+or reports; ``faultkit sweep`` prints a record's description, never its spec.
+
 Command-pair mode: when the config has ``apply:``/``rollback:`` shell commands (e.g.
 ``docker compose -f base.yml -f candidate.yml up -d``), those are run instead.
 
@@ -31,9 +42,9 @@ import httpx
 from tenacity import AsyncRetrying, RetryError, retry_if_result, stop_after_delay, wait_fixed
 
 from faultkit._docker import ContainerSpec, spec_to_json
-from faultkit.errors import FaultError, NodeNotReady
+from faultkit.errors import FaultError, FaultParamError, NodeNotReady
 from faultkit.faults import undo
-from faultkit.faults.base import Fault, ParamSpec
+from faultkit.faults.base import Fault, Param, ParamSpec
 from faultkit.health import probe, wait_ready
 from faultkit.inventory import ServingConfig
 
@@ -42,15 +53,18 @@ class Rollout(Fault):
     kind: ClassVar[str] = "rollout"
     spans_outage: ClassVar[bool] = True  # replacing the container is the outage
     PARAMS: ClassVar[ParamSpec] = {
-        "config": (str, None),
-        "max_restarts": (int, 2),
-        "restore_timeout_s": (float, None),
+        "config": (str, None),  # checked against the inventory's serving configs below
+        # 0 would call the candidate restart-looping before it ever restarted
+        "max_restarts": Param(int, 2, ge=1, le=100, unit="restarts"),
+        "restore_timeout_s": Param(float, None, gt=0, le=3600, unit="s"),
     }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if not self.params["config"]:
-            raise FaultError("rollout needs config=NAME (a serving config in the inventory)")
+            raise FaultParamError(
+                "rollout config: must be given as config=NAME, a serving config in the inventory",
+                param="config", allowed="a serving config name")
         if self.inventory is None:
             raise FaultError("rollout needs the inventory (it holds the serving configs)")
         self.config: ServingConfig = self.inventory.serving_config(self.params["config"])

@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from faultkit.inventory import Node
 
-__all__ = ["ENGINES_WITH_IGNORE_EOS", "LoadProfile", "Target"]
+__all__ = ["ENGINES_WITH_IGNORE_EOS", "MAX_RATE_RPS", "LoadProfile", "Target"]
 
 Endpoint = Literal["chat", "completion"]
 
 #: Engines whose OpenAI routes accept the non-standard ``ignore_eos`` sampling flag.
 ENGINES_WITH_IGNORE_EOS: frozenset[str] = frozenset({"vllm", "sglang", "sim", "llamacpp"})
+
+#: The highest open-loop rate (requests/s) a run may ask for. The generator is one asyncio
+#: event loop on one client core; on that core it completes about 2,900 req/s with a new
+#: connection per request against a zero-latency server (``bench/load_client.py``, README).
+#: Above that it cannot keep the schedule, every arrival is sent late and the figures
+#: measure the client, not the node; 2,000 req/s leaves a third of that core for parsing
+#: the answers of a real server. A higher rate needs several client processes.
+MAX_RATE_RPS = 2000.0
 
 _ALIASES = {
     "duration": "duration_s",
@@ -80,20 +89,23 @@ class LoadProfile:
             raise ValueError(f"endpoint must be chat or completion (got {self.endpoint!r})")
         if self.concurrency is not None and self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1 (got {self.concurrency})")
-        if self.rate is not None and not self.rate > 0:
-            raise ValueError(f"rate must be > 0 requests/s (got {self.rate})")
-        if not self.burstiness > 0:
-            raise ValueError(f"burstiness must be > 0 (got {self.burstiness})")
+        if self.rate is not None and not 0 < self.rate <= MAX_RATE_RPS:
+            raise ValueError(
+                f"rate must be > 0 and <= {MAX_RATE_RPS:g} requests/s, what one client core "
+                f"can schedule (got {self.rate})"
+            )
+        if not 0 < self.burstiness < math.inf:
+            raise ValueError(f"burstiness must be a finite number > 0 (got {self.burstiness})")
         if self.requests is not None and self.requests < 0:
             raise ValueError(f"requests must be >= 0 (got {self.requests})")
-        if self.duration_s is not None and not self.duration_s > 0:
-            raise ValueError(f"duration must be > 0 s (got {self.duration_s})")
+        if self.duration_s is not None and not 0 < self.duration_s < math.inf:
+            raise ValueError(f"duration must be > 0 s and finite (got {self.duration_s})")
         for name in ("input_tokens", "output_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1 (got {getattr(self, name)})")
         for name in ("connect_timeout_s", "first_token_timeout_s", "total_timeout_s"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0 s (got {getattr(self, name)})")
+            if not 0 < getattr(self, name) < math.inf:
+                raise ValueError(f"{name} must be > 0 s and finite (got {getattr(self, name)})")
         if self.warmup < 0:
             raise ValueError(f"warmup must be >= 0 requests (got {self.warmup})")
 

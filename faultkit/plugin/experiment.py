@@ -320,11 +320,12 @@ class Experiment:
         return self.verdict
 
     def finalize(self) -> None:
-        """Close files and render the incident report (runs for passes and failures)."""
+        """Close files and render the incident report (passes, failures, and runs that ended
+        INCONCLUSIVE before injecting — their report says what evidence was missing)."""
         if self._timeline is not None:
             self._timeline.close()
             self._timeline = None
-        if not self.run.measurement_json.exists():
+        if not (self.run.measurement_json.exists() or self.run.verdict_json.exists()):
             return
         from reports.render import render_incident
 
@@ -332,20 +333,32 @@ class Experiment:
 
     # ------------------------------------------------------------------ evidence
     def _container_state(self) -> dict[str, Any] | None:
+        """The container's state for ``container.json``, secrets redacted (see ``_redact``)."""
         if self.node.docker is None:
             return None
         try:
-            return docker_host(self.node.docker.host).state(self.node.docker.container).to_json()
+            state = docker_host(self.node.docker.host).state(self.node.docker.container)
+            return dict(self._redact(state.to_json()))
         except FaultkitError as exc:
-            return {"error": str(exc)}
+            return {"error": self._redact(str(exc))}
 
     def _log_tail(self) -> str:
+        """The container log's last 80 lines, secrets redacted: engines print their
+        arguments at start-up (vLLM's ``args: Namespace(api_key=...)``)."""
         if self.node.docker is None:
             return ""
         try:
-            return docker_host(self.node.docker.host).logs(self.node.docker.container, tail=80)
+            tail = docker_host(self.node.docker.host).logs(self.node.docker.container, tail=80)
+            return str(self._redact(tail))
         except FaultkitError as exc:
-            return f"(logs unavailable: {exc})"
+            return f"(logs unavailable: {self._redact(str(exc))})"
+
+    def _redact(self, data: Any) -> Any:
+        """``data`` with secrets redacted, the inventory's known secret values included
+        (every node's API key, secret-named serving-config env values)."""
+        from reports.text import known_secrets, redact_data
+
+        return redact_data(data, known_secrets(self.inventory))
 
     def _write_run_info(self, **extra: Any) -> None:
         info = self.run.run_info()

@@ -15,8 +15,10 @@ import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from faultkit._docker import DockerHost
 from faultkit.inventory import Inventory
@@ -42,6 +44,11 @@ class Outcome:
     skipped: bool
     message: str
     run_dir: Path | None
+    verdict: str | None = None  # the plugin's faultkit_verdict property: PASS/FAIL/INCONCLUSIVE
+
+    def measurement(self) -> dict[str, Any] | None:
+        path = self.run_dir / "measurement.json" if self.run_dir else None
+        return json.loads(path.read_text()) if path and path.exists() else None
 
 
 def run_scenarios(
@@ -80,6 +87,7 @@ def run_scenarios(
                 skipped=case.find("skipped") is not None,
                 message=(failure.get("message") or "") if failure is not None else "",
                 run_dir=Path(run_dir) if run_dir else None,
+                verdict=props.get("faultkit_verdict"),
             )
     return proc.returncode, outcomes, proc.stdout[-6000:] + proc.stderr[-3000:]
 
@@ -136,6 +144,36 @@ def test_every_run_left_an_incident_report(suite: tuple[int, dict[str, Outcome],
         and (o.run_dir is None or not (o.run_dir / "incident.md").exists())
     ]
     assert not missing, f"no incident.md for: {missing}"
+
+
+def test_no_figure_in_any_run_directory_is_negative(
+    suite: tuple[int, dict[str, Outcome], str],
+) -> None:
+    """Every duration counts from t_effect: none is negative, and an outage is never 0.0 s."""
+    _, outcomes, _ = suite
+    bad = []
+    for test_id, outcome in sorted(outcomes.items()):
+        m = outcome.measurement()
+        if m is None:
+            continue
+        figures = {k: m.get(k) for k in ("detection_s", "recovery_s", "probe_detection_s")}
+        figures.update({f"by_signal.{k}": v for k, v in m["detection_by_signal_s"].items()})
+        bad += [f"{test_id}: {k} = {v}" for k, v in figures.items() if v is not None and v < 0]
+        if m["lost_total"] > 0 and m.get("recovery_s") == 0.0:
+            bad.append(f"{test_id}: {m['lost_total']} lost but recovery 0.0 s")
+    assert not bad, "\n".join(bad)
+
+
+def test_a_hang_counts_every_user_who_arrived_during_it(
+    suite: tuple[int, dict[str, Outcome], str],
+) -> None:
+    """8 s of docker pause at 10 req/s: ≈ 80 users arrive; each is lost, shed or slow."""
+    _, outcomes, _ = suite
+    m = outcomes["test_pause[sim-vllm]"].measurement()
+    assert m is not None
+    # Poisson arrivals: 80 expected, 3 σ ≈ 27
+    assert 53 <= m["affected_total"] <= 120, m
+    assert m["slis"]["fault"]["user_ttft_p95_s"] > 5.0, m["slis"]["fault"]
 
 
 def test_failed_rollouts_were_detected_and_rolled_back(
@@ -216,3 +254,81 @@ def test_gate_passes_the_known_good_config(lab: Lab, tmp_path: Path) -> None:
     assert data["decision"] == "pass" and data["scenarios"]
     assert "PASS" in md
     assert serving_config_label(lab.inventory, "sim-vllm") == "sim-vllm-good"
+
+
+# --------------------------------------------------------------------------- INCONCLUSIVE
+
+
+def _verdict_json(outcome: Outcome) -> dict[str, Any]:
+    assert outcome.run_dir is not None, outcome
+    return json.loads((outcome.run_dir / "verdict.json").read_text())
+
+
+def test_unreachable_prometheus_is_inconclusive_not_pass(lab: Lab, tmp_path: Path) -> None:
+    code, outcomes, output = run_scenarios(
+        tmp_path, "-k", "test_kill", "--node", "sim-vllm", "--prometheus-url", "http://127.0.0.1:1"
+    )
+    assert code != 0, output
+    outcome = outcomes["test_kill[sim-vllm]"]
+    assert not outcome.passed and outcome.verdict == "INCONCLUSIVE", (outcome, output)
+    assert outcome.message.startswith("INCONCLUSIVE"), outcome.message
+    verdict = _verdict_json(outcome)
+    assert verdict["outcome"] == "INCONCLUSIVE"
+    assert any("127.0.0.1:1" in reason for reason in verdict["inconclusive"]), verdict
+    assert "INCONCLUSIVE" in output
+
+
+def _inventory_with(lab: Lab, tmp_path: Path, **node: Any) -> Path:
+    """The testbed inventory plus one extra node (a scratch target)."""
+    data = yaml.safe_load((REPO / "testbed" / "inventory.yaml").read_text())
+    data["nodes"].append({"engine": "sim", "model": "m", "health_path": "/health",
+                          "faults": ["*"], **node})
+    path = tmp_path / "inventory.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_target_with_no_container_is_inconclusive_and_nothing_is_touched(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """The node serves (sim-vllm's port), but its inventory names no existing container."""
+    sim = lab.inventory.node("sim-vllm")
+    assert sim.docker is not None
+    before = DockerHost(sim.docker.host).state(sim.docker.container)
+    inventory = _inventory_with(
+        lab, tmp_path, name="ghost", base_url=sim.base_url, model=sim.model,
+        docker={"host": sim.docker.host, "container": "faultkit-no-such-container"},
+        prometheus={"job": "sim-vllm"},
+    )
+    code, outcomes, output = run_scenarios(
+        tmp_path, "-k", "test_kill", "--node", "ghost", "--inventory", str(inventory)
+    )
+    assert code != 0, output
+    outcome = outcomes["test_kill[ghost]"]
+    assert outcome.verdict == "INCONCLUSIVE", (outcome, output)
+    assert any("not running" in r for r in _verdict_json(outcome)["inconclusive"])
+    after = DockerHost(sim.docker.host).state(sim.docker.container)
+    assert (after.restart_count, after.started_at) == (before.restart_count, before.started_at)
+
+
+def test_a_node_stopped_before_the_run_is_inconclusive(lab: Lab, tmp_path: Path) -> None:
+    name = "faultkit-e2e-stopped"
+    subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    subprocess.run(["docker", "create", "--name", name, "--label", "faultkit.owner=tests",
+                    "faultkit/base:bookworm", "true"], capture_output=True, check=True)
+    try:
+        inventory = _inventory_with(
+            lab, tmp_path, name="stopped", base_url="http://127.0.0.1:9",
+            docker={"host": "unix:///var/run/docker.sock", "container": name},
+            prometheus={"job": "stopped"},
+        )
+        code, outcomes, output = run_scenarios(
+            tmp_path, "-k", "test_kill", "--node", "stopped", "--inventory", str(inventory)
+        )
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    assert code != 0, output
+    outcome = outcomes["test_kill[stopped]"]
+    assert outcome.verdict == "INCONCLUSIVE", (outcome, output)
+    reasons = _verdict_json(outcome)["inconclusive"]
+    assert any("steady state" in r or "not running" in r for r in reasons), reasons

@@ -143,7 +143,7 @@ def test_params_are_converted_and_checked(tmp_path: Path) -> None:
     assert fault.params["fail_apply"] is False
     with pytest.raises(FaultError, match="no param 'bogus'"):
         FakeFault(node(), journal=FaultJournal(tmp_path), bogus=1)
-    with pytest.raises(FaultError, match="expected true/false"):
+    with pytest.raises(FaultError, match="fail_apply=maybe: must be true or false"):
         FakeFault(node(), journal=FaultJournal(tmp_path), fail_apply="maybe")
 
 

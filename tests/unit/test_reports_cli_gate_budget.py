@@ -177,3 +177,15 @@ def test_report_command_renders_gate_and_budget(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["report", "--gate", str(tmp_path / "bad.json")])
     assert result.exit_code == 1
     assert "must be an object" in result.output
+
+
+def test_budget_review_links_the_runs_it_can_find(tmp_path: Path) -> None:
+    run = copy_run("pass-kill", tmp_path / "runs")
+    data = {**BUDGET, "chaos_runs": [
+        {**BUDGET["chaos_runs"][0], "run_dir": str(run)},
+        {**BUDGET["chaos_runs"][0], "run_dir": "runs/deleted-since"},
+    ]}
+    md = render_budget(data, tmp_path / "review" / "budget.md").read_text()
+    assert "| [`../runs/pass-kill`](../runs/pass-kill/incident.md) |" in md
+    assert "| `runs/deleted-since` |" in md
+    assert table_problems(md) == []

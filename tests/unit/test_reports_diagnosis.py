@@ -243,3 +243,18 @@ def test_not_a_run_directory(tmp_path: Path) -> None:
         load_run(tmp_path)
     with pytest.raises(NotARunDirectory):
         load_run(tmp_path / "absent")
+
+
+def test_request_level_fault_without_outage_is_no_incident(tmp_path: Path) -> None:
+    m = _measurement(t_detect=None, detect_signal=None, detection_s=None, t_recovered=T0,
+                     recovery_s=0.0, lost_total=0)
+    d = make_run(tmp_path, fault="bad_input", measurement=m,
+                 container={"before": _state(), "after": _state()})
+    diags = diagnose(load_run(d))
+    assert [x.key for x in diags] == ["served_through"]
+    assert diags[0].title == "no incident: the node kept serving through the bad_input fault"
+    assert "container.json restart_count 0 → 0" in diags[0].evidence
+    assert [c.type for _, c in changes_for(diags)] == ["process"]
+    # the same numbers for an outage fault are not "no incident"
+    (tmp_path / "other").mkdir()
+    assert _keys(make_run(tmp_path / "other", fault="stop", measurement=m)) == ["undiagnosed"]

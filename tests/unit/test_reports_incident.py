@@ -20,15 +20,22 @@ import pytest
 from matplotlib.image import imread
 
 from reports import render_incident
-from tests.unit.reports_helpers import (
-    FIXTURE_NAMES,
-    GOLDEN,
-    RUNS,
-    cells,
-    copy_run,
-    section,
-    table_problems,
-)
+from reports.chart import impact_per_second
+from reports.figures import NOT_APPLICABLE
+from reports.load import load_run
+from reports.summary import summary
+from tests.unit.reports_helpers import GOLDEN, RUNS, cells, copy_run, section, table_problems
+from tests.unit.test_reports_markdown import html
+
+#: every run directory tests/fixtures/runs/build_fixtures.py writes
+FIXTURE_NAMES = tuple(sorted(p.name for p in RUNS.iterdir() if (p / "run.json").exists()))
+
+
+def test_every_fixture_has_a_golden_report() -> None:
+    assert len(FIXTURE_NAMES) >= 6
+    assert sorted(p.name.removesuffix(".incident.md") for p in GOLDEN.glob("*.incident.md")) == (
+        list(FIXTURE_NAMES)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -100,9 +107,11 @@ def _json_numbers(run_dir: Path) -> list[float]:
 
 
 def _in_json(token: str, numbers: list[float]) -> bool:
+    """``token`` is one of ``numbers`` as shown: same decimals, sign dropped (a negative
+    figure is phrased in words, e.g. "recovered 0.50 s before the revert ended")."""
     decimals = len(token.split(".")[1]) if "." in token else 0
     value = float(token)
-    return any(math.isclose(round(n, decimals), value, abs_tol=1e-9) for n in numbers)
+    return any(math.isclose(abs(round(n, decimals)), value, abs_tol=1e-9) for n in numbers)
 
 
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
@@ -118,6 +127,7 @@ def test_every_key_figure_is_traceable(rendered: dict[str, Path], name: str) -> 
     for label, value, source in rows:
         value = value.replace("\\", "")
         assert source, label
+        assert not re.search(r"(?<![\w.])-\d", value), f"{name} {label}: negative figure {value}"
         if "=" in value:  # derived: inputs must be in the JSON and the arithmetic must hold
             lhs, rhs = value.split("=")
             for token in re.findall(r"\d+(?:\.\d+)?", lhs):
@@ -151,7 +161,7 @@ def test_budget_uses_slo_window_requests_when_recorded(tmp_path: Path) -> None:
     (d / "run.json").write_text(json.dumps(run))
     md = render_incident(d).read_text()
     row = next(line for line in md.splitlines() if line.startswith("| SLO budget spent"))
-    assert "19 / \\(\\(1 − 0.99\\) × 1000000\\) = 0.19 %" in row
+    assert "19 / ((1 − 0.99) × 1000000) = 0.19 %" in row
 
 
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
@@ -171,7 +181,7 @@ def test_fail_oom_report_says_memory(rendered: dict[str, Path]) -> None:
     md = rendered["fail-oom"].read_text()
     diagnosis = section(md, "Diagnosis")
     assert "memory exhaustion" in diagnosis
-    assert "oom\\_killed = true" in diagnosis
+    assert "oom_killed = true" in diagnosis
     assert "**Verdict: FAIL** — lost:" in md
     assert "| prevent | Cap --max-num-batched-tokens" in section(md, "Preventive changes")
 
@@ -217,8 +227,9 @@ def test_hostile_text_is_escaped_and_redacted(tmp_path: Path) -> None:
     outside = re.sub(r"^(`{3,})text\n.*?\n\1$", "", md, flags=re.S | re.M)
     assert "<img" in md  # inside the fenced log, where it is inert text
     assert "<img" not in outside
-    assert "<b>" not in outside
-    assert "<i>" not in outside
+    assert html(md) == []  # "<b>", "<i>" show inside code spans, never as HTML
+    assert "| evil\\|image\\`&lt;b> |" in md  # a container field: text, escaped where needed
+    assert "| ``X\\|Y:`z`<i>; api_key=[REDACTED]`` |" in md  # an alert name: a code span
     assert table_problems(md) == []
     assert "````text" in md  # the log's ``` forced a longer fence
 
@@ -254,9 +265,9 @@ def test_wrongly_typed_files_are_reported_not_rendered(tmp_path: Path) -> None:
         fh.write(json.dumps({"t": 1.0, "source": "fault", "kind": "x", "data": [1]}) + "\n")
     md = render_incident(d).read_text()
     assert "| Measurement | not captured |" in md
-    assert "measurement.json detection\\_s" in md
+    assert "measurement.json detection_s" in md
     assert "slis.fault.requests" in md
-    assert "timeline.jsonl: 2 malformed event\\(s\\) skipped" in md
+    assert "timeline.jsonl: 2 malformed event(s) skipped" in md
     assert table_problems(md) == []
 
 
@@ -269,3 +280,136 @@ def test_public_names_are_pinned() -> None:
     ]
     for name in reports.__all__:
         assert getattr(reports, name) is not None
+
+
+# ------------------------------------------------------------------ reads like a report
+
+
+SUMMARIES = {
+    "pass-kill": "PASS: sim-vllm-a was down for 8.3 s after a SIGKILL; Prometheus alerted "
+    "after 4.0 s; 19 of 120 requests were lost (17 refused connections, 2 resets).",
+    "fail-oom": "FAIL: sim-vllm-b was down for 31.5 s after a memory squeeze to 1536m; "
+    "Prometheus alerted after 5.0 s; 65 of 160 requests were lost (63 refused connections, "
+    "2 resets).",
+    "not-detected": "FAIL: llamacpp-a was degraded for 25.5 s under 30 % packet loss; "
+    "monitoring did not detect it; 10 of 130 requests were lost, all first-token timeouts.",
+    "failed-rollout": "FAIL: sim-vllm-a was down for 79.4 s after rolling out ctx-32k; "
+    "Prometheus alerted after 6.0 s; 161 of 240 requests were lost (159 refused connections, "
+    "2 resets).",
+    "bad-input": "PASS: llama kept serving through malformed requests; none of its 100 "
+    "requests was lost.",
+    "flood": "FAIL: sim-sglang was impaired for 9.7 s under a request flood at 100.0 req/s; "
+    "Prometheus alerted after 6.0 s; 32 of 400 requests were lost (16 HTTP 429 answers, 16 "
+    "arrivals shed by the client), and 46 more succeeded too slowly for users.",
+}
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_summary_sentence_opens_the_report(rendered: dict[str, Path], name: str) -> None:
+    md = rendered[name].read_text()
+    title, blank, first = md.splitlines()[:3]
+    assert title.startswith("# Incident report: ") and blank == ""
+    assert first == SUMMARIES[name]
+    assert summary(load_run(RUNS / name)) == SUMMARIES[name]
+
+
+def test_summary_without_a_measurement_says_so(tmp_path: Path) -> None:
+    d = copy_run("pass-kill", tmp_path)
+    (d / "measurement.json").unlink()
+    assert summary(load_run(d)) == (
+        "PASS: no measurement of a SIGKILL on sim-vllm-a was recorded (the run ended before "
+        "the fault took effect, or its files are missing)."
+    )
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_ids_read_as_written(rendered: dict[str, Path], name: str) -> None:
+    """No HTML entities or tags, no escaped underscores: ids and JSON are code spans."""
+    md = rendered[name].read_text()
+    assert "\\_" not in md
+    assert "<code>" not in md and "&#" not in md
+    run = json.loads((RUNS / name / "run.json").read_text())
+    assert f"| Scenario | `{run['scenario']}` |" in md
+    assert f"| Node | `{run['node']}` |" in md
+
+
+def _figure(md: str, label: str) -> str:
+    """The value cell of one key-figure row."""
+    row = next(
+        line for line in section(md, "Key figures").splitlines() if line.startswith(f"| {label} |")
+    )
+    return cells(row)[1]
+
+
+def test_recovery_before_the_revert_is_phrased_not_negative(rendered: dict[str, Path]) -> None:
+    md = rendered["pass-kill"].read_text()
+    assert _figure(md, "Recovery relative to the revert") == (
+        "recovered 0.50 s before the revert ended"
+    )
+    assert _figure(md, "Recovery time") == "8.30 s after the fault took effect"
+    assert "11.50 s after the revert ended" in rendered["fail-oom"].read_text()
+
+
+def test_request_level_fault_without_outage_says_not_applicable(
+    rendered: dict[str, Path],
+) -> None:
+    md = rendered["bad-input"].read_text()
+    for label in ("Detection time", "Recovery time", "Recovery relative to the revert"):
+        assert _figure(md, label) == NOT_APPLICABLE
+    assert f"What brought it back: {NOT_APPLICABLE} (the node kept serving)." in md
+    assert "recovered: steady state held" not in md
+    # a request-level fault that did hurt users keeps its figures
+    flood = rendered["flood"].read_text()
+    assert _figure(flood, "Detection time") == "6.00 s via alert (FaultkitErrorRatioHigh firing)"
+    assert _figure(flood, "Recovery time") == "9.70 s after the fault took effect"
+
+
+def test_effect_evidence_probe_and_impact_figures(rendered: dict[str, Path]) -> None:
+    md = rendered["pass-kill"].read_text()
+    assert (
+        "| Took effect at | 2026-01-01 12:00:00.000 UTC — Docker 'die' event (exit code 137) "
+        "(evidence: `docker_event`) |" in md
+    )
+    assert _figure(md, "Harness readiness probe (not detection)") == (
+        "first failed probe 0.60 s after the fault took effect"
+    )
+    assert _figure(md, "Monitoring signals, first seen") == "alert 4.00 s, up 1.00 s"
+    flood = rendered["flood"].read_text()
+    assert _figure(flood, "Slow requests (succeeded, too slow for users)") == (
+        "46 (first token more than 2.5 s after arrival)"
+    )
+    assert _figure(flood, "Affected users") == "78 (32 lost + 46 slow)"
+    assert _figure(flood, "Clean rejections (counted in lost)") == "16"
+
+
+def test_latency_table_has_user_facing_ttft(rendered: dict[str, Path]) -> None:
+    md = rendered["flood"].read_text()
+    header = next(line for line in md.splitlines() if line.startswith("| Window |"))
+    assert "User TTFT p95 (s)" in cells(header)
+    fault = cells(next(line for line in md.splitlines() if line.startswith("| fault |")))
+    m = json.loads((RUNS / "flood" / "measurement.json").read_text())
+    column = cells(header).index("User TTFT p95 (s)")
+    assert fault[column] == f"{m['slis']['fault']['user_ttft_p95_s']:.3f}"
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_links_point_at_files_of_the_run(rendered: dict[str, Path], name: str) -> None:
+    md = rendered[name].read_text()
+    targets = re.findall(r"\]\(([^)\s]+)\)", md)
+    assert "./" in targets and "measurement.json" in targets and "timeline.png" in targets
+    for target in targets:
+        assert (rendered[name].parent / target).exists(), target
+
+
+def test_impact_per_second_counts_arrivals_by_outcome() -> None:
+    data = load_run(RUNS / "flood")
+    m = data.measurement
+    assert m is not None
+    edges, counts = impact_per_second(data.ledger, m.t_effect)
+    assert len(edges) == len(counts["ok"]) == len(counts["failed"]) == len(counts["shed"])
+    assert sum(counts["shed"]) == m.lost_by_class["shed_client"] == 16
+    assert sum(counts["failed"]) == 16  # the 429s
+    assert sum(map(sum, counts.values())) == len(data.ledger)
+    shed_seconds = [e for e, n in zip(edges, counts["shed"], strict=True) if n]
+    assert min(shed_seconds) >= 2 and max(shed_seconds) < 10  # by arrival, inside the flood
+    assert impact_per_second([], 0.0) == ([], {"ok": [], "failed": [], "shed": []})
