@@ -6,6 +6,10 @@ and lost requests with the simulator's truth file, Docker's events and Prometheu
 series. Writes every trial to ``--json`` and prints the README table (max |error| per kind).
 
     .venv/bin/python bench/measurement_truth.py --runs 5 --json bench/results/truth.json
+    .venv/bin/python bench/measurement_truth.py --from test-results/measurement-truth.jsonl
+
+``--from`` summarises the trials a test run recorded (``tests/integration/test_measure_truth.py``
+appends each one there) instead of running new ones.
 """
 
 from __future__ import annotations
@@ -62,6 +66,21 @@ def table(summary: dict[str, dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
+def load_trials(path: Path) -> list[Trial]:
+    """Trials recorded one JSON object per line (by the integration test)."""
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    return [Trial(**json.loads(line)) for line in lines]
+
+
+def write(trials: list[Trial], out: Path | None) -> None:
+    summary = summarise(trials)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"summary": summary,
+                                   "trials": [t.to_json() for t in trials]}, indent=2))
+    print(table(summary))
+
+
 async def main(runs: int, names: list[str], out: Path | None) -> int:
     lab = Lab(progress=lambda message: print(f"[testbed] {message}", file=sys.stderr))
     lab.up()
@@ -91,7 +110,14 @@ if __name__ == "__main__":
     parser.add_argument("--trial", action="append", choices=list(TRIALS),
                         help="only these trials (repeatable; default: all)")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--from", dest="source", type=Path, default=None,
+                        help="summarise trials recorded by the integration test instead")
     args = parser.parse_args()
     if args.runs < 1:
         parser.error("--runs must be ≥ 1")
+    if args.source is not None:
+        if not args.source.is_file():
+            parser.error(f"--from {args.source}: no such file")
+        write(load_trials(args.source), args.json)
+        sys.exit(0)
     sys.exit(asyncio.run(main(args.runs, args.trial or list(TRIALS), args.json)))

@@ -30,8 +30,11 @@ exactly:
   t_effect) whose status is ``fail`` or ``unknown`` — client-shed arrivals included — by
   error class; clean rejections (4xx/429/503 with an OpenAI-style error body) are also
   counted apart. Without a recovery the span closes at the window end.
-- **Affected** = lost + the requests of that span that succeeded with a user-facing TTFT
-  (from the scheduled arrival) above the objective (``slow_total``).
+- **Affected** = lost + the *slowed* users (``slow_total``): requests of the fault window
+  (t_effect until the later of recovery and revert) that succeeded but either waited for
+  the outage — arrived before t_recovered and got their first token only at or after it
+  (a hang holds them) — or saw a user-facing TTFT (from the scheduled arrival) above the
+  objective (a flood, added latency).
 - **Inconclusive**: evidence the verdict needs is missing — ``evidence_gap`` events the
   harness wrote (Prometheus not ready, rules missing, clock skew, not in steady state),
   Prometheus unreachable during the run, no proof the fault took effect (``no_effect``, or
@@ -333,6 +336,15 @@ def evidence_gaps(
 # --------------------------------------------------------------------------- measure
 
 
+def _slowed(r: RequestRecord, t_recovered: float | None, objective_s: float | None) -> bool:
+    """A successful request the fault slowed: held by the outage, or over the objective."""
+    if r.t_first_token is None:
+        return False
+    held = t_recovered is not None and arrival(r) < t_recovered <= r.t_first_token
+    over = objective_s is not None and r.t_first_token - arrival(r) > objective_s
+    return held or over
+
+
 def measure(
     ledger: Sequence[RequestRecord],
     timeline: Sequence[Event],
@@ -382,16 +394,16 @@ def measure(
         return t_effect <= arrival(r) <= loss_end or r.t_invoke < t_effect < r.t_end
 
     lost = [r for r in requests if r.status != "ok" and in_span(r)]
-    slow = [r for r in requests if r.status == "ok" and in_span(r)
-            and ttft_objective_s is not None
-            and (u := user_ttft(r)) is not None and u > ttft_objective_s]
+    fault_end = max(loss_end, t_revert if t_revert is not None else t_effect)
+    slow = [r for r in requests if r.status == "ok" and r not in lost
+            and t_effect <= arrival(r) <= fault_end
+            and _slowed(r, t_recovered, ttft_objective_s)]
     by_class = Counter(r.error_class or r.status for r in lost)
     impact = min((r.t_end for r in lost), default=None)
 
     # SLI windows: the fault window lasts while the fault is applied *or* its effects last
     # (to revert, or to recovery if that is later); "after" is everything once both ended.
     start = min((arrival(r) for r in requests), default=t_effect)
-    fault_end = max(loss_end, t_revert if t_revert is not None else t_effect)
     slis = {
         "baseline": window_slis(requests, min(start, t_effect), t_effect),
         "fault": window_slis(requests, t_effect, fault_end),

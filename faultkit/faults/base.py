@@ -206,7 +206,7 @@ class Fault:
     #: ``effect_docker_actions``), ``"mechanism"`` (an ``effect`` event) or ``""``.
     effect_required: ClassVar[str] = ""
     #: True when the injection itself spans the outage (rollout, stop, restart, node
-    #: restart, memory squeeze, a flood): t_effect is the first disruptive act.
+    #: restart, a flood): t_effect is the first disruptive act.
     spans_outage: ClassVar[bool] = False
 
     def __init__(

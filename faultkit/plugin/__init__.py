@@ -257,8 +257,11 @@ def load_profile(faultkit_settings: Settings, request: pytest.FixtureRequest) ->
         concurrency=256,
         input_tokens=32,
         output_tokens=24,
-        first_token_timeout_s=10.0,
-        total_timeout_s=30.0,
+        # user patience: a background user waits up to 30 s for a first token. Slower
+        # answers count as slow (affected users, TTFT SLIs), not lost; a shorter timeout
+        # would manufacture losses out of queueing (a 10 s flood queues users ~10 s).
+        first_token_timeout_s=30.0,
+        total_timeout_s=60.0,
         connect_timeout_s=2.0,
     )
 

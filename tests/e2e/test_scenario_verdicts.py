@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from faultkit._docker import DockerHost
+from faultkit.docker import DockerHost
 from faultkit.inventory import Inventory
 from testbed.lab import Lab
 from tests.e2e.conftest import REPO, run_cli
@@ -281,7 +281,8 @@ def test_unreachable_prometheus_is_inconclusive_not_pass(lab: Lab, tmp_path: Pat
 def _inventory_with(lab: Lab, tmp_path: Path, **node: Any) -> Path:
     """The testbed inventory plus one extra node (a scratch target)."""
     data = yaml.safe_load((REPO / "testbed" / "inventory.yaml").read_text())
-    data["nodes"].append({"engine": "sim", "model": "m", "health_path": "/health",
+    data["nodes"].append({"engine": "sim", "personality": "vllm", "model": "m",
+                          "health_path": "/health",
                           "faults": ["*"], **node})
     path = tmp_path / "inventory.yaml"
     path.write_text(yaml.safe_dump(data))

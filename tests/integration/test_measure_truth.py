@@ -11,6 +11,7 @@ and network events (queried here directly) and Prometheus' own ``ALERTS`` series
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,9 @@ pytestmark = pytest.mark.docker
 RUNS = 5
 BOUND_S = 0.5
 EVALUATION_INTERVAL_S = 1.0
+#: every trial is appended here (CI keeps it beside junit.xml); ``bench/measurement_truth.py
+#: --from FILE`` turns it into the README's table
+RESULTS = Path(__file__).resolve().parents[2] / "test-results" / "measurement-truth.jsonl"
 
 
 @pytest.mark.parametrize("run", range(RUNS), ids=lambda i: f"run{i + 1}")
@@ -31,6 +35,9 @@ async def test_measurement_matches_ground_truth(
     name: str, run: int, lab_inventory: Inventory, tmp_path: Path
 ) -> None:
     trial = await run_trial(name, lab_inventory, tmp_path / "runs")
+    RESULTS.parent.mkdir(exist_ok=True)
+    with RESULTS.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(trial.to_json()) + "\n")
     context = f"{name}: measured {trial.measured}, truth {trial.truth} ({trial.run_dir})"
     assert not trial.problems, f"{trial.problems}; {context}"
     assert trial.measured["inconclusive"] == [], context

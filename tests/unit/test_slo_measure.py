@@ -338,3 +338,15 @@ def test_no_figure_is_ever_negative(act: float, die: float, sample: float, probe
     figures = [m.detection_s, m.recovery_s, m.probe_detection_s,
                *m.detection_by_signal_s.values()]
     assert all(f >= 0 for f in figures if f is not None), figures
+    figures = [m.detection_s, m.recovery_s, m.probe_detection_s,
+               *m.detection_by_signal_s.values()]
+    assert all(f >= 0 for f in figures if f is not None), figures
+
+
+def test_users_held_by_the_outage_are_slowed_even_within_the_objective() -> None:
+    """Arrivals in the last second of an outage wait < 2.5 s, but they waited for it."""
+    ledger = outage_ledger()
+    held = dataclasses.replace(req(7001, 1014.5, dur=1.0), t_first_token=1015.3)  # TTFT 0.8 s
+    m = measure([*ledger, held], outage_timeline(), NODE, ttft_objective_s=2.5)
+    assert m.t_recovered == pytest.approx(1015.2)
+    assert m.slow_total == 1 and m.affected_total == m.lost_total + 1
