@@ -1,5 +1,6 @@
-"""Repo-level pytest configuration only: the default inventory is the testbed's."""
+"""Repository-level pytest configuration: nothing to configure here.
 
-from pathlib import Path
-
-TESTBED_INVENTORY = Path(__file__).parent / "testbed" / "inventory.yaml"
+The faultkit plugin supplies the fixtures and the default inventory (the testbed's:
+``faultkit.commands.input.DEFAULT_INVENTORY``); ``pyproject.toml`` sets ``faultkit = true``
+for this repository's tests.
+"""

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import httpx
 
+from faultkit.constants import faultkit_home
 from faultkit.load import LoadGenerator, LoadProfile, Target, percentile, summarize
 
 CLIENT_CPU = 0
@@ -96,7 +97,7 @@ async def ttft_error(url: str, model: str, concurrency: int, requests: int) -> d
 
 
 def vllm_python() -> tuple[Path | None, str]:
-    home = Path(os.environ.get("FAULTKIT_HOME", "~/.cache/faultkit")).expanduser()
+    home = faultkit_home()
     python = home / "vllm-venv" / "bin" / "python"
     if not python.exists():
         return None, f"no virtualenv at {python.parent.parent}"
@@ -113,7 +114,7 @@ def vllm_python() -> tuple[Path | None, str]:
 
 
 def tokenizer_dir() -> Path | None:
-    home = Path(os.environ.get("FAULTKIT_HOME", "~/.cache/faultkit")).expanduser()
+    home = faultkit_home()
     for candidate in sorted((home / "models").glob("*/tokenizer.json")):
         return candidate.parent
     return None

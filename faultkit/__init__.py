@@ -2,19 +2,43 @@
 
 ``faultkit`` *acts* on the system (inventory, Docker, faults, load, journal, CLI, pytest
 plugin); ``slo`` observes and judges; ``reports`` tells; ``testbed`` is the local lab.
+
+The names below are imported on first use: ``import faultkit`` (which every
+``faultkit.*`` import runs, the pytest plugin's included) stays free of pydantic and YAML.
 """
 
-from faultkit.errors import FaultkitError, InventoryError
-from faultkit.inventory import (
-    FAULT_KINDS,
-    Inventory,
-    Node,
-    ServingConfig,
-    SLOSettings,
-    load_inventory,
-)
-from faultkit.records import Event, RequestRecord
-from faultkit.rundir import RunDir
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from faultkit.errors import FaultkitError, InventoryError
+    from faultkit.inventory import (
+        Inventory,
+        Node,
+        ServingConfig,
+        SLOSettings,
+        load_inventory,
+    )
+    from faultkit.kinds import FAULT_KINDS
+    from faultkit.records import Event, RequestRecord
+    from faultkit.rundir import RunDir
+
+#: name → the module it comes from
+_EXPORTS: dict[str, str] = {
+    "FAULT_KINDS": "faultkit.kinds",
+    "Event": "faultkit.records",
+    "FaultkitError": "faultkit.errors",
+    "Inventory": "faultkit.inventory",
+    "InventoryError": "faultkit.errors",
+    "Node": "faultkit.inventory",
+    "RequestRecord": "faultkit.records",
+    "RunDir": "faultkit.rundir",
+    "SLOSettings": "faultkit.inventory",
+    "ServingConfig": "faultkit.inventory",
+    "load_inventory": "faultkit.inventory",
+}
 
 __all__ = [
     "FAULT_KINDS",
@@ -29,3 +53,15 @@ __all__ = [
     "ServingConfig",
     "load_inventory",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

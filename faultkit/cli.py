@@ -1,8 +1,10 @@
 """The ``faultkit`` command: a click group whose subcommands load lazily.
 
-Each subcommand lives with the package that owns it (``testbed.cli``, ``slo.cli``,
-``reports.cli``, ``faultkit.commands.*``); this module only wires them, so ``faultkit
---help`` stays fast and a broken optional part cannot break the others.
+Every subcommand is a module of :mod:`faultkit.commands` (one command each), except
+``testbed``, which the lab owns (``testbed.cli``). This module only wires them by name, so
+``faultkit --help`` stays fast and a broken optional part cannot break the others. The
+commands are entry points: they may use ``slo`` and ``reports``; the core they build on
+may not (docs/architecture.md, "Layers").
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 import click
 
-from faultkit.commands._input import BadInput
+from faultkit.commands.input import BadInput
 from faultkit.errors import FaultkitError, FaultParamError, FaultRefused, InventoryError
 
 #: faultkit errors that mean the input was bad (and nothing was done): exit status 2
@@ -26,9 +28,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "load": ("faultkit.commands.load:load", "run streaming load and print TTFT/TPOT figures"),
     "inject": ("faultkit.commands.inject:inject", "run one fault against a node for a while"),
     "sweep": ("faultkit.commands.sweep:sweep", "revert every fault a killed harness left"),
-    "rules": ("slo.cli:rules", "write Prometheus alerting/recording rules for the SLOs"),
-    "budget": ("slo.cli:budget", "SLO error-budget review from Prometheus"),
-    "report": ("reports.cli:report", "re-render a run directory's incident report"),
+    "rules": (
+        "faultkit.commands.rules:rules",
+        "write Prometheus alerting/recording rules for the SLOs",
+    ),
+    "budget": ("faultkit.commands.budget:budget", "SLO error-budget review from Prometheus"),
+    "report": ("faultkit.commands.report:report", "re-render a run directory's incident report"),
     "gate": ("faultkit.commands.gate:gate", "pre-promotion gate for a serving config"),
     "runs": ("faultkit.commands.runs:runs", "list run and gate directories, newest first"),
     "dashboard": ("faultkit.commands.dashboard:dashboard", "Grafana dashboard JSON for the SLOs"),

@@ -1,4 +1,4 @@
-"""Every exception faultkit raises, in one place.
+"""Every exception the faultkit core raises, in one place.
 
 Each message says what went wrong *and* what to do about it; data rides along as
 attributes so callers (CLI, pytest plugin) can render it their own way.
@@ -10,7 +10,6 @@ Tree::
     ├── DockerError               the Docker engine or a container misbehaved
     │   ├── DockerUnavailable     cannot reach the engine at a docker host URL
     │   └── ContainerNotFound     the node's container does not exist
-    ├── TestbedError              the local lab could not be built or started
     ├── NodeError                 a node did not answer as expected (readiness, API)
     │   └── NodeNotReady          readiness deadline passed
     ├── FaultError                a fault could not be injected or reverted
@@ -19,10 +18,12 @@ Tree::
     │   ├── FaultAlreadyActive    a second inject of the same fault instance
     │   └── FaultUnsupported      the kernel / engine lacks what the fault needs
     ├── JournalError              the fault journal is unreadable or locked
-    ├── LoadError                 the load generator could not run (e.g. endpoint unreachable)
-    │   └── LedgerInvariantError  a request lacks exactly one terminal record (a harness bug)
-    └── ReportError               a report could not be rendered
-        └── NotARunDirectory      the path holds none of a run directory's files
+    └── LoadError                 the load generator could not run (e.g. endpoint unreachable)
+        └── LedgerInvariantError  a request lacks exactly one terminal record (a harness bug)
+
+The packages above the core raise their own subclasses of :class:`FaultkitError`, kept
+next to their owners: ``slo.errors`` (Prometheus), ``reports.errors`` (``ReportError``,
+``NotARunDirectory``) and ``testbed.errors`` (``TestbedError``).
 """
 
 from __future__ import annotations
@@ -67,12 +68,6 @@ class ContainerNotFound(DockerError):
         self.found = found
         listing = ", ".join(sorted(found)) if found else "no containers"
         super().__init__(f"no container named {name!r} on {host} (found: {listing})")
-
-
-class TestbedError(FaultkitError):
-    """The local testbed could not be built or started."""
-
-    __test__ = False  # not a pytest test class, despite the name
 
 
 class NodeError(FaultkitError):
@@ -130,22 +125,6 @@ class JournalError(FaultkitError):
 
 class LoadError(FaultkitError):
     """The load generator could not run at all."""
-
-
-class ReportError(FaultkitError):
-    """A report (incident, gate, budget) could not be rendered."""
-
-
-class NotARunDirectory(ReportError):
-    """``path`` is not a run directory (it holds none of the files a run leaves)."""
-
-    def __init__(self, path: str, expected: tuple[str, ...]) -> None:
-        self.path = path
-        self.expected = expected
-        super().__init__(
-            f"{path}: not a run directory (expected at least one of {', '.join(expected)}); "
-            "pass a directory under runs/ written by a scenario run"
-        )
 
 
 class LedgerInvariantError(LoadError):

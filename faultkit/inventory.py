@@ -29,6 +29,8 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -45,31 +47,12 @@ from pydantic import (
     model_validator,
 )
 
+from faultkit.constants import LOCAL_DOCKER
 from faultkit.errors import InventoryError
+from faultkit.kinds import FAULT_KINDS
 
 Engine = Literal["vllm", "sglang", "llamacpp", "tgi", "sim"]
 RestartPolicy = Literal["no", "on-failure", "always", "unless-stopped"]
-
-#: Every fault kind a node's allowlist may name ("*" allows all of them).
-FAULT_KINDS: tuple[str, ...] = (
-    "kill",
-    "stop",
-    "restart",
-    "pause",
-    "node_restart",
-    "partition",
-    "loss",
-    "bandwidth",
-    "latency",
-    "memory_squeeze",
-    "oversized_context",
-    "flood",
-    "rollout",
-    "bad_input",
-)
-
-#: With no inventory given, everything targets the local testbed (DESIGN.md).
-DEFAULT_INVENTORY = Path(__file__).resolve().parents[1] / "testbed" / "inventory.yaml"
 
 _MEMORY_RE = re.compile(r"^\d+(\.\d+)?[bkmg]?$", re.IGNORECASE)
 
@@ -99,7 +82,7 @@ class SLOSettings(_Model):
 
 
 class DockerRef(_Model):
-    host: str = "unix:///var/run/docker.sock"
+    host: str = LOCAL_DOCKER
     container: str
 
     @field_validator("host")
@@ -196,6 +179,19 @@ class ServingConfig(_Model):
         if (self.apply is None) != (self.rollback is None):
             raise ValueError("'apply' and 'rollback' go together: give both or neither")
         return self
+
+
+def config_hash(config: ServingConfig | None, *extra: object) -> str:
+    """The first 12 hex digits of the SHA-256 of ``config`` as JSON (keys sorted; ``null``
+    for no config); ``extra`` values, when given, are hashed along with it.
+
+    run.json's ``node_config_hash`` is ``config_hash(config)``; the testbed labels each
+    container it creates with the hash of its config plus its volumes, env and URL
+    (:data:`faultkit.constants.LABEL_CONFIG_HASH`) and recreates it when that changes.
+    """
+    data = None if config is None else config.model_dump(mode="json")
+    blob = json.dumps([data, *extra] if extra else data, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
 class PrometheusSettings(_Model):
@@ -450,7 +446,9 @@ def _format_errors(source: str, exc: ValidationError, lines: Mapping[Loc, int]) 
         if error["type"] == "extra_forbidden":
             parent = _allowed_keys(loc[:-1])
             message = f"unknown key (allowed here: {parent})" if parent else "unknown key"
-        elif error["type"] != "missing" and "input" in error:
+        elif error["type"] != "missing" and "input" in error and not isinstance(
+            error["input"], Mapping | list
+        ):  # a whole mapping (a cross-field check) says nothing the message does not
             message = f"{message} (got {_short(error['input'])})"
         problems.append(f"{where} {field}: {message}")
     return problems

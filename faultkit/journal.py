@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from faultkit.constants import faultkit_home
 from faultkit.errors import JournalError
 
 State = Literal["applying", "applied", "reverted"]
@@ -51,12 +52,6 @@ DIR_MODE = 0o700
 FILE_MODE = 0o600
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-
-
-def faultkit_home() -> Path:
-    """``$FAULTKIT_HOME`` or ``~/.cache/faultkit`` (created on demand by callers)."""
-    env = os.environ.get("FAULTKIT_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "faultkit"
 
 
 def default_journal_dir() -> Path:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -45,10 +45,6 @@ ERROR_CLASSES: tuple[str, ...] = (
 
 #: Error classes caused by the load client itself, not by the node under test.
 CLIENT_SIDE: frozenset[str] = frozenset({"shed_client", "client_exhausted"})
-
-#: HTTP error classes that *may* be clean rejections. The rule is :func:`is_clean_rejection`
-#: (it also needs the status and an OpenAI-style error body); this set only pre-filters.
-CLEAN_REJECTIONS: frozenset[str] = frozenset({"http_4xx", "http_429", "http_5xx"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +96,7 @@ class RequestRecord:
 
 
 def is_clean_rejection(r: RequestRecord) -> bool:
-    """True when the server cleanly rejected the request (the rule; see CLEAN_REJECTIONS).
+    """True when the server cleanly rejected the request (the rule).
 
     A clean rejection is a failed request answered with HTTP 4xx (429 included) or 503
     *and* an OpenAI-style error body (``r.error_body``: a JSON object with an ``error``
@@ -188,8 +184,3 @@ def read_ledger(path: Path) -> list[RequestRecord]:
 def read_timeline(path: Path) -> list[Event]:
     return sorted((Event.from_json(d) for d in iter_jsonl(path)), key=lambda e: e.t)
 
-
-def write_jsonl(path: Path, items: Iterable[RequestRecord | Event]) -> None:
-    with JsonlWriter(path) as writer:
-        for item in items:
-            writer.write(item)

@@ -80,16 +80,9 @@ class RunDir:
     def incident_md(self) -> Path:
         return self.path / "incident.md"
 
-    @property
-    def timeline_png(self) -> Path:
-        return self.path / "timeline.png"
-
     # writers ----------------------------------------------------------------------
     def timeline_writer(self) -> JsonlWriter:
         return JsonlWriter(self.timeline_jsonl)
-
-    def ledger_writer(self) -> JsonlWriter:
-        return JsonlWriter(self.ledger_jsonl)
 
     def write_json(self, path: Path, data: Any) -> None:
         """Write JSON atomically (temp file + rename), so a reader never sees half a file."""

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from faultkit.events import EventKind
 from reports.figures import no_outage
 from reports.load import RunData
 
@@ -197,10 +198,12 @@ def rule_failed_rollout(data: RunData) -> Diagnosis | None:
         e
         for e in data.timeline
         if e.source == "fault" and e.data.get("fault") == "rollout"
-        and e.kind in ("inject_start", "inject_end")
+        and e.kind in (EventKind.INJECT_START, EventKind.INJECT_END)
     ]
     if not rollout and fault_kind(data) == "rollout":
-        rollout = [e for e in data.timeline if e.source == "fault" and e.kind == "inject_start"]
+        rollout = [
+            e for e in data.timeline if e.source == "fault" and e.kind == EventKind.INJECT_START
+        ]
     if not rollout:
         return None
     t_roll = rollout[0].t
@@ -208,7 +211,8 @@ def rule_failed_rollout(data: RunData) -> Diagnosis | None:
         e
         for e in data.timeline
         if e.source in ("harness", "fault")
-        and e.kind in ("config_failed", "rollback_start", "readiness_timeout", "rollout_failed")
+        and e.kind in (EventKind.CONFIG_FAILED, EventKind.ROLLBACK_START,
+                       EventKind.READINESS_TIMEOUT, EventKind.ROLLOUT_FAILED)
         and e.t >= t_roll
     ]
     if not rollback:
@@ -217,7 +221,7 @@ def rule_failed_rollout(data: RunData) -> Diagnosis | None:
     ready = [
         e
         for e in data.timeline
-        if e.source == "observer" and e.kind == "health_ok" and t_roll <= e.t <= t_stop
+        if e.source == "observer" and e.kind == EventKind.HEALTH_OK and t_roll <= e.t <= t_stop
     ]
     if ready:
         return None
@@ -236,7 +240,7 @@ def rule_failed_rollout(data: RunData) -> Diagnosis | None:
 def rule_restart_loop(data: RunData) -> Diagnosis | None:
     before, after = _states(data)
     b, a = _int(before.get("restart_count")), _int(after.get("restart_count"))
-    seen = [e for e in data.timeline if e.kind == "restart_seen"]
+    seen = [e for e in data.timeline if e.kind == EventKind.RESTART_SEEN]
     if b is not None and a is not None and a - b >= 2:
         return Diagnosis(
             "restart_loop",
@@ -296,7 +300,9 @@ def rule_monitoring_gap(data: RunData) -> Diagnosis | None:
                 + ("" if m.t_impact is None else f", first failure at {_rel(data, m.t_impact)}"),
             ),
         )
-    fired = [e for e in data.timeline if e.source == "observer" and e.kind == "alert_firing"]
+    fired = [
+        e for e in data.timeline if e.source == "observer" and e.kind == EventKind.ALERT_FIRING
+    ]
     if m.t_detect is not None and m.detect_signal != "alert" and not fired:
         return Diagnosis(
             "no_alert",

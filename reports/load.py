@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from faultkit.errors import NotARunDirectory
+from faultkit.events import EventKind
 from faultkit.records import Event, RequestRecord, iter_jsonl
 from faultkit.rundir import RunDir
+from reports.errors import NotARunDirectory
 from slo.types import Measurement, Verdict
 
 #: files whose presence makes a directory a run directory (any one suffices)
@@ -56,7 +57,7 @@ class RunData:
         """Epoch seconds the fault took effect: measurement first, else the first fault act."""
         if self.measurement is not None:
             return self.measurement.t_effect
-        for kinds in (("act",), ("inject_start", "inject_end")):
+        for kinds in ((EventKind.ACT,), (EventKind.INJECT_START, EventKind.INJECT_END)):
             for ev in self.timeline:
                 if ev.source == "fault" and ev.kind in kinds:
                     return ev.t

@@ -109,11 +109,6 @@ def link(label: str, target: str) -> str:
     return f"[{text(label)}]({href(target)})"
 
 
-def code_link(label: str, target: str) -> str:
-    """Like :func:`link`, with the label shown as code (a file or directory name)."""
-    return f"[{code(label)}]({href(target)})"
-
-
 def trusted(value: str) -> str:
     """Markdown the harness wrote itself (the prevention catalogue): only pipes escaped."""
     return " ".join(value.split()).replace("|", "\\|")

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from faultkit.events import MANUAL_PREFIX, EventKind
 from faultkit.records import Event
 from reports.diagnosis import fault_kind
 from reports.figures import NOT_APPLICABLE, no_outage
@@ -75,7 +76,8 @@ def analyse(data: RunData) -> Recovery:
     tl = data.timeline
     mechanisms: list[str] = []
     steps: list[Step] = []
-    inj_s, inj_e = _first(tl, "fault", "inject_start"), _first(tl, "fault", "inject_end")
+    inj_s = _first(tl, "fault", EventKind.INJECT_START)
+    inj_e = _first(tl, "fault", EventKind.INJECT_END)
     t_effect = data.t_effect
     first = inj_s or inj_e
     if first is not None:
@@ -91,7 +93,9 @@ def analyse(data: RunData) -> Recovery:
     # the fault acts from inject_start (e.g. a request fault's first requests), so evidence
     # of its effect counts from there, not from inject_end
     t_acting = first.t if first is not None else t_effect
-    interventions = [e for e in tl if e.source == "fault" and e.kind == "harness_intervened"]
+    interventions = [
+        e for e in tl if e.source == "fault" and e.kind == EventKind.HARNESS_INTERVENED
+    ]
     for iv in interventions:
         mechanisms.append(f"the harness ({iv.data.get('action')}) — not the system's own recovery")
         steps.append(Step(f"the harness intervened: {iv.data.get('why')}", iv.t, None,
@@ -104,7 +108,7 @@ def analyse(data: RunData) -> Recovery:
         e
         for e in tl
         if e.source == "harness"
-        and e.kind == "restart_seen"
+        and e.kind == EventKind.RESTART_SEEN
         and (t_acting is None or e.t >= t_acting)
         and not by_harness(e)
     ]
@@ -134,11 +138,11 @@ def analyse(data: RunData) -> Recovery:
                     "container.json restart_count (restart time not recorded)",
                 )
             )
-    rb_s = _first(tl, "fault", "rollback_start", t_acting) or _first(
-        tl, "harness", "rollback_start", t_acting
+    rb_s = _first(tl, "fault", EventKind.ROLLBACK_START, t_acting) or _first(
+        tl, "harness", EventKind.ROLLBACK_START, t_acting
     )
     if rb_s is not None:
-        rb_d = _first(tl, rb_s.source, "rollback_done", rb_s.t)
+        rb_d = _first(tl, rb_s.source, EventKind.ROLLBACK_DONE, rb_s.t)
         mechanisms.append("rollback to the previous config")
         steps.append(
             Step(
@@ -150,9 +154,9 @@ def analyse(data: RunData) -> Recovery:
                 else f"{rb_s.source}/rollback_start (no rollback_done recorded)",
             )
         )
-    rv_s = _first(tl, "fault", "revert_start", t_effect)
+    rv_s = _first(tl, "fault", EventKind.REVERT_START, t_effect)
     if rv_s is not None:
-        rv_e = _first(tl, "fault", "revert_end", rv_s.t)
+        rv_e = _first(tl, "fault", EventKind.REVERT_END, rv_s.t)
         kind = fault_kind(data) or ""
         word = _REVERT_WORDS.get(kind, f"revert {kind or 'the fault'}")
         # reverting a kill, a rollout or a request fault is bookkeeping, not what fixed it
@@ -166,7 +170,7 @@ def analyse(data: RunData) -> Recovery:
                     "fault/revert_start → revert_end",
                 )
             )
-    manual = [e for e in tl if e.source == "harness" and e.kind.startswith("manual")]
+    manual = [e for e in tl if e.source == "harness" and e.kind.startswith(MANUAL_PREFIX)]
     if manual:
         mechanisms.append("manual action")
         steps.append(
@@ -175,7 +179,7 @@ def analyse(data: RunData) -> Recovery:
             )
         )
     anchor = max((s.t_end for s in steps if s.t_end is not None), default=t_effect)
-    ready = _first(tl, "observer", "health_ok", anchor)
+    ready = _first(tl, "observer", EventKind.HEALTH_OK, anchor)
     if ready is not None:
         steps.append(
             Step(

@@ -18,6 +18,7 @@ from typing import Any
 
 import jinja2
 
+from faultkit.events import ALERT_PREFIX
 from reports import markup, text
 from reports.chart import render_chart
 from reports.diagnosis import CONTEXT_RE, GPU_OOM_RE, STARTUP_KV_RE, diagnose, fault_kind
@@ -106,10 +107,10 @@ def _alert_rows(data: RunData) -> list[dict[str, Any]]:
     t0 = data.t0
     alerts: dict[str, dict[str, Any]] = {}
     for e in data.timeline:
-        if e.source == "observer" and e.kind.startswith("alert_"):
+        if e.source == "observer" and e.kind.startswith(ALERT_PREFIX):
             name = str(e.data.get("alertname", "?"))
             entry = alerts.setdefault(name, {"name": name})
-            entry.setdefault(e.kind.removeprefix("alert_"), None if t0 is None else e.t - t0)
+            entry.setdefault(e.kind.removeprefix(ALERT_PREFIX), None if t0 is None else e.t - t0)
     return list(alerts.values())
 
 

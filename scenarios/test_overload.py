@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from faultkit.events import EventKind
 from faultkit.load.stats import percentile, ttft_s
 from faultkit.plugin import Experiment
 from faultkit.records import RequestRecord
@@ -44,7 +45,7 @@ def saturation(records: list[RequestRecord], offered_rps: float) -> dict[str, An
 async def test_overload(experiment: Experiment) -> None:
     await experiment.run_fault("flood", hold_s=FLOOD_SECONDS, params={"rate": FLOOD_RATE})
     point = saturation(list(experiment.fault_result.get("records") or []), FLOOD_RATE)
-    experiment.note("saturation", **point)
+    experiment.note(EventKind.SATURATION, **point)
     verdict = experiment.check(
         node_not_crashed(experiment)
         & error_ratio_at_most(0.05, window="fault")

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import time
 from pathlib import Path
 from typing import Any
 
+from faultkit.durations import parse_prometheus_duration
 from faultkit.inventory import Inventory, Node
 from slo.profiles import NodeQueries
 from slo.prom import Prometheus
@@ -35,16 +35,15 @@ from slo.rules import BURN_WINDOWS
 from slo.spec import RatioSLO, ratio_slos
 
 THRESHOLDS: dict[str, float] = {"1h": 14.4, "6h": 6.0, "1d": 3.0, "3d": 1.0}
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_DURATION = re.compile(r"^(\d+)([smhdw])$")
 
 
 def parse_window(text: str) -> float:
-    """A Prometheus-style duration (``30d``, ``12h``, ``2w``) in seconds."""
-    match = _DURATION.match(text.strip())
-    if not match:
-        raise ValueError(f"window {text!r} must look like 30d, 12h or 2w")
-    return int(match.group(1)) * _UNITS[match.group(2)]
+    """A Prometheus-style duration (``30d``, ``12h``, ``2w``) in seconds
+    (:func:`faultkit.durations.parse_prometheus_duration`: it goes into PromQL ranges)."""
+    try:
+        return parse_prometheus_duration(text)
+    except ValueError:
+        raise ValueError(f"window {text!r} must look like 30d, 12h or 2w") from None
 
 
 def _num(value: float | None) -> float | None:

@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from faultkit.events import ALERT_PREFIX
 from faultkit.inventory import Node
 from faultkit.records import Event, RequestRecord
 from slo.profiles import NodeQueries
@@ -41,14 +42,14 @@ def alerts_from_timeline(timeline: Sequence[Event], node: str) -> list[dict[str,
     return [
         {
             "alertname": e.data.get("alertname"),
-            "state": e.data.get("state", e.kind.removeprefix("alert_")),
+            "state": e.data.get("state", e.kind.removeprefix(ALERT_PREFIX)),
             "activeAt": e.data.get("activeAt"),
             "t_seen": e.t,
             "t_state": e.data.get("t_state"),
             "labels": e.data.get("labels", {}),
         }
         for e in timeline
-        if e.source == "observer" and e.node == node and e.kind.startswith("alert_")
+        if e.source == "observer" and e.node == node and e.kind.startswith(ALERT_PREFIX)
     ]
 
 

@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 
 from faultkit.errors import FaultkitError
+from faultkit.events import EventKind
 from faultkit.inventory import Node, SLOSettings
 from faultkit.records import Event, RequestRecord
 from slo.errors import PrometheusError
@@ -76,8 +77,8 @@ def steady_state_violations(
     from slo.measure import readiness_ok_since, window_slis
 
     out: list[str] = []
-    health = [e for e in events if e.node == node and e.kind in ("health_ok", "health_fail")
-              and e.t < t_to]
+    health = [e for e in events if e.node == node
+              and e.kind in (EventKind.HEALTH_OK, EventKind.HEALTH_FAIL) and e.t < t_to]
     have, ok_since = readiness_ok_since(health, node)
     if have and (ok_since is None or ok_since > t_from):
         out.append("the readiness probe was not OK throughout the baseline")

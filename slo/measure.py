@@ -51,12 +51,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from faultkit.events import DOCKER_PREFIX, EventKind, docker_kind
 from faultkit.load.stats import e2e_s, percentile, tpot_s, ttft_s
 from faultkit.records import CLIENT_SIDE, Event, RequestRecord, is_clean_rejection
 from slo.types import DetectSignal, Measurement, WindowSLIs
 
 #: events on the observer's readiness track
-_HEALTH_KINDS = frozenset({"health_ok", "health_fail"})
+_HEALTH_KINDS = frozenset({EventKind.HEALTH_OK, EventKind.HEALTH_FAIL})
 #: error classes that mean the *client* failed, not the node (shed arrivals are lost to
 #: users, but only exhaustion makes the run unjudgeable)
 _CLIENT_EXHAUSTION = CLIENT_SIDE - {"shed_client"}
@@ -115,7 +116,7 @@ class Effect:
 
 def effect_of(timeline: Sequence[Event], node: str) -> Effect:
     """t_effect of the first fault injected on ``node`` (module docstring, definition)."""
-    starts = _fault_events(timeline, node, "inject_start")
+    starts = _fault_events(timeline, node, EventKind.INJECT_START)
     if not starts:
         raise MeasurementInputError(
             f"no 'inject_start' fault event for node {node!r} in the timeline: "
@@ -124,17 +125,17 @@ def effect_of(timeline: Sequence[Event], node: str) -> Effect:
     start = starts[0]
     spec: dict[str, Any] = start.data.get("effect") or {}
     kind = str(start.data.get("fault") or "fault")
-    acts = [e for e in _fault_events(timeline, node, "act") if e.t >= start.t]
+    acts = [e for e in _fault_events(timeline, node, EventKind.ACT) if e.t >= start.t]
     t_act = acts[0].t if acts else None
     gaps = [f"the fault did not take effect: {e.data.get('why')}"
-            for e in _fault_events(timeline, node, "no_effect")]
+            for e in _fault_events(timeline, node, EventKind.NO_EFFECT)]
     actions = [str(a) for a in spec.get("docker_actions") or ()]
     docker = sorted(
-        (e for e in timeline if e.node == node and e.kind in {f"docker_{a}" for a in actions}
+        (e for e in timeline if e.node == node and e.kind in {docker_kind(a) for a in actions}
          and e.t >= start.t),
         key=lambda e: e.t,
     )
-    mechanism = [e for e in _fault_events(timeline, node, "effect") if e.t >= start.t]
+    mechanism = [e for e in _fault_events(timeline, node, EventKind.EFFECT) if e.t >= start.t]
     required = str(spec.get("required") or "")
     if required == "docker" and not docker:
         gaps.append(f"no evidence that the fault took effect: Docker recorded no "
@@ -149,7 +150,7 @@ def effect_of(timeline: Sequence[Event], node: str) -> Effect:
         return Effect(t, "act", f"first disruptive act: {what}", tuple(gaps))
     if docker:
         first = docker[0]
-        detail = f"Docker '{first.kind.removeprefix('docker_')}' event"
+        detail = f"Docker '{first.kind.removeprefix(DOCKER_PREFIX)}' event"
         if "exit_code" in first.data:
             detail += f" (exit code {first.data['exit_code']})"
         return Effect(first.t, "docker_event", detail, tuple(gaps))
@@ -165,7 +166,9 @@ def effect_of(timeline: Sequence[Event], node: str) -> Effect:
 # --------------------------------------------------------------------------- detection
 
 #: signal kinds on the observer's track → the name measurement reports
-_SIGNALS = {"alert_firing": "alert", "up_0": "up", "health_fail": "probe"}
+_SIGNALS: dict[str, str] = {
+    EventKind.ALERT_FIRING: "alert", EventKind.UP_0: "up", EventKind.HEALTH_FAIL: "probe",
+}
 
 
 def detect(
@@ -190,9 +193,9 @@ def detect(
             if event.t >= t_from - 0.5 and signal not in firsts:
                 early.setdefault(signal, t)  # seen around the fault but stamped before it
             continue
-        if event.kind == "alert_firing":
+        if event.kind == EventKind.ALERT_FIRING:
             detail = f"alert {event.data.get('alertname')} firing"
-        elif event.kind == "up_0":
+        elif event.kind == EventKind.UP_0:
             detail = "up == 0 (scrape failed)"
         else:
             detail = f"readiness probe failed: {event.data.get('detail')}"
@@ -221,7 +224,7 @@ def readiness_ok_since(timeline: Sequence[Event], node: str) -> tuple[bool, floa
                      and e.kind in _HEALTH_KINDS), key=lambda e: e.t)
     ok_since: float | None = None
     for event in events:
-        if event.kind == "health_ok":
+        if event.kind == EventKind.HEALTH_OK:
             if ok_since is None:
                 ok_since = _answered_at(event)
         else:
@@ -319,9 +322,9 @@ def evidence_gaps(
 ) -> list[str]:
     """Why the run cannot be judged (empty: the evidence is complete)."""
     gaps = [str(e.data.get("reason")) for e in timeline
-            if e.kind == "evidence_gap" and e.node in (None, node)]
+            if e.kind == EventKind.EVIDENCE_GAP and e.node in (None, node)]
     gaps.extend(effect.gaps)
-    down = [e for e in timeline if e.kind == "prometheus_down" and e.node == node]
+    down = [e for e in timeline if e.kind == EventKind.PROMETHEUS_DOWN and e.node == node]
     if down:
         gaps.append(f"Prometheus was unreachable during the run ({down[0].data.get('detail')}): "
                     "monitoring could not be observed")
@@ -364,7 +367,7 @@ def measure(
     requests = [r for r in ledger if r.node == node and r.kind != "probe"]
     effect = effect_of(timeline, node)
     t_effect = effect.t
-    t_revert = _fault_time(timeline, node, "revert_end")
+    t_revert = _fault_time(timeline, node, EventKind.REVERT_END)
     times = [r.t_end for r in requests] + [e.t for e in timeline]
     end = t_window_end if t_window_end is not None else max(times, default=t_effect)
     requests = [r for r in requests if arrival(r) <= end]
@@ -385,7 +388,7 @@ def measure(
         span = end - t_effect
         notes.append(f"not recovered by the end of the window ({span:.1f} s after t_effect)")
     intervened = [f"{e.data.get('action')}: {e.data.get('why')}"
-                  for e in _fault_events(timeline, node, "harness_intervened")]
+                  for e in _fault_events(timeline, node, EventKind.HARNESS_INTERVENED)]
 
     loss_end = t_recovered if t_recovered is not None else end
     in_flight = [r for r in requests if r.t_invoke < t_effect < r.t_end]

@@ -42,6 +42,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from faultkit.events import EventKind, alert_kind
 from faultkit.health import ProbeResult, probe
 from faultkit.inventory import Node
 from faultkit.records import Event
@@ -141,7 +142,7 @@ class Observer:
             self._health = result.ok
             data = {"ok": result.ok, "status": result.status, "detail": result.detail,
                     "latency_s": round(result.latency_s, 6)}
-            self._emit("health_ok" if result.ok else "health_fail", result.t, data)
+            self._emit(EventKind.HEALTH_OK if result.ok else EventKind.HEALTH_FAIL, result.t, data)
 
     # -- Prometheus (runs in a worker thread: the client is synchronous)
     def _rule_durations(self) -> dict[str, float]:
@@ -169,11 +170,11 @@ class Observer:
         if alerts is None or up is None:
             if not self._prom_down:
                 self._prom_down = True
-                self._emit("prometheus_down", seen, {"detail": error})
+                self._emit(EventKind.PROMETHEUS_DOWN, seen, {"detail": error})
             return
         if self._prom_down:
             self._prom_down = False
-            self._emit("prometheus_up", seen, {})
+            self._emit(EventKind.PROMETHEUS_UP, seen, {})
         self._on_up(seen, up)
         self._on_alerts(seen, alerts)
 
@@ -185,7 +186,7 @@ class Observer:
                 if t_sample <= last_t:
                     continue
                 if value != last_v:
-                    kind = "up_1" if value >= 1 else "up_0"
+                    kind = EventKind.UP_1 if value >= 1 else EventKind.UP_0
                     self._emit(kind, seen, {"value": value, "labels": s.labels,
                                             "t_sample": t_sample})
                 last_t, last_v = t_sample, value
@@ -210,7 +211,7 @@ class Observer:
             t_state = alert.active_at
             if alert.state == "firing" and alert.active_at is not None:
                 t_state = min(alert.active_at + for_s, seen)
-            self._emit(f"alert_{alert.state}", seen, {
+            self._emit(alert_kind(alert.state), seen, {
                 "alertname": alert.name, "labels": alert.labels, "state": alert.state,
                 "activeAt": alert.active_at, "for_s": for_s, "t_state": t_state,
             })
@@ -218,7 +219,7 @@ class Observer:
         for key in list(self._alerts):
             if key not in current:
                 _, alert = self._alerts.pop(key)
-                self._emit("alert_resolved", seen, {
+                self._emit(EventKind.ALERT_RESOLVED, seen, {
                     "alertname": alert.name, "labels": alert.labels, "state": "resolved",
                     "activeAt": alert.active_at, "t_state": seen,
                 })

@@ -52,31 +52,6 @@ class RatioSLO:
         return self.error_ratio_template.replace("$window", window)
 
 
-@dataclass(frozen=True, slots=True)
-class RunObjectives:
-    """Per-run objectives judged from a :class:`slo.types.Measurement`."""
-
-    detection_s_max: float
-    recovery_s_max: float
-    lost_max: int | None
-    recovery_hold_s: float
-    error_ratio_max: float
-    ttft_s: float
-    ttft_target: float
-
-    @classmethod
-    def from_settings(cls, settings: SLOSettings) -> RunObjectives:
-        return cls(
-            detection_s_max=settings.detection_s_max,
-            recovery_s_max=settings.recovery_s_max,
-            lost_max=settings.lost_max,
-            recovery_hold_s=settings.recovery_hold_s,
-            error_ratio_max=settings.error_ratio_max,
-            ttft_s=settings.ttft_s,
-            ttft_target=settings.ttft_target,
-        )
-
-
 def ratio_slos(node: Node, settings: SLOSettings) -> list[RatioSLO]:
     """The node's Prometheus-evaluable SLOs (empty when the node is not scraped)."""
     q = NodeQueries.for_node(node)
@@ -124,11 +99,3 @@ def ratio_slos(node: Node, settings: SLOSettings) -> list[RatioSLO]:
         )
     return out
 
-
-def missing_slos(node: Node) -> list[str]:
-    """Names of latency SLOs the node's engine cannot evaluate server-side (client-only)."""
-    q = NodeQueries.for_node(node)
-    if q is None:
-        return ["availability", "ttft", "itl"]
-    p = q.profile
-    return [name for name, hist in (("ttft", p.ttft_hist), ("itl", p.itl_hist)) if hist is None]

@@ -20,7 +20,6 @@ from slo.verdict import Verdict as Verdict
 
 #: the monitoring signal that detected a fault (the harness's probe is not one)
 DetectSignal = Literal["alert", "up"]
-WindowName = Literal["baseline", "fault", "after"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from faultkit.errors import TestbedError
+from testbed.errors import TestbedError
 
 Progress = Callable[[str], None]
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from testbed.lab import DEFAULT_INVENTORY, SKIPPABLE_NODES, Lab
+from faultkit.commands.input import inventory_option
+from testbed.lab import SKIPPABLE_NODES, Lab
 
 
 def _progress(message: str) -> None:
@@ -16,14 +17,7 @@ def _progress(message: str) -> None:
 
 
 @click.group()
-@click.option(
-    "--inventory",
-    "inventory_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=DEFAULT_INVENTORY,
-    show_default=True,
-    help="the lab's inventory",
-)
+@inventory_option
 @click.pass_context
 def testbed(ctx: click.Context, inventory_path: Path) -> None:
     """The local lab: a real llama.cpp node, simulated vLLM/SGLang nodes, real Prometheus."""

@@ -5,12 +5,11 @@ from __future__ import annotations
 import subprocess
 import time
 
-from faultkit._docker import DockerHost
-from faultkit.errors import TestbedError
+from faultkit.constants import LOCAL_DOCKER
+from faultkit.docker import DockerHost
 from testbed._shell import Progress, ensure_commands
+from testbed.errors import TestbedError
 from testbed.paths import home
-
-LOCAL_DOCKER = "unix:///var/run/docker.sock"
 
 
 def ensure_docker_engine(progress: Progress, *, timeout_s: float = 60.0) -> DockerHost:

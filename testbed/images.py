@@ -14,9 +14,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from faultkit._docker import DockerHost
-from faultkit.errors import DockerError, TestbedError
+from faultkit.constants import LABEL_SPEC
+from faultkit.docker import DockerHost
+from faultkit.errors import DockerError
 from testbed._shell import Progress, ensure_commands, run
+from testbed.errors import TestbedError
 from testbed.paths import cache_dir
 
 BASE_IMAGE = "faultkit/base:bookworm"
@@ -56,7 +58,7 @@ def base_image_current(host: DockerHost) -> bool:
         image = host.client.images.get(BASE_IMAGE)
     except Exception:  # docker.errors.ImageNotFound and friends: treat as absent
         return False
-    return bool((image.labels or {}).get("faultkit.spec") == SPEC)
+    return bool((image.labels or {}).get(LABEL_SPEC) == SPEC)
 
 
 def ensure_base_image(host: DockerHost, progress: Progress) -> str:
@@ -91,7 +93,7 @@ def ensure_base_image(host: DockerHost, progress: Progress) -> str:
                 "--change",
                 "LABEL faultkit.component=base-image",
                 "--change",
-                f"LABEL faultkit.spec={SPEC}",
+                f"LABEL {LABEL_SPEC}={SPEC}",
                 "-",
                 BASE_IMAGE,
             ],

@@ -8,8 +8,6 @@ container and network carrying a ``faultkit.owner`` label — never anything fou
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import shutil
 import time
 from dataclasses import dataclass
@@ -18,30 +16,25 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from faultkit._docker import LABEL_OWNER, ContainerSpec, DockerHost
-from faultkit.errors import ContainerNotFound, DockerError, TestbedError
+from faultkit.constants import LABEL_CONFIG_HASH, LABEL_NODE, LABEL_OWNER, LABEL_SERVING_CONFIG
+from faultkit.docker import ContainerSpec, DockerHost
+from faultkit.errors import ContainerNotFound, DockerError
 from faultkit.health import probe, wait_ready
-from faultkit.inventory import Inventory, Node, ServingConfig, load_inventory
+from faultkit.inventory import Inventory, Node, ServingConfig, config_hash, load_inventory
 from testbed import llama
 from testbed._shell import Progress
 from testbed.engine import ensure_docker_engine
+from testbed.errors import TestbedError
 from testbed.images import ensure_base_image
-from testbed.paths import home, state_dir
+from testbed.paths import INVENTORY, home, state_dir
 from testbed.prometheus import ensure_prometheus, is_ready, stop_prometheus
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_INVENTORY = Path(__file__).resolve().parent / "inventory.yaml"
 LAB_NETWORK = "faultkit-lab"
 LAB_LABELS = {LABEL_OWNER: "testbed"}
 #: Nodes ``testbed up --skip NAME`` may leave out (the heavy ones).
 SKIPPABLE_NODES = frozenset({"vllm"})
 DEFAULT_CONTAINER_PORTS = {"llamacpp": 8080, "vllm": 8000, "sglang": 30000, "tgi": 80}
-
-
-def config_hash(config: ServingConfig, extra: object = None) -> str:
-    """A short stable hash of a serving config (and lab extras): changes force a recreate."""
-    blob = json.dumps([config.model_dump(mode="json"), extra], sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
 def container_port(node: Node, config: ServingConfig) -> int:
@@ -99,7 +92,7 @@ class Lab:
 
     def __init__(
         self,
-        inventory_path: Path = DEFAULT_INVENTORY,
+        inventory_path: Path = INVENTORY,
         progress: Progress = print,
     ) -> None:
         self.inventory_path = inventory_path
@@ -162,7 +155,7 @@ class Lab:
         name = node.docker.container
         if host.exists(name):
             state = host.state(name)
-            if state.labels.get("faultkit.config-hash") == wanted:
+            if state.labels.get(LABEL_CONFIG_HASH) == wanted:
                 if state.paused:
                     host.unpause(name)
                 if not state.running:
@@ -190,9 +183,9 @@ class Lab:
                 network=LAB_NETWORK,
                 labels={
                     **LAB_LABELS,
-                    "faultkit.node": node.name,
-                    "faultkit.serving-config": node.serving_config,
-                    "faultkit.config-hash": wanted,
+                    LABEL_NODE: node.name,
+                    LABEL_SERVING_CONFIG: node.serving_config,
+                    LABEL_CONFIG_HASH: wanted,
                 },
             )
         )

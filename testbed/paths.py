@@ -1,4 +1,10 @@
-"""Where the testbed keeps its state: ``$FAULTKIT_HOME`` (default ``~/.cache/faultkit``).
+"""Where the testbed's files are: its inventory, and its state under ``$FAULTKIT_HOME``
+(default ``~/.cache/faultkit``).
+
+:data:`INVENTORY` is the lab's inventory, an ordinary inventory file shipped with the
+package; the entry points (the ``faultkit`` CLI and the pytest plugin) default to it as
+package data (:data:`faultkit.commands.input.DEFAULT_INVENTORY`) without importing the
+testbed, and nothing in ``faultkit``'s core, ``slo`` or ``reports`` knows it.
 
 Caches (built images' inputs, the llama.cpp wheel, models, the vLLM virtualenv) survive
 ``testbed down``; per-run state (Prometheus data, sim ground-truth files) lives under
@@ -7,13 +13,18 @@ Caches (built images' inputs, the llama.cpp wheel, models, the vLLM virtualenv) 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from faultkit.constants import faultkit_home
+
+#: The lab's inventory: its nodes, serving configs and Prometheus.
+INVENTORY = Path(__file__).resolve().parent / "inventory.yaml"
 
 
 def home() -> Path:
-    """The faultkit home directory (created on first use)."""
-    path = Path(os.environ.get("FAULTKIT_HOME", "~/.cache/faultkit")).expanduser()
+    """The faultkit home directory (:func:`faultkit.constants.faultkit_home`), created on
+    first use."""
+    path = faultkit_home()
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 import httpx
 import yaml
 
-from faultkit.errors import TestbedError
 from faultkit.inventory import Inventory
 from testbed._shell import Progress, ensure_commands, run
+from testbed.errors import TestbedError
 from testbed.paths import state_dir
 
 FALLBACK_RULES = """\

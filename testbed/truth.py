@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from faultkit._docker import DockerHost
+from faultkit.docker import DockerHost
 from faultkit.inventory import Inventory, Node
 from faultkit.load import LoadProfile
 from faultkit.plugin.experiment import Experiment
@@ -104,13 +104,23 @@ def _t(event: dict[str, Any]) -> float:
 
 
 def first_alert_firing(prom: Prometheus, node: Node, since: float, until: float) -> float | None:
-    """Timestamp of the first ``ALERTS{alertstate="firing"}`` sample for the node."""
-    window = max(1, int(until - since) + 2)
+    """Timestamp of the first ``ALERTS{alertstate="firing"}`` sample for the node of an
+    alert that *began* firing at or after ``since`` (one already firing before — an SLO
+    burn alert from an earlier run — is not this fault's detection)."""
+    lookback = 10.0
+    window = max(1, int(until - since + lookback) + 2)
     series = prom.query_samples(
         f'ALERTS{{alertstate="firing",node="{node.name}"}}[{window}s]', t=until
     )
-    times = [t for ser in series for t, _ in ser.values if t >= since]
-    return min(times) if times else None
+    firsts = []
+    for ser in series:
+        times = sorted(t for t, _ in ser.values)
+        if any(since - lookback <= t < since for t in times):
+            continue  # already firing when the fault took effect
+        after = [t for t in times if t >= since]
+        if after:
+            firsts.append(after[0])
+    return min(firsts) if firsts else None
 
 
 # --------------------------------------------------------------------------- the trial

@@ -47,7 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from faultkit.errors import TestbedError
+from testbed.errors import TestbedError
 from testbed.paths import cache_dir
 
 Progress = Callable[[str], None]

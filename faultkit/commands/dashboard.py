@@ -14,7 +14,8 @@ from pathlib import Path
 
 import click
 
-from faultkit.inventory import DEFAULT_INVENTORY, load_inventory
+from faultkit.commands.input import inventory_option
+from faultkit.inventory import load_inventory
 from reports.runs import RunEntry, list_runs
 from slo.dashboard import RunAnnotation, build_dashboard
 
@@ -56,15 +57,7 @@ def run_annotations(entries: Sequence[RunEntry]) -> list[RunAnnotation]:
 
 
 @click.command()
-@click.option(
-    "--inventory",
-    "inventory_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=DEFAULT_INVENTORY,
-    envvar="FAULTKIT_INVENTORY",
-    show_default=True,
-    help="inventory file",
-)
+@inventory_option
 @click.option(
     "-o",
     "--output",

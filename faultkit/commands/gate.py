@@ -26,10 +26,11 @@ from typing import Any, Literal
 import click
 import yaml
 
+from faultkit.commands.input import inventory_option
 from faultkit.errors import FaultkitError
 from faultkit.faults import make_fault
 from faultkit.faults.rollout import Rollout
-from faultkit.inventory import DEFAULT_INVENTORY, Inventory, Node, load_inventory
+from faultkit.inventory import Inventory, Node, load_inventory
 from faultkit.records import Event, JsonlWriter
 from faultkit.rundir import RunDir
 from slo.verdict import Verdict
@@ -298,13 +299,7 @@ async def _run_gate(
 
 
 @click.command()
-@click.option(
-    "--inventory",
-    "inventory_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=DEFAULT_INVENTORY,
-    show_default=True,
-)
+@inventory_option
 @click.option("--node", "node_name", required=True, help="node to gate the config on")
 @click.option("--config", "config", required=True, help="candidate serving config (inventory name)")
 @click.option("--promote", is_flag=True, help="keep the candidate if the gate passes")
@@ -365,5 +360,5 @@ def gate(
     sys.exit(0 if data["decision"] == "pass" else 1)
 
 
-def _raise_interrupt(signum: int, frame: object) -> None:
+def _raise_interrupt(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt

@@ -20,14 +20,14 @@ from typing import Any
 
 import click
 
-from faultkit.commands._input import parse_duration
+from faultkit.commands.input import inventory_option, parse_duration
 from faultkit.faults import make_fault
-from faultkit.inventory import DEFAULT_INVENTORY, load_inventory
+from faultkit.inventory import load_inventory
 from faultkit.journal import FaultJournal
 from faultkit.records import Event
 from faultkit.sweep import sweep as run_sweep
 
-__all__ = ["DEFAULT_INVENTORY", "inject", "parse_duration", "parse_params"]
+__all__ = ["inject", "parse_duration", "parse_params"]
 
 
 def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -43,14 +43,13 @@ def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.command()
 @click.argument("kind")
 @click.option("--node", "node_name", required=True, help="node name from the inventory")
-@click.option("--inventory", "inventory_path", type=click.Path(dir_okay=False),
-              default=str(DEFAULT_INVENTORY), show_default="testbed/inventory.yaml")
+@inventory_option
 @click.option("--duration", default="30s", show_default=True, help="e.g. 30s, 2m, 500ms")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="fault parameter")
 @click.option("--dry-run", is_flag=True, help="print the plan; act on nothing")
 @click.option("--journal-dir", type=click.Path(file_okay=False), default=None,
               help="journal directory (default: $FAULTKIT_HOME/journal)")
-def inject(kind: str, node_name: str, inventory_path: str, duration: str,
+def inject(kind: str, node_name: str, inventory_path: Path, duration: str,
            params: tuple[str, ...], dry_run: bool, journal_dir: str | None) -> None:
     """Apply fault KIND to a node for --duration, then revert (also on Ctrl-C / SIGTERM)."""
     seconds = parse_duration(duration)

@@ -20,9 +20,9 @@ from typing import Any
 import click
 import httpx
 
-from faultkit.commands._input import FiniteFloat
+from faultkit.commands.input import FiniteFloat, inventory_option
 from faultkit.errors import LoadError
-from faultkit.inventory import DEFAULT_INVENTORY, load_inventory
+from faultkit.inventory import load_inventory
 from faultkit.load import (
     Ledger,
     LoadGenerator,
@@ -36,7 +36,6 @@ from faultkit.load.generator import LATENESS_BOUND_S
 from faultkit.load.profile import MAX_RATE_RPS
 from faultkit.records import CLIENT_SIDE, RequestRecord
 
-#: The default inventory: the testbed's, in the source tree (repo root = two levels up).
 #: This many first requests all refused (or connect-timed-out) = the endpoint is unreachable.
 UNREACHABLE_AFTER = 8
 _UNREACHABLE = frozenset({"refused", "timeout_connect"})
@@ -46,11 +45,7 @@ _SECONDS = FiniteFloat(gt=0, unit="s")
 
 @click.command()
 @click.option("--node", help="node name from the inventory")
-@click.option(
-    "--inventory",
-    type=click.Path(dir_okay=False),
-    help=f"inventory file (default: {DEFAULT_INVENTORY})",
-)
+@inventory_option
 @click.option("--endpoint", help="base URL of an OpenAI-compatible server (instead of --node)")
 @click.option("--model", help="model name (with --endpoint)")
 @click.option("--api-key-env", help="env var holding the API key (with --endpoint)")
@@ -150,7 +145,7 @@ def _target(opts: dict[str, Any]) -> Target:
         return Target("endpoint", url, opts["model"], None, key)
     if not opts["node"]:
         raise click.UsageError("give --node NAME (from the inventory) or --endpoint URL --model M")
-    inventory = load_inventory(opts["inventory"] or DEFAULT_INVENTORY)
+    inventory = load_inventory(opts["inventory_path"])
     return Target.from_node(inventory.node(opts["node"]))
 
 

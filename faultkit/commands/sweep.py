@@ -13,24 +13,27 @@ from pathlib import Path
 
 import click
 
-from faultkit.commands._input import human_duration, parse_duration
-from faultkit.inventory import DEFAULT_INVENTORY, load_inventory
+from faultkit.commands.input import inventory_option, parse_duration
+from faultkit.durations import human_duration
+from faultkit.inventory import load_inventory
 from faultkit.journal import FaultJournal
 from faultkit.sweep import LEFT_APPLIED, MAX_AGE_S
 from faultkit.sweep import sweep as run_sweep
 
 
 @click.command()
-@click.option("--inventory", "inventory_path", type=click.Path(dir_okay=False),
-              default=str(DEFAULT_INVENTORY), show_default="testbed/inventory.yaml",
-              help="the inventory whose serving configs' rollback: commands may be run")
+@inventory_option
 @click.option("--journal-dir", type=click.Path(file_okay=False), default=None,
               help="journal directory (default: $FAULTKIT_HOME/journal)")
 @click.option("--max-age", default=human_duration(MAX_AGE_S), show_default=True,
               help="replay only records younger than this (e.g. 30m, 1h, 2d)")
 @click.option("--force", is_flag=True, help="replay records older than --max-age too")
-def sweep(inventory_path: str, journal_dir: str | None, max_age: str, force: bool) -> None:
-    """Revert every fault recorded in the journal whose harness process is gone."""
+def sweep(inventory_path: Path, journal_dir: str | None, max_age: str, force: bool) -> None:
+    """Revert every fault recorded in the journal whose harness process is gone.
+
+    A `shell` undo step runs only when it is the `rollback:` of a serving config in the
+    inventory.
+    """
     max_age_s = parse_duration(max_age, option="--max-age", max_s=366 * 86400)
     inventory = load_inventory(inventory_path)
     journal = FaultJournal(Path(journal_dir) if journal_dir else None)

@@ -6,6 +6,7 @@ for the blast-radius policy. One module per family: ``process``, ``network``, ``
 """
 
 from faultkit.faults.base import Fault
-from faultkit.faults.registry import FAULTS, check_policy, fault_class, make_fault
+from faultkit.faults.registry import check_policy, fault_class, make_fault
+from faultkit.kinds import FAULTS
 
 __all__ = ["FAULTS", "Fault", "check_policy", "fault_class", "make_fault"]

@@ -48,8 +48,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from faultkit._docker import DockerHost, docker_host
+from faultkit.docker import DockerHost, docker_host
 from faultkit.errors import FaultAlreadyActive, FaultError, FaultParamError, FaultUnsupported
+from faultkit.events import EventKind
 from faultkit.faults import undo
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal, JournalRecord
@@ -194,8 +195,6 @@ class Fault:
 
     kind: ClassVar[str] = ""
     PARAMS: ClassVar[ParamSpec] = {}
-    #: False for faults with nothing to put back (e.g. a request flood).
-    reversible: ClassVar[bool] = True
     #: False when ``_after_undo`` does the undo's job itself on a normal revert (kill waits
     #: for the restart policy before starting anything); the sweep always runs the steps.
     revert_runs_undo: ClassVar[bool] = True
@@ -330,19 +329,19 @@ class Fault:
         """Mark the first disruptive act (event ``act``, once), just before doing it."""
         if not self._acted:
             self._acted = True
-            self.emit("act", what=what, **data)
+            self.emit(EventKind.ACT, what=what, **data)
 
     def effect_in_place(self, what: str, **data: Any) -> None:
         """Record that the fault's mechanism is confirmed in place (event ``effect``)."""
-        self.emit("effect", evidence="mechanism", what=what, **data)
+        self.emit(EventKind.EFFECT, evidence="mechanism", what=what, **data)
 
     def effect_missing(self, why: str) -> None:
         """Record that the mechanism demonstrably did nothing (run becomes INCONCLUSIVE)."""
-        self.emit("no_effect", why=why)
+        self.emit(EventKind.NO_EFFECT, why=why)
 
     def intervened(self, action: str, why: str) -> None:
         """Record that the harness had to act to bring the node back (not self-recovery)."""
-        self.emit("harness_intervened", action=action, why=why)
+        self.emit(EventKind.HARNESS_INTERVENED, action=action, why=why)
 
     # journal ------------------------------------------------------------------------
     def add_undo(self, step: dict[str, Any]) -> None:
@@ -378,7 +377,7 @@ class Fault:
             self._state = "dry-run"
             return
         self._state = "injecting"
-        self.emit("inject_start", effect=self.effect_spec())
+        self.emit(EventKind.INJECT_START, effect=self.effect_spec())
         try:
             steps = await self._prepare()
             self._record = JournalRecord(
@@ -395,7 +394,7 @@ class Fault:
             await self.revert()
             raise
         self._state = "applied"
-        self.emit("inject_end")
+        self.emit(EventKind.INJECT_END)
         if self.guards:
             self._guard_task = asyncio.ensure_future(self._watch_guards())
 
@@ -418,7 +417,7 @@ class Fault:
         guard = self._guard_task
         if guard is not None and guard is not asyncio.current_task():
             guard.cancel()
-        self.emit("revert_start")
+        self.emit(EventKind.REVERT_START)
         errors: list[str] = []
         if self._record is not None and self.revert_runs_undo:
             for item in self._record.undo:
@@ -440,7 +439,7 @@ class Fault:
         self._state = "reverted"
         if self._ended is not None:
             self._ended.set()
-        self.emit("revert_end", **({"errors": errors} if errors else {}))
+        self.emit(EventKind.REVERT_END, **({"errors": errors} if errors else {}))
         if errors:
             raise FaultError(
                 f"{self.describe()}: revert incomplete ({'; '.join(errors)}); "
@@ -466,7 +465,7 @@ class Fault:
                     reason = f"guard {getattr(guard, '__name__', guard)!r} raised {exc!r}"
                 if reason and self._state == "applied":
                     self.guard_reason = str(reason)
-                    self.emit("guard_tripped", reason=self.guard_reason)
+                    self.emit(EventKind.GUARD_TRIPPED, reason=self.guard_reason)
                     try:
                         await self.revert()
                     except FaultError:

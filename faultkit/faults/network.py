@@ -12,7 +12,7 @@ Mechanisms (``result["mode"]`` and the events' ``mode`` say which one ran):
   container's INPUT (as Pumba's iptables mode does).
 - ``bandwidth rate=1mbit``: ``tc tbf`` as the root qdisc (handle fa17:) of every interface.
 - ``latency delay_ms=D jitter_ms=J``: ``tc netem delay`` where available (mode ``netem``);
-  otherwise (mode ``proxy``) a harness-run :class:`~faultkit._proxy.DelayProxy` plus an
+  otherwise (mode ``proxy``) a harness-run :class:`~faultkit.proxy.DelayProxy` plus an
   iptables ``nat OUTPUT`` REDIRECT of the node's published loopback port to the proxy,
   which forwards to the container's bridge IP and port (so its own upstream connection is
   never redirected). Only *new* connections take the redirect; keep-alive connections
@@ -31,10 +31,10 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from faultkit import _netns
-from faultkit._proxy import DelayProxy
+from faultkit import netns
 from faultkit.errors import FaultError, FaultUnsupported
 from faultkit.faults.base import Fault, Param, ParamSpec
+from faultkit.proxy import DelayProxy
 
 #: tc rates (``1mbit``, ``500kbit``, ``10mbps``) and sizes (``32kbit``, ``64kb``, ``1500``),
 #: as ``tc`` parses them; the number must be above 0.
@@ -67,12 +67,12 @@ class _NetnsFault(Fault):
         return await asyncio.to_thread(self.docker.host_pid, self.container)
 
     async def _netem(self, pid: int) -> bool:
-        ok = await asyncio.to_thread(_netns.netem_available, pid)
+        ok = await asyncio.to_thread(netns.netem_available, pid)
         self.result["netem_available"] = ok
         return ok
 
     def _purge_step(self, table: str = "filter", *, host: bool = False) -> dict[str, Any]:
-        step = self.step("iptables_purge", table=table, comment=_netns.comment_for(self.id))
+        step = self.step("iptables_purge", table=table, comment=netns.comment_for(self.id))
         if host:
             step["container"] = None
         return step
@@ -113,7 +113,7 @@ class Partition(_NetnsFault):
             self.acting("iptables DROP in the container's netns")
             for chain, iface in (("INPUT", "-i"), ("OUTPUT", "-o")):
                 await asyncio.to_thread(
-                    _netns.add_rule, pid, "filter", chain, ["!", iface, "lo", "-j", "DROP"], self.id
+                    netns.add_rule, pid, "filter", chain, ["!", iface, "lo", "-j", "DROP"], self.id
                 )
             self.effect_in_place("DROP rules on INPUT and OUTPUT (all but lo) in the netns")
             return
@@ -147,16 +147,16 @@ class Loss(_NetnsFault):
         self.result["mode"] = self.mode
         self.acting(f"drop {self.params['percent']}% of packets ({self.mode})")
         if use_netem:
-            for dev in await asyncio.to_thread(_netns.interfaces, pid):
+            for dev in await asyncio.to_thread(netns.interfaces, pid):
                 await asyncio.to_thread(
-                    _netns.add_root_qdisc, pid, dev, ["netem", "loss", f"{self.params['percent']}%"]
+                    netns.add_root_qdisc, pid, dev, ["netem", "loss", f"{self.params['percent']}%"]
                 )
             self.effect_in_place("netem loss qdisc on every interface")
             return
         probability = f"{self.params['percent'] / 100:.4f}"
         spec = ["!", "-i", "lo", "-m", "statistic", "--mode", "random",
                 "--probability", probability, "-j", "DROP"]
-        await asyncio.to_thread(_netns.add_rule, pid, "filter", "INPUT", spec, self.id)
+        await asyncio.to_thread(netns.add_rule, pid, "filter", "INPUT", spec, self.id)
         self.effect_in_place(f"iptables statistic DROP p={probability} on INPUT")
 
 
@@ -182,8 +182,8 @@ class Bandwidth(_NetnsFault):
         pid = await self._pid()
         p = self.params
         self.acting(f"tc tbf rate {p['rate']}")
-        for dev in await asyncio.to_thread(_netns.interfaces, pid):
-            await asyncio.to_thread(_netns.add_root_qdisc, pid, dev, [
+        for dev in await asyncio.to_thread(netns.interfaces, pid):
+            await asyncio.to_thread(netns.add_root_qdisc, pid, dev, [
                 "tbf", "rate", p["rate"], "burst", p["burst"], "latency", f"{p['latency_ms']}ms",
             ])
         self.effect_in_place(f"tbf qdisc at {p['rate']} on every interface")
@@ -222,8 +222,8 @@ class Latency(_NetnsFault):
             if self.params["jitter_ms"]:
                 delay.append(f"{self.params['jitter_ms']}ms")
             self.acting(f"netem delay {' '.join(delay)}")
-            for dev in await asyncio.to_thread(_netns.interfaces, pid):
-                await asyncio.to_thread(_netns.add_root_qdisc, pid, dev, ["netem", "delay", *delay])
+            for dev in await asyncio.to_thread(netns.interfaces, pid):
+                await asyncio.to_thread(netns.add_root_qdisc, pid, dev, ["netem", "delay", *delay])
             self.effect_in_place("netem delay qdisc on every interface")
             return
         await self._apply_proxy()
@@ -243,7 +243,7 @@ class Latency(_NetnsFault):
         spec = ["-d", "127.0.0.1/32", "-p", "tcp", "--dport", str(url.port),
                 "-j", "REDIRECT", "--to-ports", str(port)]
         self.acting(f"redirect 127.0.0.1:{url.port} to the delay proxy on :{port}")
-        await asyncio.to_thread(_netns.add_rule, None, "nat", "OUTPUT", spec, self.id)
+        await asyncio.to_thread(netns.add_rule, None, "nat", "OUTPUT", spec, self.id)
         self.effect_in_place(f"nat OUTPUT REDIRECT to the delay proxy :{port} in place")
 
     def _upstream(self, published: int) -> tuple[str, int]:

@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
 
 from faultkit.errors import FaultRefused, NodeNotReady
+from faultkit.events import EventKind
 from faultkit.faults.base import Fault, Param, ParamSpec
 from faultkit.first_token import probe_first_token
 from faultkit.health import wait_ready
@@ -64,7 +65,7 @@ class _ReadyMixin(Fault):
             st = await asyncio.to_thread(self.docker.state, name)
             if st.running or st.restarting:
                 raise
-            self.emit("start_after_deadline", status=st.status)
+            self.emit(EventKind.START_AFTER_DEADLINE, status=st.status)
             self.intervened(
                 "docker start",
                 f"the container stayed {st.status} for {self._ready_timeout():g} s "
@@ -76,8 +77,8 @@ class _ReadyMixin(Fault):
         st = await asyncio.to_thread(self.docker.state, name)
         self.result["restart_count_after"] = st.restart_count
         if st.restart_count > self.result.get("restart_count_before", st.restart_count):
-            self.emit("restarted", restart_count=st.restart_count)
-        self.emit("ready", time_to_ready_s=self.result["time_to_ready_s"])
+            self.emit(EventKind.RESTARTED, restart_count=st.restart_count)
+        self.emit(EventKind.READY, time_to_ready_s=self.result["time_to_ready_s"])
         if self.params.get("first_token", True):
             await self._measure_first_token(t0_mono)
 
@@ -98,7 +99,7 @@ class _ReadyMixin(Fault):
         if probe.t_first_token is None:
             self.result["time_to_first_token_s"] = None
             self.result["first_token_finding"] = probe.finding
-            self.emit("first_token", served=False, finding=probe.finding,
+            self.emit(EventKind.FIRST_TOKEN, served=False, finding=probe.finding,
                       attempts=len(probe.attempts))
             return
         elapsed = time.monotonic() - t0_mono - (time.time() - probe.t_first_token)
@@ -106,7 +107,7 @@ class _ReadyMixin(Fault):
         self.result["ready_not_serving_s"] = round(
             max(0.0, elapsed - self.result["time_to_ready_s"]), 3
         )
-        self.emit("first_token", served=True,
+        self.emit(EventKind.FIRST_TOKEN, served=True,
                   time_to_first_token_s=self.result["time_to_first_token_s"],
                   ready_not_serving_s=self.result["ready_not_serving_s"],
                   failed_attempts=len(probe.attempts))

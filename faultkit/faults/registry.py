@@ -17,25 +17,9 @@ from typing import Any
 
 from faultkit.errors import FaultParamError, FaultRefused
 from faultkit.faults.base import Emit, Fault, Guard
-from faultkit.inventory import FAULT_KINDS, Inventory, Node
+from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal
-
-#: kind → "module:Class" (imported on first use).
-FAULTS: dict[str, str] = {
-    "kill": "faultkit.faults.process:Kill",
-    "stop": "faultkit.faults.process:Stop",
-    "restart": "faultkit.faults.process:Restart",
-    "pause": "faultkit.faults.process:Pause",
-    "node_restart": "faultkit.faults.process:NodeRestart",
-    "partition": "faultkit.faults.network:Partition",
-    "loss": "faultkit.faults.network:Loss",
-    "bandwidth": "faultkit.faults.network:Bandwidth",
-    "latency": "faultkit.faults.network:Latency",
-    "memory_squeeze": "faultkit.faults.memory:MemorySqueeze",
-    "oversized_context": "faultkit.faults.requests:OversizedContext",
-    "flood": "faultkit.faults.requests:Flood",
-    "rollout": "faultkit.faults.rollout:Rollout",
-}
+from faultkit.kinds import FAULT_KINDS, FAULTS
 
 
 def fault_class(kind: str) -> type[Fault]:

@@ -37,7 +37,6 @@ _MAX_OUTPUT_TOKENS = 131_072
 
 
 class _LoadFault(Fault):
-    reversible: ClassVar[bool] = False
     spans_outage: ClassVar[bool] = True  # the load *is* the fault: from its first request
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -41,8 +41,10 @@ from typing import Any, ClassVar
 import httpx
 from tenacity import AsyncRetrying, RetryError, retry_if_result, stop_after_delay, wait_fixed
 
-from faultkit._docker import ContainerSpec, spec_to_json
+from faultkit.constants import LABEL_CONFIG_HASH, LABEL_SERVING_CONFIG
+from faultkit.docker import ContainerSpec, spec_to_json
 from faultkit.errors import FaultError, FaultParamError, NodeNotReady
+from faultkit.events import EventKind
 from faultkit.faults import undo
 from faultkit.faults.base import Fault, Param, ParamSpec
 from faultkit.health import probe, wait_ready
@@ -98,8 +100,8 @@ class Rollout(Fault):
 
     def _candidate(self) -> ContainerSpec:
         prev = self._previous
-        labels = {k: v for k, v in prev.labels.items() if k != "faultkit.config-hash"}
-        labels["faultkit.serving-config"] = str(self.params["config"])
+        labels = {k: v for k, v in prev.labels.items() if k != LABEL_CONFIG_HASH}
+        labels[LABEL_SERVING_CONFIG] = str(self.params["config"])
         image = self.config.image
         if image == "faultkit/base:bookworm" and prev.image != image:
             image = prev.image  # the lab's base image is tagged locally; keep the resolved one
@@ -133,7 +135,7 @@ class Rollout(Fault):
             self.result.update(ready=True, time_to_ready_s=round(time.monotonic() - t0, 3))
             return
         self.result.update(failed_reason=reason, t_failed_detected=time.time())
-        self.emit("config_failed", reason=reason, config=self.params["config"])
+        self.emit(EventKind.CONFIG_FAILED, reason=reason, config=self.params["config"])
         await self._roll_back()
 
     async def _wait_candidate(self) -> str | None:
@@ -178,7 +180,7 @@ class Rollout(Fault):
         return outcome if isinstance(outcome, str) else None
 
     async def _roll_back(self) -> None:
-        self.emit("rollback_start", config=self.params["config"])
+        self.emit(EventKind.ROLLBACK_START, config=self.params["config"])
         for step in self._restore_steps:
             await asyncio.to_thread(undo.run_step, step)
         await self._wait_restored()
@@ -186,7 +188,7 @@ class Rollout(Fault):
         if self._record is not None and self.journal is not None:
             self._record.undo = []  # already restored: nothing left for revert or the sweep
             self.journal.update(self._record)
-        self.emit("rollback_done", config=self.params["config"])
+        self.emit(EventKind.ROLLBACK_DONE, config=self.params["config"])
 
     async def _wait_restored(self) -> None:
         timeout = self.params["restore_timeout_s"]
@@ -209,7 +211,7 @@ class Rollout(Fault):
         if self._record is not None and self.journal is not None:
             self._record.undo = []
             self.journal.update(self._record)
-        self.emit("promoted", config=self.params["config"])
+        self.emit(EventKind.PROMOTED, config=self.params["config"])
 
     async def _after_undo(self) -> None:
         if self.promoted:

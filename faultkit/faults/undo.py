@@ -28,8 +28,9 @@ import subprocess
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from faultkit import _netns
-from faultkit._docker import DockerHost, docker_host, spec_from_json, spec_to_json
+from faultkit import netns
+from faultkit.constants import LOCAL_DOCKER
+from faultkit.docker import DockerHost, docker_host, spec_from_json, spec_to_json
 from faultkit.errors import ContainerNotFound, FaultError
 
 Step = dict[str, Any]
@@ -57,7 +58,7 @@ def run_step(step: Mapping[str, Any]) -> str:
 
 
 def _host(step: Mapping[str, Any]) -> DockerHost:
-    return docker_host(str(step.get("host") or "unix:///var/run/docker.sock"))
+    return docker_host(str(step.get("host") or LOCAL_DOCKER))
 
 
 def _running_pid(step: Mapping[str, Any]) -> int | None:
@@ -124,7 +125,7 @@ def _iptables_purge(step: Mapping[str, Any]) -> str:
         where = str(step["container"])
     else:
         pid, where = None, "host"
-    n = _netns.purge_rules(pid, table, comment)
+    n = netns.purge_rules(pid, table, comment)
     return f"removed {n} {table} rule(s) {comment} from {where}"
 
 
@@ -133,7 +134,7 @@ def _qdisc_delete(step: Mapping[str, Any]) -> str:
     pid = _running_pid(step)
     if pid is None:
         return f"{step['container']} not running: its netns (and qdiscs) are gone"
-    deleted = [dev for dev in _netns.interfaces(pid) if _netns.delete_root_qdisc(pid, dev)]
+    deleted = [dev for dev in netns.interfaces(pid) if netns.delete_root_qdisc(pid, dev)]
     return f"removed fa17: qdisc from {step['container']} {', '.join(deleted) or '(none left)'}"
 
 

@@ -1,7 +1,8 @@
 """Send one request over aiohttp and classify how it ended — the load generator's hot path.
 
-aiohttp is the transport because it is the one that keeps up (DESIGN.md "HTTP clients").
-This module is the one place that translates aiohttp / socket exceptions into error classes:
+aiohttp is the transport because it is the one that keeps up (docs/architecture.md,
+``load/``; ``bench/load_client.py`` measures it). This module is the one place that
+translates aiohttp / socket exceptions into error classes:
 
 =====================  ==========================================================
 ``refused``            TCP connect refused (nothing listening on the port)

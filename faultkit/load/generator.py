@@ -121,11 +121,6 @@ class LoadGenerator:
         self._issued = 0
         self._deadline: float | None = None
 
-    @property
-    def issued(self) -> int:
-        """Requests taken so far (excluding warm-up); open loop: arrivals, shed ones included."""
-        return self._issued
-
     def stop(self) -> None:
         """Stop issuing new requests; those in flight continue."""
         self._stopping.set()

@@ -1,6 +1,6 @@
 """Latency and throughput metrics as pure functions over a ledger (a list of RequestRecord).
 
-Definitions (DESIGN.md; every report and SLO check uses these):
+Definitions (docs/definitions.md, "Latency"; every report and SLO check uses these):
 
 * **TTFT** = ``t_first_token − t_invoke``: time to the first chunk with non-empty
   ``content`` (or ``reasoning_content``). A role-only first chunk does not count.

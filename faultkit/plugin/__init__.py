@@ -1,11 +1,24 @@
 """The faultkit pytest plugin: options, markers, inventory and node fixtures, run directories.
 
-Registered through the ``pytest11`` entry point. Settings resolve as
-marker > command line > ``FAULTKIT_*`` environment > ini > default.
+Registered through the ``pytest11`` entry point, so pytest loads it in every project of an
+environment where faultkit is installed. It is light on purpose (hypothesis' pattern):
+importing it imports pytest and the standard library only — the harness (Docker, aiohttp,
+Prometheus, the reports) is imported by the fixtures and hooks that need it, when they
+run. And it does nothing unless the session uses faultkit (:func:`used_by_configuration`,
+:func:`uses_faultkit`): the rootdir's ini sets ``faultkit = true``, ``--inventory``,
+``--node`` or ``--serving-config`` is given, or a collected test requests the
+``experiment`` or ``node`` fixture or carries a ``fault`` marker. Otherwise no report
+header, no journal sweep, no inventory loaded.
+
+Settings resolve as marker > command line > ``FAULTKIT_*`` environment > ini > default.
 
 Scenarios ask for ``node`` (parametrised over every inventory node whose allowlist
 permits the test's ``@pytest.mark.fault(kind)``, so ids read ``test_kill[sim-vllm]``) and
 ``experiment`` (load + fault + observer + measurement + incident report for that node).
+
+Before the first test that uses the harness runs, the journal is swept (faults a killed
+harness left applied are reverted; :func:`sweep_left_faults`) — never with
+``--collect-only`` or ``--dry-run``.
 
 A scenario whose verdict is INCONCLUSIVE (evidence was missing) is reported apart from
 FAIL — status ``inconclusive`` / ``I`` / ``INCONCLUSIVE``, JUnit failure message
@@ -16,25 +29,46 @@ FAIL — status ``inconclusive`` / ``I`` / ``INCONCLUSIVE``, JUnit failure messa
 from __future__ import annotations
 
 import os
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from faultkit.errors import InventoryError
-from faultkit.inventory import Inventory, Node, load_inventory
-from faultkit.load import LoadProfile
-from faultkit.plugin.candidate import CandidateSession
-from faultkit.plugin.experiment import DryRunPlan, Experiment
 from faultkit.plugin.settings import Settings, resolve_settings
-from faultkit.plugin.status import attach, inconclusive_lines, record_verdict, verdict_status
-from faultkit.rundir import RunDir
+from faultkit.plugin.status import (
+    DryRunPlan,
+    attach,
+    inconclusive_lines,
+    record_verdict,
+    verdict_status,
+)
+
+if TYPE_CHECKING:
+    from faultkit.errors import InventoryError
+    from faultkit.inventory import Inventory, Node
+    from faultkit.load.profile import LoadProfile
+    from faultkit.plugin.experiment import Experiment
 
 __all__ = ["DryRunPlan", "Experiment", "Settings"]
 
 _SETTINGS_KEY = pytest.StashKey[Settings]()
-_INVENTORY_KEY = pytest.StashKey[Inventory | InventoryError]()
+_INVENTORY_KEY = pytest.StashKey["Inventory | InventoryError"]()
+_USED_KEY = pytest.StashKey[bool]()
+
+#: fixtures that mean a test uses the harness
+FAULTKIT_FIXTURES = frozenset({"experiment", "node"})
+#: command-line options that mean the session uses faultkit
+_USE_OPTIONS = ("inventory", "node", "serving_config")
+
+
+def __getattr__(name: str) -> Any:
+    """``faultkit.plugin.Experiment``, imported on first use (it pulls in the harness)."""
+    if name == "Experiment":
+        from faultkit.plugin.experiment import Experiment
+
+        return Experiment
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -67,6 +101,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="print each scenario's fault plan and act on nothing",
     )
     parser.addini("faultkit_dry_run", type="bool", default=False, help="dry run (see --dry-run)")
+    parser.addini(
+        "faultkit",
+        type="bool",
+        default=False,
+        help="this rootdir's tests use faultkit: show its report header from the start "
+        "(otherwise the plugin stays idle until a test uses the experiment or node fixture "
+        "or a fault marker)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -84,15 +126,54 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "load_profile(text): background load for this scenario, e.g. 'rate=50,duration_s=20'",
     )
-    config.stash[_SETTINGS_KEY] = resolve_settings(config, os.environ)
+    config.stash[_USED_KEY] = used_by_configuration(config)
+
+
+# --------------------------------------------------------------------------- is faultkit used?
+
+
+def used_by_configuration(config: pytest.Config) -> bool:
+    """The rootdir's ini sets ``faultkit = true``, or ``--inventory``, ``--node`` or
+    ``--serving-config`` is on the command line."""
+    if config.getini("faultkit"):
+        return True
+    return any(config.getoption(f"faultkit_{name}", None) is not None for name in _USE_OPTIONS)
+
+
+def uses_faultkit(item: pytest.Item) -> bool:
+    """``item`` requests the ``experiment`` or ``node`` fixture, or carries a ``fault``
+    marker."""
+    fixtures = getattr(item, "fixturenames", ())
+    return bool(FAULTKIT_FIXTURES.intersection(fixtures)) or (
+        item.get_closest_marker("fault") is not None
+    )
+
+
+def _items_use_faultkit(items: Iterable[pytest.Item]) -> bool:
+    return any(uses_faultkit(item) for item in items)
+
+
+def is_used(config: pytest.Config) -> bool:
+    """Whether this session uses faultkit (as far as is known yet: before collection ends,
+    only its configuration can say)."""
+    return config.stash.get(_USED_KEY, False)
+
+
+# --------------------------------------------------------------------------- settings, inventory
 
 
 def settings_of(config: pytest.Config) -> Settings:
+    """The session's settings (resolved once, on first use)."""
+    if _SETTINGS_KEY not in config.stash:
+        config.stash[_SETTINGS_KEY] = resolve_settings(config, os.environ)
     return config.stash[_SETTINGS_KEY]
 
 
 def inventory_of(config: pytest.Config) -> Inventory:
     """The session's inventory (loaded once); a bad file is a usage error, never a pass."""
+    from faultkit.errors import InventoryError
+    from faultkit.inventory import load_inventory
+
     if _INVENTORY_KEY not in config.stash:
         settings = settings_of(config)
         try:
@@ -108,7 +189,7 @@ def inventory_of(config: pytest.Config) -> Inventory:
     return loaded
 
 
-def pytest_report_header(config: pytest.Config) -> list[str]:
+def _header_lines(config: pytest.Config) -> list[str]:
     settings = settings_of(config)
     try:
         inventory = inventory_of(config)
@@ -121,6 +202,23 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"faultkit: nodes {nodes}; Prometheus {prom}; runs in {settings.runs_dir}"
         + ("; DRY RUN" if settings.dry_run else ""),
     ]
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """The inventory, nodes, Prometheus and runs directory, when the configuration says the
+    session uses faultkit (else at the end of collection, if a test turns out to)."""
+    return _header_lines(config) if is_used(config) else []
+
+
+def pytest_report_collectionfinish(
+    config: pytest.Config, items: Sequence[pytest.Item]
+) -> list[str]:
+    """The report header, late: the configuration did not say faultkit is used, a test does."""
+    if is_used(config) or not _items_use_faultkit(items):
+        return []
+    if config.option.verbose < 0 or config.option.no_header:
+        return []
+    return _header_lines(config)
 
 
 def selected_nodes(config: pytest.Config, inventory: Inventory) -> list[Node]:
@@ -213,25 +311,36 @@ def runs_dir(faultkit_settings: Settings) -> Path:
 # --------------------------------------------------------------------------- experiments
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Revert whatever a killed harness left applied before any scenario runs.
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Once collection shows that a test uses the harness: the session uses faultkit, and
+    the journal is swept before that test runs (:func:`sweep_left_faults`)."""
+    if not _items_use_faultkit(session.items):
+        return
+    session.config.stash[_USED_KEY] = True
+    sweep_left_faults(session.config)
+
+
+def sweep_left_faults(config: pytest.Config) -> None:
+    """Revert whatever a killed harness left applied before any scenario runs (not with
+    ``--collect-only`` or ``--dry-run``).
 
     The sweep's policy is the CLI's (:func:`faultkit.sweep.sweep`): a ``shell`` undo step
     runs only when the session's inventory has it as a serving config's ``rollback:``, and
     records older than an hour are listed, not replayed (``faultkit sweep --force`` does).
     """
-    if session.config.option.collectonly or settings_of(session.config).dry_run:
+    if config.option.collectonly or settings_of(config).dry_run:
         return
     try:
         from faultkit.sweep import sweep
     except ImportError:
         return
     try:
-        inventory: Inventory | None = inventory_of(session.config)
+        inventory: Inventory | None = inventory_of(config)
     except pytest.UsageError:
         inventory = None  # reported at collection; meanwhile no shell step is vouched for
     lines = sweep(inventory=inventory)
-    writer = session.config.get_terminal_writer()
+    writer = config.get_terminal_writer()
     for line in lines:
         writer.line(f"faultkit sweep (faults a previous harness left applied): {line}")
 
@@ -239,6 +348,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 @pytest.fixture
 def load_profile(faultkit_settings: Settings, request: pytest.FixtureRequest) -> LoadProfile:
     """Background load for scenarios: --load-profile, else a light closed loop."""
+    from faultkit.load.profile import LoadProfile
+
     marker = request.node.get_closest_marker("load_profile")
     text = marker.args[0] if marker else faultkit_settings.load_profile
     if text:
@@ -276,6 +387,9 @@ def experiment(
     load_profile: LoadProfile,
 ) -> Iterator[Experiment]:
     """An :class:`Experiment` on ``node``; its incident report is rendered at teardown."""
+    from faultkit.plugin.experiment import Experiment
+    from faultkit.rundir import RunDir
+
     name = request.node.originalname.removeprefix("test_")
     exp = Experiment(
         scenario=name,
@@ -303,7 +417,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
-    item: pytest.Item, call: pytest.CallInfo[None]
+    item: pytest.Item,
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """Stamp the call report with the experiment's verdict (``faultkit_verdict``); an
     INCONCLUSIVE verdict makes it a failure whose message says what evidence was missing."""
@@ -318,7 +432,7 @@ def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] 
     return verdict_status(report)
 
 
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+def pytest_terminal_summary(terminalreporter: Any) -> None:
     inconclusive = terminalreporter.getreports("inconclusive")
     if inconclusive:
         terminalreporter.section("faultkit: INCONCLUSIVE (counted as failures)", yellow=True)
@@ -343,10 +457,15 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 def _candidate_serving_config(request: pytest.FixtureRequest) -> Iterator[None]:
     """With --serving-config, roll the candidate onto the node for the session (unless it
     already runs it, as under ``faultkit gate``) and roll it back at the end."""
+    if not is_used(request.config):
+        yield
+        return
     settings = settings_of(request.config)
     if not settings.serving_config or settings.dry_run:
         yield
         return
+    from faultkit.plugin.candidate import CandidateSession
+
     inventory = inventory_of(request.config)
     (node,) = selected_nodes(request.config, inventory)
     session = CandidateSession(node, inventory, settings.serving_config)

@@ -11,7 +11,8 @@ import threading
 
 import pytest
 
-from faultkit._docker import docker_host
+from faultkit.constants import LABEL_SERVING_CONFIG
+from faultkit.docker import docker_host
 from faultkit.errors import FaultkitError
 from faultkit.inventory import Inventory, Node
 
@@ -34,7 +35,7 @@ class CandidateSession:
             state = docker_host(self.node.docker.host).state(self.node.docker.container)
         except FaultkitError:
             return False
-        return state.labels.get("faultkit.serving-config") == self.config
+        return state.labels.get(LABEL_SERVING_CONFIG) == self.config
 
     def start(self) -> None:
         if self.already_running():

@@ -3,8 +3,9 @@
 Docker clears ``ExitCode`` when its restart policy restarts a container (and ``OOMKilled``
 only when the container is recreated), so ``docker inspect`` after a run cannot say how the
 node died. Docker's event stream can: ``die`` carries the exit code, ``oom`` precedes an
-OOM kill, ``start`` follows a restart. These become ``docker_<action>`` events and, for each
-death followed by a start, one ``restart_seen`` event with ``exit_code`` and ``oom_killed``.
+OOM kill, ``start`` follows a restart. These become ``docker_<action>`` events
+(:func:`faultkit.events.docker_kind`) and, for each death followed by a start, one
+``restart_seen`` event with ``exit_code`` and ``oom_killed``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from faultkit.events import EventKind, docker_kind
 from faultkit.records import Event
 
 #: An ``oom`` event this close before a ``die`` means the kernel's OOM killer did it.
@@ -44,9 +46,11 @@ def container_events(raw_events: Iterable[Mapping[str, Any]], node: str) -> list
         if action == "die":
             data["oom_killed"] = last_oom is not None and t - last_oom < OOM_TO_DIE_S
             pending_die = data
-        out.append(Event(t=t, source="harness", kind=f"docker_{action}", node=node, data=data))
+        out.append(Event(t=t, source="harness", kind=docker_kind(action), node=node, data=data))
         if action == "start" and pending_die is not None:
             restart = {k: v for k, v in pending_die.items() if k != "action"}
-            out.append(Event(t=t, source="harness", kind="restart_seen", node=node, data=restart))
+            out.append(
+                Event(t=t, source="harness", kind=EventKind.RESTART_SEEN, node=node, data=restart)
+            )
             pending_die = None
     return out

@@ -15,19 +15,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from faultkit._docker import docker_host
+from faultkit.docker import docker_host
 from faultkit.errors import FaultkitError
-from faultkit.inventory import Inventory, Node, SLOSettings
+from faultkit.events import EventKind
+from faultkit.inventory import Inventory, Node, SLOSettings, config_hash
 from faultkit.load import BackgroundLoad, LoadProfile
 from faultkit.plugin.evidence import container_events
+from faultkit.plugin.status import DryRunPlan
 from faultkit.records import Event, JsonlWriter
 from faultkit.rundir import RunDir
 from slo.capture import capture, cross_check
@@ -167,19 +167,19 @@ class Experiment:
     ) -> Measurement:
         self._write_run_info(fault={"kind": kind, "params": params, "describe": describe})
         if self.dry_run:
-            self.note("dry_run", plan=describe)
+            self.note(EventKind.DRY_RUN, plan=describe)
             raise DryRunPlan(describe)
         self._container_before = self._container_state()
         prom = Prometheus(self.inventory.prometheus.url)
         deadline = recovery_deadline_s or self.slo.recovery_s_max + 15
-        self.note("scenario_start", scenario=self.scenario, fault=kind)
+        self.note(EventKind.SCENARIO_START, scenario=self.scenario, fault=kind)
         running = None
         if self._container_before is not None and "error" not in self._container_before:
             running = bool(self._container_before.get("running"))
         elif self._container_before is not None:
             running = False
         for reason in await asyncio.to_thread(preflight_gaps, self.node, prom, running):
-            self.note("evidence_gap", reason=reason)
+            self.note(EventKind.EVIDENCE_GAP, reason=reason)
         async with contextlib.AsyncExitStack() as stack:
             await stack.enter_async_context(Observer(self.node, prom, self))
             if load:
@@ -190,7 +190,7 @@ class Experiment:
                 await stack.enter_async_context(
                     BackgroundLoad(other, self.load_profile, ledger_path=self.run.ledger_jsonl)
                 )
-            self.note("baseline_start", seconds=baseline_s)
+            self.note(EventKind.BASELINE_START, seconds=baseline_s)
             t_baseline = time.time()
             await asyncio.sleep(baseline_s)
             unsteady = steady_state_violations(
@@ -215,15 +215,15 @@ class Experiment:
                 fault_result={k: v for k, v in self.fault_result.items() if k != "records"}
             )
             await self._wait_recovered(deadline)
-        self.note("scenario_end")
+        self.note(EventKind.SCENARIO_END)
         return self._finish(prom)
 
     def _abort(self, reason: str) -> NotJudgeable:
         """End the run before injecting: INCONCLUSIVE, with ``reason`` as the missing evidence."""
-        self.note("evidence_gap", reason=reason)
-        self.note("aborted", reason=reason)
+        self.note(EventKind.EVIDENCE_GAP, reason=reason)
+        self.note(EventKind.ABORTED, reason=reason)
         gaps = tuple(dict.fromkeys(
-            str(e.data.get("reason")) for e in self.events if e.kind == "evidence_gap"
+            str(e.data.get("reason")) for e in self.events if e.kind == EventKind.EVIDENCE_GAP
         ))
         self.verdict = Verdict(checks=(), inconclusive=gaps)
         self.run.write_json(self.run.verdict_json, self.verdict.to_json())
@@ -245,7 +245,7 @@ class Experiment:
             t_rec, _ = recovered_at(records, self.events, self.node.name, t_effect, now, hold)
             if t_rec is not None and now - t_rec >= hold + 1.0:
                 return
-        self.note("recovery_deadline", seconds=deadline_s)
+        self.note(EventKind.RECOVERY_DEADLINE, seconds=deadline_s)
 
     def _finish(self, prom: Prometheus) -> Measurement:
         ledger = self.run.ledger()
@@ -368,15 +368,12 @@ class Experiment:
                 if self.node.serving_config
                 else None
             )
-            config_blob = json.dumps(
-                config.model_dump(mode="json") if config else None, sort_keys=True
-            )
             info = {
                 "scenario": self.scenario,
                 "node": self.node.name,
                 "engine": self.node.engine,
                 "serving_config": self.node.serving_config,
-                "node_config_hash": hashlib.sha256(config_blob.encode()).hexdigest()[:12],
+                "node_config_hash": config_hash(config),
                 "load_profile": dataclasses.asdict(self.load_profile),
                 "harness_version": _harness_version(),
                 "prometheus_url": self.inventory.prometheus.url,
@@ -414,14 +411,14 @@ class _ActionWindow:
     async def __aenter__(self) -> _ActionWindow:
         # the action is the fault: it takes effect when it starts (docs/definitions.md)
         self.data["effect"] = {"docker_actions": [], "required": "", "spans_outage": True}
-        self._emit("inject_start")
-        self._emit("act", what=f"start {self.data['fault']}")
-        self._emit("inject_end")
+        self._emit(EventKind.INJECT_START)
+        self._emit(EventKind.ACT, what=f"start {self.data['fault']}")
+        self._emit(EventKind.INJECT_END)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self._emit("revert_start")
-        self._emit("revert_end")
+        self._emit(EventKind.REVERT_START)
+        self._emit(EventKind.REVERT_END)
 
 
 class NotJudgeable(Exception):
@@ -431,10 +428,6 @@ class NotJudgeable(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(f"INCONCLUSIVE: {reason}")
         self.reason = reason
-
-
-class DryRunPlan(Exception):
-    """Raised inside a dry run after the plan is printed; the plugin turns it into a skip."""
 
 
 def _harness_version() -> str:

@@ -1,4 +1,5 @@
-"""Plugin settings, resolved once: command line > ``FAULTKIT_*`` environment > ini > default."""
+"""Plugin settings, resolved once (on first use): command line > ``FAULTKIT_*`` environment > ini
+> default (for the inventory: the CLI's ``DEFAULT_INVENTORY``, the testbed's)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from faultkit.inventory import DEFAULT_INVENTORY
 
 
 @dataclass(frozen=True)
@@ -49,6 +48,9 @@ def resolve_settings(config: pytest.Config, env: Mapping[str, str]) -> Settings:
     profile, _ = _pick(config, env, "load_profile")
     dry, _ = _pick(config, env, "dry_run")
     candidate, _ = _pick(config, env, "serving_config")
+    # the entry points' default (the testbed's inventory), the same as the CLI's
+    from faultkit.commands.input import DEFAULT_INVENTORY
+
     inventory_path = Path(inventory) if inventory else DEFAULT_INVENTORY
     if inventory and not inventory_path.is_absolute():
         inventory_path = Path(config.invocation_params.dir) / inventory_path

@@ -10,17 +10,22 @@ its own terminal status: category ``inconclusive`` ("2 inconclusive" in the summ
 letter ``I``, word ``INCONCLUSIVE``. It still counts as a failure for the exit code and
 ``--maxfail`` (``report.outcome`` stays ``"failed"``).
 
-Pure functions over reports and items, so they are testable without an experiment.
+A dry run is reported as a skip: the experiment raises :class:`DryRunPlan` once the plan
+is printed, and the plugin's ``pytest_runtest_call`` wrapper skips the test with it.
+
+Pure functions over reports and items, so they are testable without an experiment; light
+(pytest and the standard library), as the plugin's entry module imports them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 import pytest
 
-from slo.verdict import Outcome, Verdict
+if TYPE_CHECKING:
+    from slo.verdict import Outcome, Verdict
 
 #: the user property (and JUnit ``<property>``) holding the verdict: PASS | FAIL | INCONCLUSIVE
 VERDICT_PROPERTY = "faultkit_verdict"
@@ -39,6 +44,10 @@ class HasVerdict(Protocol):
 _SOURCE_KEY = pytest.StashKey[HasVerdict]()
 
 
+class DryRunPlan(Exception):
+    """Raised inside a dry run after the plan is printed; the plugin turns it into a skip."""
+
+
 def attach(item: pytest.Item, source: HasVerdict) -> None:
     """Record on ``item`` where its verdict will be (the ``experiment`` fixture does this)."""
     item.stash[_SOURCE_KEY] = source
@@ -54,7 +63,7 @@ def outcome_of(report: pytest.TestReport) -> Outcome | None:
     """The verdict outcome stamped on ``report`` by :func:`record_verdict`, if any."""
     for key, value in reversed(report.user_properties):
         if key == VERDICT_PROPERTY and value in _OUTCOMES:
-            return cast(Outcome, value)
+            return cast("Outcome", value)
     return None
 
 

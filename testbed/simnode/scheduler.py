@@ -193,7 +193,3 @@ class Scheduler:
                 self._release(req)
                 req.state = FINISHED
         return produced
-
-    def held_blocks(self) -> int:
-        """Blocks held by requests (for invariant checks: equals ``allocator.num_used``)."""
-        return sum(len(r.blocks) for r in (*self.running, *self.waiting))

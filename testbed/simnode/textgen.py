@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import re
 import zlib
-from collections.abc import Sequence
 from typing import Any
 
 _TOKEN_RE = re.compile(r"\w{1,8}|[^\w\s]")
@@ -84,7 +83,3 @@ def natural_length(seed: int) -> int:
 
 def text_of(seed: int, n: int) -> str:
     return "".join(VOCAB[token_index(seed, i)] for i in range(n))
-
-
-def tokens_json(seed: int, start: int, stop: int) -> Sequence[str]:
-    return [VOCAB_JSON[token_index(seed, i)] for i in range(start, stop)]

@@ -23,11 +23,12 @@ import docker.errors
 import httpx
 from docker.models.containers import Container
 
+from faultkit.constants import LABEL_NODE, LABEL_OWNER, LABEL_SERVING_CONFIG
 from faultkit.inventory import ServingConfig, load_inventory
 from testbed import vllm_node
-from testbed.lab import DEFAULT_INVENTORY
+from testbed.paths import INVENTORY
 
-TEST_LABELS = {"faultkit.owner": "tests", "faultkit.node": "vllm-scratch"}
+TEST_LABELS = {LABEL_OWNER: "tests", LABEL_NODE: "vllm-scratch"}
 CONTAINER_PORT = 8000
 
 
@@ -39,7 +40,7 @@ def free_port() -> int:
 
 
 def serving_config(name: str) -> ServingConfig:
-    return load_inventory(DEFAULT_INVENTORY).serving_config(name)
+    return load_inventory(INVENTORY).serving_config(name)
 
 
 @dataclass
@@ -83,7 +84,7 @@ class ScratchVllm:
             restart_policy=restart if config.restart != "no" else None,
             ports={f"{CONTAINER_PORT}/tcp": ("127.0.0.1", port)},
             volumes=vllm_node.vllm_container_mounts(),
-            labels={**TEST_LABELS, "faultkit.serving-config": config_name},
+            labels={**TEST_LABELS, LABEL_SERVING_CONFIG: config_name},
             init=True,
         )
         return cls(container, f"http://127.0.0.1:{port}", config, started, client)

@@ -66,6 +66,7 @@ def test_testbed_up_is_idempotent_and_fast_when_running(lab: Lab) -> None:
 
 
 def lab_containers() -> list:  # type: ignore[type-arg]
-    from faultkit._docker import DockerHost
+    from faultkit.constants import LABEL_OWNER
+    from faultkit.docker import DockerHost
 
-    return DockerHost().labelled("faultkit.owner", "testbed")
+    return DockerHost().labelled(LABEL_OWNER, "testbed")

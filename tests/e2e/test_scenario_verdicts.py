@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from faultkit.constants import LABEL_OWNER, LABEL_SERVING_CONFIG, LOCAL_DOCKER
 from faultkit.docker import DockerHost
 from faultkit.inventory import Inventory
 from testbed.lab import Lab
@@ -104,7 +105,7 @@ def serving_config_label(inventory: Inventory, node_name: str) -> str | None:
     return (
         DockerHost(node.docker.host)
         .state(node.docker.container)
-        .labels.get("faultkit.serving-config")
+        .labels.get(LABEL_SERVING_CONFIG)
     )
 
 
@@ -315,12 +316,12 @@ def test_a_target_with_no_container_is_inconclusive_and_nothing_is_touched(
 def test_a_node_stopped_before_the_run_is_inconclusive(lab: Lab, tmp_path: Path) -> None:
     name = "faultkit-e2e-stopped"
     subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
-    subprocess.run(["docker", "create", "--name", name, "--label", "faultkit.owner=tests",
+    subprocess.run(["docker", "create", "--name", name, "--label", f"{LABEL_OWNER}=tests",
                     "faultkit/base:bookworm", "true"], capture_output=True, check=True)
     try:
         inventory = _inventory_with(
             lab, tmp_path, name="stopped", base_url="http://127.0.0.1:9",
-            docker={"host": "unix:///var/run/docker.sock", "container": name},
+            docker={"host": LOCAL_DOCKER, "container": name},
             prometheus={"job": "stopped"},
         )
         code, outcomes, output = run_scenarios(

@@ -16,13 +16,14 @@ from typing import Any
 
 import yaml
 
-from faultkit._docker import ContainerSpec, DockerHost, docker_host
+from faultkit.constants import LABEL_NODE, LABEL_OWNER, LABEL_SERVING_CONFIG, LOCAL_DOCKER
+from faultkit.docker import ContainerSpec, DockerHost, docker_host
 from faultkit.errors import ContainerNotFound
 from faultkit.health import wait_ready
 from faultkit.inventory import Inventory, Node
 from testbed.lab import LAB_NETWORK, container_port, lab_mounts
 
-TEST_LABELS = {"faultkit.owner": "tests"}
+TEST_LABELS = {LABEL_OWNER: "tests"}
 
 
 def free_port() -> int:
@@ -46,7 +47,7 @@ def scratch_node(
         "prometheus": None,
         **node_changes,
     })
-    host = docker_host(node.docker.host if node.docker else "unix:///var/run/docker.sock")
+    host = docker_host(node.docker.host if node.docker else LOCAL_DOCKER)
     remove_scratch(host, container)
     volumes, env = lab_mounts(node, lambda _m: None)
     image = host.state(base.docker.container).image if base.docker else config.image
@@ -54,8 +55,8 @@ def scratch_node(
         name=container, image=image, command=tuple(config.command), env={**config.env, **env},
         memory=config.memory, restart_policy=config.restart,
         ports={container_port(base, config): port}, volumes=volumes, network=LAB_NETWORK,
-        labels={**TEST_LABELS, "faultkit.node": name,
-                "faultkit.serving-config": base.serving_config},
+        labels={**TEST_LABELS, LABEL_NODE: name,
+                LABEL_SERVING_CONFIG: base.serving_config},
     ))
     asyncio.run(wait_ready(node, timeout_s=config.ready_timeout_s + 30))
     inventory = Inventory(
@@ -78,7 +79,7 @@ def remove_scratch(host: DockerHost, container: str) -> None:
 
 def snapshot(node: Node) -> dict[str, Any]:
     """What "restored" compares: container config, networks (+aliases), limits, netns state."""
-    from faultkit import _netns
+    from faultkit import netns
 
     assert node.docker is not None
     host = docker_host(node.docker.host)
@@ -97,9 +98,9 @@ def snapshot(node: Node) -> dict[str, Any]:
         "limits": host.memory_limits(name),
         "paused": st.paused,
         "running": st.running,
-        "netns_rules": _netns.tagged_rules(pid, "filter") if pid else None,
-        "host_nat_rules": _netns.tagged_rules(None, "nat"),
-        "qdiscs": [dev for dev in _netns.interfaces(pid) if _netns.root_qdisc_is_ours(pid, dev)]
+        "netns_rules": netns.tagged_rules(pid, "filter") if pid else None,
+        "host_nat_rules": netns.tagged_rules(None, "nat"),
+        "qdiscs": [dev for dev in netns.interfaces(pid) if netns.root_qdisc_is_ours(pid, dev)]
         if pid else None,
     }
 

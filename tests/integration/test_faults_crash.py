@@ -30,7 +30,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from faultkit._docker import docker_host
+from faultkit.constants import LABEL_SERVING_CONFIG, LOCAL_DOCKER
+from faultkit.docker import docker_host
 from faultkit.faults import Fault, make_fault
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal
@@ -44,7 +45,7 @@ from tests.integration.faults_support import (
 )
 
 pytestmark = pytest.mark.docker
-DOCKER = "unix:///var/run/docker.sock"
+DOCKER = LOCAL_DOCKER
 FAULTKIT = [sys.executable, "-m", "faultkit.cli"]
 
 
@@ -200,7 +201,7 @@ async def test_rollout_promote_keeps_candidate(scratch, tmp_path: Path) -> None:
             fault.promote()  # type: ignore[attr-defined]
         now = await asyncio.to_thread(snapshot, node)
         assert now["spec"].command != before["spec"].command
-        assert now["spec"].labels["faultkit.serving-config"] == "llama-alt"
+        assert now["spec"].labels[LABEL_SERVING_CONFIG] == "llama-alt"
         assert sweep(journal) == []
     finally:
         back = make_fault("rollout", node, inventory=inv, journal=journal, config="llama-good")

@@ -9,8 +9,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from faultkit import _netns
-from faultkit._docker import docker_host
+from faultkit import netns
+from faultkit.constants import LOCAL_DOCKER
+from faultkit.docker import docker_host
 from faultkit.errors import FaultUnsupported
 from faultkit.faults import make_fault
 from faultkit.inventory import Inventory, Node
@@ -18,7 +19,7 @@ from faultkit.journal import FaultJournal
 from tests.integration.faults_support import assert_restored, remove_scratch, scratch_node, snapshot
 
 pytestmark = pytest.mark.docker
-DOCKER = "unix:///var/run/docker.sock"
+DOCKER = LOCAL_DOCKER
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +82,7 @@ async def test_loss_partial_installs_statistic_rule(scratch, journal) -> None:
     async with fault:
         if fault.result["mode"] == "iptables":
             pid = docker_host(DOCKER).host_pid(node.docker.container)  # type: ignore[union-attr]
-            rules = _netns.tagged_rules(pid, "filter", _netns.comment_for(fault.id))
+            rules = netns.tagged_rules(pid, "filter", netns.comment_for(fault.id))
             assert len(rules) == 1
             assert "--probability 0.25" in rules[0]
     await assert_restored(node, before)
@@ -129,7 +130,7 @@ async def test_latency_adds_delay_in_the_mode_this_kernel_has(scratch, journal) 
 async def test_netem_mode_reports_unsupported_without_sch_netem(scratch, journal) -> None:
     inv, node = scratch
     pid = docker_host(DOCKER).host_pid(node.docker.container)  # type: ignore[union-attr]
-    if _netns.netem_available(pid):
+    if netns.netem_available(pid):
         pytest.skip("this kernel has sch_netem")
     before = snapshot(node)
     fault = make_fault("latency", node, inventory=inv, journal=journal, mode="netem")

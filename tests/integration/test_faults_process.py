@@ -10,7 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from faultkit._docker import docker_host
+from faultkit.constants import LABEL_NODE, LOCAL_DOCKER
+from faultkit.docker import docker_host
 from faultkit.faults import make_fault
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal
@@ -18,7 +19,7 @@ from faultkit.records import Event
 from tests.integration.faults_support import assert_restored, remove_scratch, scratch_node, snapshot
 
 pytestmark = pytest.mark.docker
-DOCKER = "unix:///var/run/docker.sock"
+DOCKER = LOCAL_DOCKER
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +60,8 @@ async def test_kill_sigkill_restart_policy_brings_it_back(scratch, journal) -> N
     assert fault.result.get("first_token_finding") is None, fault.result["first_token_finding"]
     assert fault.result["time_to_ready_s"] <= fault.result["time_to_first_token_s"] < 60
     kinds = [e.kind for e in events]
-    assert kinds == ["inject_start", "inject_end", "revert_start", "restarted", "ready",
-                     "first_token", "revert_end"]
+    assert kinds == ["inject_start", "act", "inject_end", "revert_start", "restarted",
+                     "ready", "first_token", "revert_end"]
     await assert_restored(node, before)
     assert journal.unreverted() == []
 
@@ -107,7 +108,7 @@ async def test_node_restart_restarts_every_selected_container(scratch, journal) 
     started = host.state(name).started_at
     before = snapshot(node)
     fault = make_fault("node_restart", node, inventory=inv, journal=journal,
-                       label=f"faultkit.node={node.name}")
+                       label=f"{LABEL_NODE}={node.name}")
     async with fault:
         pass
     assert fault.result["containers"] == [name]

@@ -18,6 +18,7 @@ import docker.errors
 import httpx
 import pytest
 
+from faultkit.constants import LABEL_OWNER
 from tests.unit.simnode_helpers import read_truth
 
 pytestmark = pytest.mark.docker
@@ -54,7 +55,7 @@ def run_sim(dc: Any, state: Path, flags: list[str], *, restart: str) -> Any:
                  str(state): {"bind": "/var/lib/simnode", "mode": "rw"}},
         ports={"8000/tcp": ("127.0.0.1", None)},
         restart_policy={"Name": restart},
-        labels={"faultkit.owner": "tests"},
+        labels={LABEL_OWNER: "tests"},
         mem_limit="256m",
         detach=True,
     )

@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from faultkit._docker import DockerHost
+from faultkit.docker import DockerHost
 from faultkit.inventory import Inventory, Node
 from testbed.lab import Lab
 

@@ -9,7 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from faultkit.cli import cli
-from faultkit.commands.inject import DEFAULT_INVENTORY, parse_duration, parse_params
+from faultkit.commands.inject import parse_duration, parse_params
+from faultkit.commands.input import DEFAULT_INVENTORY
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("30s", 30), ("2m", 120), ("500ms", 0.5),

@@ -214,7 +214,7 @@ def test_pytest_session_sweep_follows_the_same_policy(
     monkeypatch.setattr(plugin, "settings_of", lambda cfg: SimpleNamespace(dry_run=False))
     monkeypatch.setattr(plugin, "inventory_of",
                         lambda cfg: inventory(rollback=f"touch {trusted}"))
-    plugin.pytest_sessionstart(SimpleNamespace(config=config))  # type: ignore[arg-type]
+    plugin.sweep_left_faults(config)  # type: ignore[arg-type]
     assert trusted.exists() and not untrusted.exists()
     assert WORLD["plugin"] == "broken"
     text = "\n".join(lines)

@@ -158,7 +158,7 @@ def session(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    # --dry-run: the plugin's session start then sweeps no faults (nothing here acts on any);
+    # --dry-run: the plugin then sweeps no faults before the tests (nothing here acts on any);
     # no:warnings: the nested session's own warnings would join the summary line
     return pytester.runpytest("-p", "no:cacheprovider", "-p", "no:warnings", "--dry-run", *args)
 

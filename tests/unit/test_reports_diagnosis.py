@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from faultkit.errors import NotARunDirectory
 from reports import CATALOGUE, changes_for, diagnose, load_run
+from reports.errors import NotARunDirectory
 from reports.recovery import analyse
 
 T0 = 1767268800.0

@@ -338,9 +338,6 @@ def test_no_figure_is_ever_negative(act: float, die: float, sample: float, probe
     figures = [m.detection_s, m.recovery_s, m.probe_detection_s,
                *m.detection_by_signal_s.values()]
     assert all(f >= 0 for f in figures if f is not None), figures
-    figures = [m.detection_s, m.recovery_s, m.probe_detection_s,
-               *m.detection_by_signal_s.values()]
-    assert all(f >= 0 for f in figures if f is not None), figures
 
 
 def test_users_held_by_the_outage_are_slowed_even_within_the_objective() -> None:

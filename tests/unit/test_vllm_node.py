@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from faultkit.errors import TestbedError
 from faultkit.inventory import ServingConfig, load_inventory
 from testbed import vllm_node
-from testbed.lab import DEFAULT_INVENTORY, container_port
+from testbed.errors import TestbedError
+from testbed.lab import container_port
+from testbed.paths import INVENTORY
 from testbed.vllm import make_model
 
 VLLM_CONFIGS = ("vllm-good", "vllm-bad-maxlen", "vllm-small-kv")
@@ -107,7 +108,7 @@ def test_missing_host_library_says_what_to_install() -> None:
 
 @pytest.mark.parametrize("name", VLLM_CONFIGS)
 def test_inventory_configs_agree_with_the_node_module(name: str) -> None:
-    inventory = load_inventory(DEFAULT_INVENTORY)
+    inventory = load_inventory(INVENTORY)
     config = inventory.serving_config(name)
     cmd = config.command
     assert cmd[:3] == ["python3", vllm_node.ENTRYPOINT_IN_CONTAINER,
@@ -123,7 +124,7 @@ def test_inventory_configs_agree_with_the_node_module(name: str) -> None:
 
 
 def test_bad_and_small_configs_are_what_their_names_say() -> None:
-    inventory = load_inventory(DEFAULT_INVENTORY)
+    inventory = load_inventory(INVENTORY)
     good, bad, small = (inventory.serving_config(n) for n in VLLM_CONFIGS)
     assert int(_arg(bad, "--max-model-len")) > make_model.MAX_POSITIONS
     assert int(_arg(good, "--max-model-len")) <= make_model.MAX_POSITIONS

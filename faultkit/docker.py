@@ -19,7 +19,8 @@ import docker.errors
 import requests.exceptions
 from docker.models.containers import Container
 
-from faultkit._containers import (
+from faultkit.constants import LABEL_OWNER, LOCAL_DOCKER
+from faultkit.containers import (
     ContainerSpec,
     ContainerState,
     _spec_from_attrs,
@@ -29,11 +30,7 @@ from faultkit._containers import (
 )
 from faultkit.errors import ContainerNotFound, DockerError, DockerUnavailable
 
-#: Every object the harness creates carries this label (value: what created it).
-LABEL_OWNER = "faultkit.owner"
-
 __all__ = [
-    "LABEL_OWNER",
     "ContainerSpec",
     "ContainerState",
     "DockerHost",
@@ -48,7 +45,7 @@ class DockerHost:
     """A Docker engine reachable at ``url``; cheap to create, connects lazily."""
 
     def __init__(
-        self, url: str = "unix:///var/run/docker.sock", *, timeout_s: float = 30.0
+        self, url: str = LOCAL_DOCKER, *, timeout_s: float = 30.0
     ) -> None:
         self.url = url
         self._timeout_s = timeout_s
@@ -185,12 +182,6 @@ class DockerHost:
         with self._mapped(container=name):
             self.client.api.kill(name, signal=signal)
 
-    def update_memory(self, name: str, limit_bytes: int, swap_bytes: int | None = None) -> None:
-        with self._mapped(container=name):
-            self.client.api.update_container(
-                name, mem_limit=limit_bytes, memswap_limit=swap_bytes or limit_bytes
-            )
-
     def remove(self, name: str, *, force: bool = True) -> None:
         with self._mapped(container=name):
             self.client.api.remove_container(name, force=force, v=False)
@@ -238,17 +229,6 @@ class DockerHost:
             for network in networks:
                 network.remove()
         return containers, names
-
-    def wait_exit(self, name: str, timeout_s: float) -> int | None:
-        """Block until the container exits (its exit code), or None on timeout."""
-        try:
-            with self._mapped(container=name):
-                result = self.client.api.wait(name, timeout=timeout_s)
-        except DockerError as exc:
-            if "timed out" in str(exc).lower() or "read timeout" in str(exc).lower():
-                return None
-            raise
-        return int(result.get("StatusCode", -1))
 
     # fault kit additions ---------------------------------------------------------------
     def spec_of(self, name: str) -> ContainerSpec:

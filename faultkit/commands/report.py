@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from faultkit.errors import ReportError
+from reports.errors import ReportError
 from reports.render import render_budget, render_gate, render_incident
 
 

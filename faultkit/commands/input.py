@@ -1,4 +1,9 @@
-"""Bad input on the command line: one clear line on stderr and exit status 2.
+"""Command-line input shared by every ``faultkit`` command: the ``--inventory`` option,
+parameter types, and bad input (one clear line on stderr and exit status 2).
+
+:func:`inventory_option` is the one ``--inventory``: the command line, else
+``$FAULTKIT_INVENTORY``, else :data:`DEFAULT_INVENTORY` (the testbed's), the same order
+as the pytest plugin's settings.
 
 Exit status 1 means FAIL in faultkit (a gate that failed, a sweep that could not revert);
 bad input must never look like that. :class:`BadInput` is the one exception for it: click
@@ -12,11 +17,41 @@ Click parameter types here refuse what ``float()`` accepts but no option can mea
 
 from __future__ import annotations
 
+import importlib.resources
 import math
-import re
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
 
 import click
+
+from faultkit import durations
+from faultkit.durations import human_duration
+
+#: The inventory an entry point (a command, the pytest plugin) uses when none is named: the
+#: local testbed's, located as the ``testbed`` package's data — the entry points do not
+#: import the testbed, and nothing below them knows it.
+DEFAULT_INVENTORY = Path(str(importlib.resources.files("testbed").joinpath("inventory.yaml")))
+#: The environment variable naming the inventory (below ``--inventory``, above the default).
+INVENTORY_ENV = "FAULTKIT_INVENTORY"
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def inventory_option(command: _F) -> _F:
+    """``--inventory FILE`` as the ``inventory_path`` argument (a :class:`~pathlib.Path`):
+    the command line, else ``$FAULTKIT_INVENTORY``, else :data:`DEFAULT_INVENTORY`."""
+    option = click.option(
+        "--inventory",
+        "inventory_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=DEFAULT_INVENTORY,
+        envvar=INVENTORY_ENV,
+        show_envvar=True,
+        show_default="testbed/inventory.yaml",
+        help="inventory file",
+    )
+    return option(command)
 
 
 class BadInput(click.ClickException):
@@ -66,18 +101,17 @@ class FiniteFloat(click.FloatRange):
         return number
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_SCALE = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
-
-
 def parse_duration(text: str, *, option: str = "--duration", max_s: float = 7 * 86400) -> float:
-    """``30s`` / ``2m`` / ``500ms`` / ``1h`` / ``1d`` / ``45`` (seconds) → seconds.
+    """``30s`` / ``2m`` / ``500ms`` / ``1h`` / ``1d`` / ``45`` (seconds) → seconds
+    (:func:`faultkit.durations.parse_duration`).
 
     Raises :class:`click.BadParameter` naming ``option`` unless the duration is above 0 and
     at most ``max_s`` seconds.
     """
-    match = _DURATION.match(text)
-    seconds = float(match.group(1)) * _SCALE[match.group(2)] if match else math.nan
+    try:
+        seconds = durations.parse_duration(text)
+    except ValueError:
+        seconds = math.nan
     if not 0 < seconds <= max_s:
         raise click.BadParameter(
             f"{text!r}: must be a duration > 0 and ≤ {human_duration(max_s)}, "
@@ -86,11 +120,3 @@ def parse_duration(text: str, *, option: str = "--duration", max_s: float = 7 * 
         )
     return seconds
 
-
-def human_duration(seconds: float) -> str:
-    """``7d``, ``1h``, ``90s``: the largest unit that divides ``seconds`` exactly."""
-    for unit in ("d", "h", "m"):
-        scale = _SCALE[unit]
-        if seconds >= scale and seconds % scale == 0:
-            return f"{seconds / scale:g}{unit}"
-    return f"{seconds:g}s"

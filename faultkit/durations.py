@@ -1,0 +1,43 @@
+"""Durations as people write them: ``500ms``, ``30s``, ``2m``, ``1h``, ``1d``, ``2w``, ``45``.
+
+The one grammar for every duration the command line and the SLO review accept. A bare
+number is seconds. :func:`parse_duration` also takes fractions (``1.5h``) and spaces
+(``30 s``); :func:`parse_prometheus_duration` only the form PromQL accepts in a range
+selector (a whole number and a unit: ``30d``), because the SLO review puts it there.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: unit → seconds
+UNIT_SECONDS: dict[str, float] = {
+    "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0,
+}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """``text`` in seconds; :class:`ValueError` if it is not a duration."""
+    match = _DURATION.match(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a duration such as 30s, 2m, 500ms or 1h")
+    return float(match.group(1)) * UNIT_SECONDS[match.group(2) or "s"]
+
+
+def parse_prometheus_duration(text: str) -> float:
+    """A Prometheus range (``30d``, ``12h``, ``2w``: a whole number and a unit) in seconds;
+    :class:`ValueError` otherwise. Surrounding spaces are ignored."""
+    match = _DURATION.match(text)
+    if match is None or "." in match.group(1) or match.group(2) is None or " " in text.strip():
+        raise ValueError(f"{text!r} is not a Prometheus duration such as 30d, 12h or 2w")
+    return float(match.group(1)) * UNIT_SECONDS[match.group(2)]
+
+
+def human_duration(seconds: float) -> str:
+    """``7d``, ``1h``, ``90s``: the largest unit (up to days) that divides ``seconds`` exactly."""
+    for unit in ("d", "h", "m"):
+        scale = UNIT_SECONDS[unit]
+        if seconds >= scale and seconds % scale == 0:
+            return f"{seconds / scale:g}{unit}"
+    return f"{seconds:g}s"
