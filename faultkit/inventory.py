@@ -23,6 +23,9 @@ Example::
         docker: {host: unix:///var/run/docker.sock, container: vllm-a}
         prometheus: {job: vllm-a}
         faults: [kill, pause, partition]
+        accepted_findings:              # known failures that do not fail the run, until…
+          - {scenario: bad_input, check: malformed_rejected_4xx,
+             reason: "engine answers a message without role with 500", expires: 2027-06-30}
     serving_configs:
       vllm-a-good: {image: vllm/vllm-openai:v0.26.0, command: [...], memory: 24g}
 """
@@ -34,6 +37,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from datetime import date
 from pathlib import Path
 from typing import Any, Literal
 
@@ -98,6 +102,28 @@ class PrometheusRef(_Model):
     selector: str = Field("", description='extra PromQL label matchers, e.g. model_name="x"')
 
 
+class AcceptedFinding(_Model):
+    """A known, explained failure of one check in one scenario on this node: while it has
+    not expired, a FAIL made only of accepted failures reads ACCEPTED (``slo.accepted``).
+
+    ``scenario`` is the scenario name as in run.json (``bad_input``), optionally with a
+    glob over the case id in brackets (``oom[*-long-prefill]``); ``check`` is a check name
+    (``malformed_rejected_4xx``); ``expires`` is the last day it applies (ISO date).
+    """
+
+    scenario: str = Field(pattern=r"^[A-Za-z0-9_]+(\[[^\[\]]+\])?$")
+    check: str = Field(min_length=1)
+    reason: str = Field(min_length=1, description="why this failure is accepted")
+    expires: date | None = Field(None, description="last day the finding applies")
+
+    @field_validator("scenario", "check", "reason")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value.strip()
+
+
 class Node(_Model):
     """One inference server the harness may load, observe and (if allowed) break."""
 
@@ -120,6 +146,10 @@ class Node(_Model):
     slo: dict[str, Any] = Field(default_factory=dict)
     faults: list[str] = Field(default_factory=list)
     protected: bool = False
+    accepted_findings: list[AcceptedFinding] = Field(
+        default_factory=list,
+        description="known failures (scenario + check) that read ACCEPTED until they expire",
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -480,6 +510,7 @@ _MODELS_BY_PATH: dict[tuple[str, ...], type[BaseModel]] = {
     ("nodes",): Node,
     ("nodes", "docker"): DockerRef,
     ("nodes", "prometheus"): PrometheusRef,
+    ("nodes", "accepted_findings"): AcceptedFinding,
     ("serving_configs",): ServingConfig,
 }
 

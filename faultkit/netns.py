@@ -72,6 +72,21 @@ def tagged_rules(pid: int | None, table: str, prefix: str = COMMENT_PREFIX) -> l
     ]
 
 
+def matched_packets(pid: int | None, table: str, comment: str) -> int:
+    """Packets matched so far by the rules of ``table`` tagged exactly ``comment``.
+
+    Read from ``iptables -L -v -x -n``, whose lines start with the packet counter and end
+    with the rule's ``/* comment */``.
+    """
+    out = iptables(pid, ["-t", table, "-L", "-v", "-x", "-n"]).stdout
+    total = 0
+    for line in out.splitlines():
+        fields = line.split()
+        if f"/* {comment} */" in line and fields and fields[0].isdigit():
+            total += int(fields[0])
+    return total
+
+
 def purge_rules(pid: int | None, table: str, comment: str) -> int:
     """Delete every rule of ``table`` tagged ``comment`` (exact or prefix); return how many."""
     removed = 0

@@ -303,12 +303,14 @@ def render_gate(data: dict[str, Any], out: Path) -> Path:
     """
     scenarios = [s for s in data.get("scenarios") or [] if isinstance(s, dict)]
     not_passed = data.get("not_passed")
+    accepted = data.get("accepted")
     diff = data.get("config_diff") or []
     gate_dir = out.parent
     md = _ENV.get_template("gate.md.j2").render(
         d=data,
         scenarios=_scenario_rows(scenarios, gate_dir),
         not_passed=[str(line) for line in not_passed] if isinstance(not_passed, list) else [],
+        accepted=[str(line) for line in accepted] if isinstance(accepted, list) else [],
         diff="\n".join(str(line).rstrip("\n") for line in diff)
         if isinstance(diff, list)
         else str(diff),

@@ -1,10 +1,15 @@
-"""What judgement produces: :class:`CheckResult` and :class:`Verdict`, with three outcomes.
+"""What judgement produces: :class:`CheckResult` and :class:`Verdict`, with four outcomes.
 
 - **PASS** — every check was judged and passed, and the run's evidence is complete.
 - **FAIL** — at least one check was judged and failed (the evidence shows a breach).
 - **INCONCLUSIVE** — evidence needed to judge is missing: the run says so
   (``Verdict.inconclusive``, e.g. "Prometheus not ready …", "no evidence that the fault took
   effect …"), nothing was judged, or a check could not be judged (``CheckResult.inconclusive``).
+- **ACCEPTED** — a FAIL whose failed checks are *all* covered by unexpired accepted findings
+  of the node (``Verdict.accepted``, set by :func:`slo.accepted.apply_accepted`), every
+  other check judged and passed. It counts as a pass (``passed`` is true); anything new — a
+  failed check no finding covers, an unjudged check, missing evidence — keeps FAIL or
+  INCONCLUSIVE.
 
 INCONCLUSIVE is never a pass: pytest's exit code, CI and the gate count it as a failure;
 reports show it apart from FAIL, with what evidence was missing. The order of precedence is
@@ -20,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Outcome = Literal["PASS", "FAIL", "INCONCLUSIVE"]
+Outcome = Literal["PASS", "FAIL", "INCONCLUSIVE", "ACCEPTED"]
 
 #: the run-level reason a verdict without checks carries
 NO_CHECKS = "no checks were judged"
@@ -67,31 +72,67 @@ class CheckResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Acceptance:
+    """An accepted finding as applied to (or, expired, found for) one failed check:
+    ``scenario`` is the finding's scenario pattern, ``expires`` an ISO date or ``None``."""
+
+    check: str
+    reason: str
+    scenario: str
+    expires: str | None = None
+
+    def until(self) -> str:
+        """``"until <date>"``, or ``"no expiry"``."""
+        return f"until {self.expires}" if self.expires else "no expiry"
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Acceptance:
+        if not isinstance(data, Mapping):
+            raise TypeError(f"an accepted finding must be an object, not {type(data).__name__}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
     """The outcome of a scenario: its checks plus the run-level reasons it cannot be judged.
 
     ``outcome`` is INCONCLUSIVE if ``inconclusive`` is non-empty or there are no checks;
-    else FAIL if any check failed; else INCONCLUSIVE if any check is inconclusive; else PASS.
-    ``passed`` is true only for PASS.
+    else, if any check failed, ACCEPTED when every failed check is covered by ``accepted``
+    and no check is unjudged, FAIL otherwise; else INCONCLUSIVE if any check is
+    inconclusive; else PASS. ``passed`` is true for PASS and ACCEPTED (both count as a pass).
     """
 
     checks: tuple[CheckResult, ...] = ()
     #: run-level evidence gaps (e.g. "Prometheus not ready at …"); non-empty ⇒ INCONCLUSIVE
     inconclusive: tuple[str, ...] = ()
+    #: accepted findings applied, one per failed check (:func:`slo.accepted.apply_accepted`)
+    accepted: tuple[Acceptance, ...] = ()
+    #: accepted findings that would have covered a failed check but have expired
+    expired: tuple[Acceptance, ...] = ()
 
     @property
     def outcome(self) -> Outcome:
         if self.inconclusive or not self.checks:
             return "INCONCLUSIVE"
         if self.failures:
-            return "FAIL"
+            return "ACCEPTED" if self._all_failures_accepted() else "FAIL"
         if self.unjudged:
             return "INCONCLUSIVE"
         return "PASS"
 
+    def _all_failures_accepted(self) -> bool:
+        covered = {a.check for a in self.accepted}
+        return (
+            bool(covered)
+            and not self.unjudged
+            and all(c.name in covered for c in self.failures)
+        )
+
     @property
     def passed(self) -> bool:
-        return self.outcome == "PASS"
+        """PASS or ACCEPTED: the verdict counts as a pass."""
+        return self.outcome in ("PASS", "ACCEPTED")
 
     @property
     def failures(self) -> tuple[CheckResult, ...]:
@@ -116,27 +157,57 @@ class Verdict:
     def summary(self) -> str:
         """One line starting with the outcome word.
 
-        ``PASS (n checks)``; ``FAIL: <check>: <why>; …``; ``INCONCLUSIVE: missing evidence:
-        <gap>; …`` (followed by the failed checks, if any, and for FAIL by the unjudged ones).
+        ``PASS (n checks)``; ``ACCEPTED (known finding: <reason>, until <date>)``;
+        ``FAIL: <check>: <why>; …``; ``INCONCLUSIVE: missing evidence: <gap>; …`` (followed
+        by the failed checks, if any, and for FAIL by the unjudged ones and any accepted
+        finding that expired).
         """
         failed = "; ".join(f"{c.name}: {c.why}" for c in self.failures)
         outcome = self.outcome
         if outcome == "PASS":
             return f"PASS ({len(self.checks)} checks)"
+        if outcome == "ACCEPTED":
+            known = "; ".join(
+                dict.fromkeys(f"known finding: {a.reason}, {a.until()}" for a in self.accepted)
+            )
+            return f"ACCEPTED ({known})"
         if outcome == "FAIL":
             unjudged = "; ".join(f"{c.name}: {c.why}" for c in self.unjudged)
-            return f"FAIL: {failed}" + (f" (not judged: {unjudged})" if unjudged else "")
+            return (
+                f"FAIL: {failed}"
+                + (f" (not judged: {unjudged})" if unjudged else "")
+                + "".join(f" ({line})" for line in self.expired_lines())
+            )
         line = "INCONCLUSIVE: missing evidence: " + "; ".join(self.missing_evidence)
         return line + (f" (also failed: {failed})" if failed else "")
 
+    def accepted_lines(self) -> tuple[str, ...]:
+        """``"<check>: <why> (accepted: <reason>, until <date>)"`` per accepted failure."""
+        by_check = {a.check: a for a in self.accepted}
+        return tuple(
+            f"{c.name}: {c.why} (accepted: {a.reason}, {a.until()})"
+            for c in self.failures
+            if (a := by_check.get(c.name)) is not None
+        )
+
+    def expired_lines(self) -> tuple[str, ...]:
+        """``"accepted finding for <check> expired on <date>: <reason>"`` per expired one."""
+        return tuple(
+            f"accepted finding for {a.check} expired on {a.expires}: {a.reason}"
+            for a in self.expired
+        )
+
     def to_json(self) -> dict[str, Any]:
-        """``outcome``, ``passed``, ``inconclusive`` and ``checks`` (each with its own
-        ``inconclusive`` flag); ``outcome`` and ``passed`` are derived, for readers."""
+        """``outcome``, ``passed``, ``inconclusive``, ``checks`` (each with its own
+        ``inconclusive`` flag), ``accepted_findings`` (applied) and ``expired_findings``;
+        ``outcome`` and ``passed`` are derived, for readers."""
         return {
             "outcome": self.outcome,
             "passed": self.passed,
             "inconclusive": list(self.inconclusive),
             "checks": [dataclasses.asdict(c) for c in self.checks],
+            "accepted_findings": [dataclasses.asdict(a) for a in self.accepted],
+            "expired_findings": [dataclasses.asdict(a) for a in self.expired],
         }
 
     @classmethod
@@ -154,7 +225,15 @@ class Verdict:
             raise TypeError("verdict inconclusive must be a list of reasons")
         if not all(isinstance(r, str) for r in reasons):
             raise TypeError("verdict inconclusive reasons must be strings")
+        findings = {}
+        for key in ("accepted_findings", "expired_findings"):
+            found = data.get(key) or ()
+            if not isinstance(found, Sequence) or isinstance(found, str):
+                raise TypeError(f"verdict {key} must be a list")
+            findings[key] = tuple(Acceptance.from_json(a) for a in found)
         return cls(
             checks=tuple(CheckResult.from_json(c) for c in checks),
             inconclusive=tuple(reasons),
+            accepted=findings["accepted_findings"],
+            expired=findings["expired_findings"],
         )

@@ -9,11 +9,15 @@ from pathlib import Path
 import click
 
 from faultkit.commands.input import inventory_option
+from faultkit.progress import Progress
 from testbed.lab import SKIPPABLE_NODES, Lab
 
 
-def _progress(message: str) -> None:
-    click.echo(f"[testbed {time.strftime('%H:%M:%S')}] {message}", err=True)
+def _progress() -> Progress:
+    """Each step of the lab on stderr: a live spinner line (step, elapsed, the last line a
+    long build printed) on a terminal; plain timestamped lines under CI, in a pipe or with
+    TERM=dumb."""
+    return Progress(prefix=lambda: f"[testbed {time.strftime('%H:%M:%S')}] ")
 
 
 @click.group()
@@ -36,21 +40,21 @@ def testbed(ctx: click.Context, inventory_path: Path) -> None:
 @click.pass_obj
 def up(inventory_path: Path, skip: tuple[str, ...]) -> None:
     """Install what is missing and start every node and Prometheus (idempotent)."""
-    Lab(inventory_path, progress=_progress).up(frozenset(skip))
+    Lab(inventory_path, progress=_progress()).up(frozenset(skip))
 
 
 @testbed.command()
 @click.pass_obj
 def down(inventory_path: Path) -> None:
     """Remove every container and network the testbed created, and stop Prometheus."""
-    Lab(inventory_path, progress=_progress).down()
+    Lab(inventory_path, progress=_progress()).down()
 
 
 @testbed.command()
 @click.pass_obj
 def status(inventory_path: Path) -> None:
     """One row per node: container state, readiness, Prometheus target health."""
-    lab = Lab(inventory_path, progress=_progress)
+    lab = Lab(inventory_path, progress=_progress())
     rows = lab.status()
     headers = ("NODE", "ENGINE", "CONTAINER", "STATE", "RESTARTS", "READY", "TARGET", "STARTED")
     table = [headers] + [

@@ -7,6 +7,7 @@ import time
 
 from faultkit.constants import LOCAL_DOCKER
 from faultkit.docker import DockerHost
+from faultkit.progress import step
 from testbed._shell import Progress, ensure_commands
 from testbed.errors import TestbedError
 from testbed.paths import home
@@ -19,21 +20,22 @@ def ensure_docker_engine(progress: Progress, *, timeout_s: float = 60.0) -> Dock
         return host
     ensure_commands({"dockerd": "docker.io", "iptables": "iptables"}, progress)
     log = home() / "dockerd.log"
-    progress(f"starting dockerd in the background (log: {log})")
-    with log.open("ab") as out:
-        subprocess.Popen(
-            ["dockerd"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
+    with step(progress, f"starting dockerd in the background (log: {log})"):
+        with log.open("ab") as out:
+            subprocess.Popen(
+                ["dockerd"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            host = DockerHost(LOCAL_DOCKER)
+            if host.ping():
+                return host
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-10:])
+        raise TestbedError(
+            f"dockerd did not answer within {timeout_s:.0f} s; last log lines:\n{tail}"
         )
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        time.sleep(0.5)
-        host = DockerHost(LOCAL_DOCKER)
-        if host.ping():
-            progress("dockerd is up")
-            return host
-    tail = "\n".join(log.read_text(errors="replace").splitlines()[-10:])
-    raise TestbedError(f"dockerd did not answer within {timeout_s:.0f} s; last log lines:\n{tail}")

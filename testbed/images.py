@@ -17,6 +17,7 @@ from pathlib import Path
 from faultkit.constants import LABEL_SPEC
 from faultkit.docker import DockerHost
 from faultkit.errors import DockerError
+from faultkit.progress import step
 from testbed._shell import Progress, ensure_commands, run
 from testbed.errors import TestbedError
 from testbed.paths import cache_dir
@@ -70,39 +71,42 @@ def ensure_base_image(host: DockerHost, progress: Progress) -> str:
     root = cache_dir("rootfs") / f"{SUITE}-{SPEC}"
     if root.exists():
         shutil.rmtree(root)
-    progress(f"building base image: debootstrap {SUITE} from the apt mirror (~2-4 min, once)")
-    run(
-        [
-            "debootstrap",
-            "--variant=minbase",
-            f"--include={','.join(PACKAGES)}",
-            SUITE,
-            str(root),
-            mirror,
-        ],
-        what="debootstrap",
-        log=cache_dir("logs") / "debootstrap.log",
-    )
-    progress(f"importing {BASE_IMAGE}")
-    tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
-    try:
+    with step(
+        progress, f"building base image: debootstrap {SUITE} from the apt mirror (~2-4 min, once)"
+    ) as s:
         run(
             [
-                "docker",
-                "import",
-                "--change",
-                "LABEL faultkit.component=base-image",
-                "--change",
-                f"LABEL {LABEL_SPEC}={SPEC}",
-                "-",
-                BASE_IMAGE,
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={','.join(PACKAGES)}",
+                SUITE,
+                str(root),
+                mirror,
             ],
-            what="docker import",
-            input_bytes=tar.communicate()[0],
+            what="debootstrap",
+            log=cache_dir("logs") / "debootstrap.log",
+            on_line=s.update,
         )
-    finally:
-        tar.wait()
-        shutil.rmtree(root, ignore_errors=True)
+    with step(progress, f"importing {BASE_IMAGE}"):
+        tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+        try:
+            run(
+                [
+                    "docker",
+                    "import",
+                    "--change",
+                    "LABEL faultkit.component=base-image",
+                    "--change",
+                    f"LABEL {LABEL_SPEC}={SPEC}",
+                    "-",
+                    BASE_IMAGE,
+                ],
+                what="docker import",
+                input_bytes=tar.communicate()[0],
+            )
+        finally:
+            tar.wait()
+            shutil.rmtree(root, ignore_errors=True)
     if not base_image_current(host):
         raise DockerError(f"{BASE_IMAGE} was imported but is not visible on {host.url}")
     return BASE_IMAGE

@@ -21,6 +21,7 @@ from faultkit.docker import ContainerSpec, DockerHost
 from faultkit.errors import ContainerNotFound, DockerError
 from faultkit.health import probe, wait_ready
 from faultkit.inventory import Inventory, Node, ServingConfig, config_hash, load_inventory
+from faultkit.progress import step
 from testbed import llama
 from testbed._shell import Progress
 from testbed.engine import ensure_docker_engine
@@ -120,11 +121,13 @@ class Lab:
         ensure_prometheus(self.inventory, self.progress)
         for node in nodes:
             config = self.inventory.serving_config(node.serving_config or "")
-            self.progress(
-                f"waiting for {node.name} to be ready at {node.base_url}{node.health_path}"
-            )
-            asyncio.run(wait_ready(node, timeout_s=config.ready_timeout_s))
-        self._wait_scraped(nodes)
+            with step(
+                self.progress,
+                f"waiting for {node.name} to be ready at {node.base_url}{node.health_path}",
+            ):
+                asyncio.run(wait_ready(node, timeout_s=config.ready_timeout_s))
+        with step(self.progress, "waiting for Prometheus to scrape every node"):
+            self._wait_scraped(nodes)
         elapsed = time.monotonic() - start
         self.progress(
             f"testbed up in {elapsed:.1f} s: {', '.join(n.name for n in nodes)}; "
@@ -167,28 +170,29 @@ class Lab:
         host_port = urlsplit(node.base_url).port
         if host_port is None:
             raise TestbedError(f"node {node.name}: base_url {node.base_url} needs an explicit port")
-        self.progress(f"creating container {name} ({node.engine}, config {node.serving_config})")
-        host.create(
-            ContainerSpec(
-                name=name,
-                image=config.image if config.image != "faultkit/base:bookworm" else image,
-                command=tuple(config.command),
-                env={**config.env, **env},
-                memory=config.memory,
-                shm_size=config.shm_size,
-                restart_policy=config.restart,
-                restart_max_retries=config.restart_max_retries,
-                ports={container_port(node, config): host_port},
-                volumes=volumes,
-                network=LAB_NETWORK,
-                labels={
-                    **LAB_LABELS,
-                    LABEL_NODE: node.name,
-                    LABEL_SERVING_CONFIG: node.serving_config,
-                    LABEL_CONFIG_HASH: wanted,
-                },
+        what = f"creating container {name} ({node.engine}, config {node.serving_config})"
+        with step(self.progress, what):
+            host.create(
+                ContainerSpec(
+                    name=name,
+                    image=config.image if config.image != "faultkit/base:bookworm" else image,
+                    command=tuple(config.command),
+                    env={**config.env, **env},
+                    memory=config.memory,
+                    shm_size=config.shm_size,
+                    restart_policy=config.restart,
+                    restart_max_retries=config.restart_max_retries,
+                    ports={container_port(node, config): host_port},
+                    volumes=volumes,
+                    network=LAB_NETWORK,
+                    labels={
+                        **LAB_LABELS,
+                        LABEL_NODE: node.name,
+                        LABEL_SERVING_CONFIG: node.serving_config,
+                        LABEL_CONFIG_HASH: wanted,
+                    },
+                )
             )
-        )
 
     # down -----------------------------------------------------------------------------
     def down(self) -> None:

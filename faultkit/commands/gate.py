@@ -2,9 +2,10 @@
 
 Rolls the candidate onto the node, runs the scenarios marked ``gate`` against it (a
 ``pytest`` subprocess: the same scenarios users run), writes JUnit XML, ``gate.json`` and
-``gate.md``, and exits 0 on pass, 1 on fail. Only a PASS passes: a scenario that failed, was
-INCONCLUSIVE (evidence missing) or was skipped fails the gate, each listed on its own line
-with its reasons (:func:`decide`). The previous config is restored unless the
+``gate.md``, and exits 0 on pass, 1 on fail. Only PASS and ACCEPTED (a FAIL made only of
+the node's accepted findings) pass: a scenario that failed, was INCONCLUSIVE (evidence
+missing) or was skipped fails the gate, each listed on its own line with its reasons; ACCEPTED
+ones are listed as accepted (:func:`decide`). The previous config is restored unless the
 gate passed *and* ``--promote`` was given; an interrupted gate (Ctrl-C, SIGTERM, crash)
 restores it too, and what a killed gate left behind is reverted by ``faultkit sweep``.
 """
@@ -12,7 +13,10 @@ restores it too, and what a killed gate left behind is reverted by ``faultkit sw
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
+import json
+import os
 import signal
 import sys
 import time
@@ -31,6 +35,7 @@ from faultkit.errors import FaultkitError
 from faultkit.faults import make_fault
 from faultkit.faults.rollout import Rollout
 from faultkit.inventory import Inventory, Node, load_inventory
+from faultkit.progress import Progress
 from faultkit.records import Event, JsonlWriter
 from faultkit.rundir import RunDir
 from slo.verdict import Verdict
@@ -44,9 +49,10 @@ def _say(message: str) -> None:
 
 
 #: a gate scenario's result: its verdict, or SKIPPED (did not run: no evidence at all)
-ScenarioResult = Literal["PASS", "FAIL", "INCONCLUSIVE", "SKIPPED"]
+ScenarioResult = Literal["PASS", "FAIL", "INCONCLUSIVE", "SKIPPED", "ACCEPTED"]
 #: the one-line lead of each non-passing result, before its reasons
 _LEADS: dict[str, str] = {
+    "ACCEPTED": "ACCEPTED — ",
     "FAIL": "FAIL — ",
     "INCONCLUSIVE": "INCONCLUSIVE — missing evidence: ",
     "SKIPPED": "SKIPPED — not run: ",
@@ -67,12 +73,14 @@ class ScenarioOutcome:
 
     @property
     def passed(self) -> bool:
-        return self.outcome == "PASS"
+        """PASS or ACCEPTED (accepted findings count as a pass)."""
+        return self.outcome in ("PASS", "ACCEPTED")
 
     def line(self) -> str:
-        """``"<name>: PASS"``, ``"<name>: FAIL — <why>"``, ``"<name>: INCONCLUSIVE — missing
+        """``"<name>: PASS"``, ``"<name>: ACCEPTED — <check>: <why> (accepted: <reason>,
+        until <date>)"``, ``"<name>: FAIL — <why>"``, ``"<name>: INCONCLUSIVE — missing
         evidence: <why>"`` or ``"<name>: SKIPPED — not run: <why>"``."""
-        if self.passed:
+        if self.outcome == "PASS":
             return f"{self.name}: PASS"
         return f"{self.name}: {_LEADS[self.outcome]}{self.why}"
 
@@ -88,20 +96,25 @@ class GateDecision:
     decision: Literal["pass", "fail"]
     why: str
     not_passed: tuple[str, ...] = ()
+    #: one line per ACCEPTED scenario (it did not fail the gate)
+    accepted: tuple[str, ...] = ()
 
 
 def decide(outcomes: Sequence[ScenarioOutcome], pytest_exit: int, config: str) -> GateDecision:
     """The gate's decision from its scenarios' outcomes and pytest's exit code.
 
     Pass only if pytest ran cleanly (exit 0), at least one scenario ran and every scenario
-    is PASS. FAIL, INCONCLUSIVE and SKIPPED scenarios each fail the gate and are listed on
-    their own line (:meth:`ScenarioOutcome.line`); so does pytest exiting with a failure
-    no scenario accounts for (an error outside the scenarios).
+    is PASS or ACCEPTED. FAIL, INCONCLUSIVE and SKIPPED scenarios each fail the gate and are
+    listed on their own line (:meth:`ScenarioOutcome.line`); so does pytest exiting with a
+    failure no scenario accounts for (an error outside the scenarios). ACCEPTED scenarios
+    (known findings of the node, unexpired) do not fail it; they are listed in ``accepted``
+    and counted in ``why``.
     """
     not_passed = tuple(o.line() for o in outcomes if not o.passed)
+    accepted = tuple(o.line() for o in outcomes if o.outcome == "ACCEPTED")
     if pytest_exit not in (0, 1) or not outcomes:
         why = f"the gate scenarios did not run cleanly (pytest exit {pytest_exit})"
-        return GateDecision("fail", why, not_passed)
+        return GateDecision("fail", why, not_passed, accepted)
     if not_passed:
         counts = ", ".join(
             f"{n} {kind}"
@@ -109,12 +122,15 @@ def decide(outcomes: Sequence[ScenarioOutcome], pytest_exit: int, config: str) -
             if (n := sum(o.outcome == kind for o in outcomes))
         )
         why = f"{counts} of {len(outcomes)} gate scenarios: " + "; ".join(not_passed)
-        return GateDecision("fail", why[:800], not_passed)
+        return GateDecision("fail", why[:800], not_passed, accepted)
     if pytest_exit != 0:
         why = (f"pytest exited {pytest_exit} although all {len(outcomes)} scenarios passed "
                "(an error outside the scenarios; see junit.xml)")
-        return GateDecision("fail", why)
-    return GateDecision("pass", f"all {len(outcomes)} gate scenarios passed on {config}")
+        return GateDecision("fail", why, (), accepted)
+    why = f"all {len(outcomes)} gate scenarios passed on {config}"
+    if accepted:
+        why += f" ({len(accepted)} ACCEPTED: known findings of the node)"
+    return GateDecision("pass", why, (), accepted)
 
 
 def config_diff(inventory: Inventory, current: str | None, candidate: str) -> list[str]:
@@ -156,7 +172,9 @@ def read_junit(path: Path) -> list[ScenarioOutcome]:
         verdict = _verdict(Path(run_dir)) if run_dir else None
         if verdict is not None and outcome == "FAIL" and verdict.outcome == "INCONCLUSIVE":
             outcome = "INCONCLUSIVE"  # a run from before the plugin stamped its verdict
-        if verdict is not None and outcome in ("FAIL", "INCONCLUSIVE"):
+        if outcome == "PASS" and props.get("faultkit_verdict") == "ACCEPTED":
+            outcome, why = "ACCEPTED", "accepted known finding (no verdict.json)"
+        if verdict is not None and outcome in ("FAIL", "INCONCLUSIVE", "ACCEPTED"):
             why = _reasons(verdict, outcome) or why
         figures = _figures(Path(run_dir)) if run_dir and outcome != "SKIPPED" else {}
         outcomes.append(
@@ -195,8 +213,10 @@ def _verdict(run_dir: Path) -> Verdict | None:
 
 def _reasons(verdict: Verdict, outcome: ScenarioResult) -> str:
     """The verdict's own reasons: failed checks for FAIL; missing evidence (then any failed
-    checks) for INCONCLUSIVE."""
+    checks) for INCONCLUSIVE; the accepted failures with their findings for ACCEPTED."""
     failed = "; ".join(f"{c.name}: {c.why}" for c in verdict.failures)
+    if outcome == "ACCEPTED":
+        return "; ".join(verdict.accepted_lines())
     if outcome == "FAIL":
         return failed
     missing = "; ".join(verdict.missing_evidence)
@@ -274,15 +294,17 @@ async def _run_gate(
             f"--junitxml={out / 'junit.xml'}",
             "-o",
             "junit_family=xunit2",
+            "-p",
+            "faultkit.commands.gate_feed",
             *pytest_args,
         ]
-        proc = await asyncio.create_subprocess_exec(*argv)
-        code = await proc.wait()
+        code = await run_scenarios(argv, out)
         outcomes = read_junit(out / "junit.xml")
         data["scenarios"] = [o.to_json() for o in outcomes]
         decision = decide(outcomes, code, config)
         data.update(
-            decision=decision.decision, why=decision.why, not_passed=list(decision.not_passed)
+            decision=decision.decision, why=decision.why, not_passed=list(decision.not_passed),
+            accepted=list(decision.accepted),
         )
         data["rollout"] = rollout.result
         if data["decision"] == "pass" and promote:
@@ -296,6 +318,112 @@ async def _run_gate(
             await rollout.revert()
             data["rolled_back"] = True
         timeline.close()
+
+
+def _gate_progress() -> Progress:
+    return Progress(
+        stream=sys.stderr, prefix=lambda: f"[gate {time.strftime('%H:%M:%S')}] "
+    )
+
+
+async def run_scenarios(
+    argv: Sequence[str], out: Path, progress: Progress | None = None
+) -> int:
+    """Run the scenario pytest ``argv``; show its scenarios and each one's result as it ends.
+
+    The list and the ✓/✗ lines come from the ``gate_feed`` plugin's JSON lines
+    (``out/feed.jsonl``), read while pytest runs. On a terminal a live line shows the
+    scenario count, elapsed time and pytest's last output line, and pytest's output goes to
+    ``out/pytest.log``; otherwise pytest writes to stdout as it always did and the list and
+    results are plain lines on stderr. Returns pytest's exit code.
+    """
+    progress = progress or _gate_progress()
+    feed = out / "feed.jsonl"
+    feed.write_text("")
+    env = {**os.environ, "FAULTKIT_GATE_FEED": str(feed)}
+    state = _FeedState(progress)
+    if progress.live:
+        log = out / "pytest.log"
+        proc = await asyncio.create_subprocess_exec(
+            *argv, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
+        with progress.step(f"running the gate scenarios (pytest output: {log})") as step:
+            state.step = step
+            watcher = asyncio.create_task(_watch_feed(feed, state))
+            try:
+                assert proc.stdout is not None
+                with log.open("wb") as sink:
+                    async for line in proc.stdout:
+                        sink.write(line)
+                        step.update(line.decode(errors="replace"))
+                code = await proc.wait()
+            finally:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
+            state.read(feed)
+        return code
+    proc = await asyncio.create_subprocess_exec(*argv, env=env)
+    watcher = asyncio.create_task(_watch_feed(feed, state))
+    try:
+        code = await proc.wait()
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    state.read(feed)
+    return code
+
+
+class _FeedState:
+    """What has been read of the feed file, and printing each new event once."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.offset = 0
+        self.total = 0
+        self.finished = 0
+        self.step: Any = None
+
+    def read(self, feed: Path) -> None:
+        try:
+            with feed.open("rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return
+        complete = data[: data.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        for raw in complete.splitlines():
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                self.show(event)
+
+    def show(self, event: dict[str, Any]) -> None:
+        if event.get("event") == "collected":
+            names = [str(n) for n in event.get("names") or ()]
+            self.total = len(names)
+            self.progress(f"{len(names)} gate scenario{'s' * (len(names) != 1)}:")
+            for name in names:
+                self.progress(f"  · {name}")
+        elif event.get("event") == "result":
+            self.finished += 1
+            mark = "✓" if event.get("passed") else "✗"
+            duration = event.get("duration_s")
+            took = f" ({duration:.1f} s)" if isinstance(duration, int | float) else ""
+            self.progress(
+                f"{mark} [{self.finished}/{self.total or '?'}] {event.get('name')}: "
+                f"{event.get('word')}{took}"
+            )
+
+
+async def _watch_feed(feed: Path, state: _FeedState) -> None:
+    while True:
+        state.read(feed)
+        await asyncio.sleep(0.3)
 
 
 @click.command()

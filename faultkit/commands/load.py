@@ -34,6 +34,8 @@ from faultkit.load import (
 )
 from faultkit.load.generator import LATENESS_BOUND_S
 from faultkit.load.profile import MAX_RATE_RPS
+from faultkit.load.stats import percentile, ttft_s
+from faultkit.progress import Progress, format_elapsed, is_live
 from faultkit.records import CLIENT_SIDE, RequestRecord
 
 #: This many first requests all refused (or connect-timed-out) = the endpoint is unreachable.
@@ -109,7 +111,8 @@ def load(**opts: Any) -> None:
         raise click.UsageError(str(exc)) from None
     preflight(target, timeout_s=profile.connect_timeout_s)
     ledger_path = Path(opts["ledger_path"]) if opts["ledger_path"] else None
-    result, unreachable = asyncio.run(_run(target, profile, ledger_path))
+    live = _live_wanted(opts["json_path"])
+    result, unreachable = asyncio.run(_run(target, profile, ledger_path, live=live))
     if unreachable:
         raise LoadError(
             f"{target.api_root}: the first {UNREACHABLE_AFTER} requests could not connect "
@@ -167,8 +170,16 @@ def preflight(target: Target, *, timeout_s: float) -> None:
         raise LoadError(f"{url}: {type(exc).__name__}: {exc}") from None
 
 
+def _live_wanted(json_path: str | None) -> bool:
+    """The live progress line: only when stdout and stderr are terminals (not CI, not
+    ``TERM=dumb``) and the summary JSON does not go to stdout."""
+    if json_path in ("-", "/dev/stdout"):
+        return False
+    return is_live(sys.stderr) and is_live(sys.stdout)
+
+
 async def _run(
-    target: Target, profile: LoadProfile, ledger_path: Path | None
+    target: Target, profile: LoadProfile, ledger_path: Path | None, *, live: bool = False
 ) -> tuple[LoadResult, str | None]:
     first: list[str] = []
 
@@ -183,7 +194,7 @@ async def _run(
     ledger = Ledger(ledger_path, on_record=watch)
     gen = LoadGenerator(target, profile, ledger=ledger)
     task = asyncio.create_task(gen.run())
-    progress = asyncio.create_task(_progress(gen, profile)) if sys.stderr.isatty() else None
+    progress = asyncio.create_task(_progress(gen, profile)) if live else None
     try:
         result = await asyncio.shield(task)
     except asyncio.CancelledError:  # Ctrl-C: record what is in flight, report what we have
@@ -195,7 +206,6 @@ async def _run(
             progress.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await progress
-            click.echo("\r\033[K", err=True, nl=False)
     unreachable = (
         ", ".join(sorted(set(first)))
         if len(first) >= UNREACHABLE_AFTER and set(first) <= _UNREACHABLE
@@ -204,21 +214,43 @@ async def _run(
     return result, unreachable
 
 
+#: the live line's TTFT p50 is over this many most recent ok requests ("current")
+_RECENT = 1000
+
+
+def progress_status(
+    records: list[RequestRecord], in_flight: int, elapsed_s: float, profile: LoadProfile
+) -> str:
+    """The live line's sub-status: requests done / planned (or elapsed / duration), ok and
+    failed so far, in flight, and the TTFT p50 of the recent ok requests."""
+    done = len(records)
+    ok = [r for r in records if r.status == "ok"]
+    where = f"{done}/{profile.requests} requests" if profile.requests else f"{done} requests"
+    if profile.duration_s:
+        where += f"  {format_elapsed(elapsed_s)} / {format_elapsed(profile.duration_s)}"
+    p50 = percentile([v for r in ok[-_RECENT:] if (v := ttft_s(r)) is not None], 50)
+    return (
+        f"{where}  ok {len(ok)}  failed {done - len(ok)}  in flight {in_flight}"
+        f"  TTFT p50 {_ms(p50)}"
+    )
+
+
 async def _progress(gen: LoadGenerator, profile: LoadProfile) -> None:
+    """The live line on stderr (terminal only) until cancelled; it leaves nothing behind."""
+    reporter = Progress(live=True, stream=sys.stderr, tick_s=None)
     start = gen.clock.now()
-    while True:
-        await asyncio.sleep(0.5)
-        records = gen.ledger.records
-        done = len(records)
-        failed = sum(1 for r in records if r.status != "ok")
-        elapsed = gen.clock.now() - start
-        goal = f"/{profile.requests}" if profile.requests else ""
-        click.echo(
-            f"\r\033[K{done}{goal} done  {failed} failed  {len(gen.ledger.in_flight())} in flight"
-            f"  {elapsed:.1f} s  {done / elapsed if elapsed else 0:.1f} req/s",
-            err=True,
-            nl=False,
-        )
+    with (
+        reporter.step(f"load on {gen.target.name}", report_end=False) as s,
+        contextlib.suppress(asyncio.CancelledError),  # cancelled = the run ended: not a failure
+    ):
+        while True:
+            records = list(gen.ledger.records)
+            s.update(
+                progress_status(
+                    records, len(gen.ledger.in_flight()), gen.clock.now() - start, profile
+                )
+            )
+            await asyncio.sleep(0.5)
 
 
 def _ms(value: float | None) -> str:

@@ -237,6 +237,7 @@ class Fault:
         self._revert_task: asyncio.Task[None] | None = None
         self.t_revert_mono = 0.0  # monotonic time revert() began
         self._acted = False
+        self._state_before_revert = "idle"
 
     # parameters ---------------------------------------------------------------------
     @classmethod
@@ -358,6 +359,10 @@ class Fault:
     async def _apply(self) -> None:
         raise NotImplementedError
 
+    async def _before_undo(self) -> None:
+        """Before the undo steps of a normal revert (e.g. read what the mechanism did)."""
+        return None
+
     async def _after_undo(self) -> None:
         return None
 
@@ -412,6 +417,7 @@ class Fault:
             raise
 
     async def _revert(self) -> None:
+        self._state_before_revert = self._state
         self._state = "reverting"
         self.t_revert_mono = time.monotonic()
         guard = self._guard_task
@@ -419,6 +425,11 @@ class Fault:
             guard.cancel()
         self.emit(EventKind.REVERT_START)
         errors: list[str] = []
+        if self._state_before_revert == "applied":
+            try:
+                await self._before_undo()
+            except Exception as exc:  # evidence only: never keeps the fault applied
+                log.warning("%s: reading the fault's effect before undo failed: %s", self.id, exc)
         if self._record is not None and self.revert_runs_undo:
             for item in self._record.undo:
                 try:

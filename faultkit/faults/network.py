@@ -116,11 +116,25 @@ class Partition(_NetnsFault):
                     netns.add_rule, pid, "filter", chain, ["!", iface, "lo", "-j", "DROP"], self.id
                 )
             self.effect_in_place("DROP rules on INPUT and OUTPUT (all but lo) in the netns")
+            self._blackhole_pid = pid
             return
         self.acting(f"disconnect from {', '.join(self.result['networks'])}")
         for network in self.result["networks"]:
             await asyncio.to_thread(self.docker.disconnect, self.container, network)
         self.effect_in_place(f"disconnected from {', '.join(self.result['networks'])}")
+
+
+    async def _before_undo(self) -> None:
+        """A blackhole that dropped nothing cut nothing off: say so (the run is INCONCLUSIVE)."""
+        pid = getattr(self, "_blackhole_pid", None)
+        if pid is None:
+            return
+        dropped = await asyncio.to_thread(
+            netns.matched_packets, pid, "filter", netns.comment_for(self.id)
+        )
+        self.result["dropped_packets"] = dropped
+        if dropped == 0:
+            self.effect_missing("the DROP rules matched no packet: nothing was cut off")
 
 
 class Loss(_NetnsFault):

@@ -23,7 +23,9 @@ harness left applied are reverted; :func:`sweep_left_faults`) — never with
 A scenario whose verdict is INCONCLUSIVE (evidence was missing) is reported apart from
 FAIL — status ``inconclusive`` / ``I`` / ``INCONCLUSIVE``, JUnit failure message
 ``INCONCLUSIVE: …`` and property ``faultkit_verdict`` — and still fails the run
-(:mod:`faultkit.plugin.status`).
+(:mod:`faultkit.plugin.status`). A scenario whose failures are all accepted findings of
+the node (``accepted_findings`` in the inventory) is ACCEPTED: a pass, shown as ``A`` /
+``ACCEPTED`` with property ``faultkit_verdict=ACCEPTED``.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import pytest
 from faultkit.plugin.settings import Settings, resolve_settings
 from faultkit.plugin.status import (
     DryRunPlan,
+    accepted_lines,
     attach,
     inconclusive_lines,
     record_verdict,
@@ -398,6 +401,7 @@ def experiment(
         run=RunDir.create(runs_dir, name, node.name),
         load_profile=load_profile,
         dry_run=faultkit_settings.dry_run,
+        case=_case_id(request.node),
     )
     request.node.user_properties.append(("faultkit_run_dir", str(exp.run.path)))
     attach(request.node, exp)
@@ -405,6 +409,12 @@ def experiment(
     exp.finalize()
     if exp.run.incident_md.exists():
         request.node.user_properties.append(("faultkit_report", str(exp.run.incident_md)))
+
+
+def _case_id(item: pytest.Item) -> str | None:
+    """``llama`` for ``test_bad_input[llama]``; ``None`` for a test without parameters."""
+    callspec = getattr(item, "callspec", None)
+    return getattr(callspec, "id", None)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -428,7 +438,8 @@ def pytest_runtest_makereport(
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] | None:
-    """INCONCLUSIVE tests get their own status (counted as failures all the same)."""
+    """INCONCLUSIVE tests get their own status (counted as failures all the same);
+    ACCEPTED ones are shown as such (counted as passes)."""
     return verdict_status(report)
 
 
@@ -437,6 +448,11 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if inconclusive:
         terminalreporter.section("faultkit: INCONCLUSIVE (counted as failures)", yellow=True)
         for line in inconclusive_lines(inconclusive):
+            terminalreporter.line(line)
+    accepted = accepted_lines(terminalreporter.getreports("passed"))
+    if accepted:
+        terminalreporter.section("faultkit: ACCEPTED (known findings, counted as passes)")
+        for line in accepted:
             terminalreporter.line(line)
     # faultkit_report is added at fixture teardown, so it is on the teardown reports
     # (category ""), not on the call reports

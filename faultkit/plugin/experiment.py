@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from faultkit.docker import docker_host
@@ -30,6 +31,7 @@ from faultkit.plugin.evidence import container_events
 from faultkit.plugin.status import DryRunPlan
 from faultkit.records import Event, JsonlWriter
 from faultkit.rundir import RunDir
+from slo.accepted import apply_accepted
 from slo.capture import capture, cross_check
 from slo.checks import (
     CheckFn,
@@ -60,6 +62,8 @@ class Experiment:
     run: RunDir
     load_profile: LoadProfile
     dry_run: bool = False
+    #: the test's case id (``llama`` in ``test_bad_input[llama]``), for accepted findings
+    case: str | None = None
     events: list[Event] = field(default_factory=list)
     fault_result: dict[str, Any] = field(default_factory=dict)
     measurement: Measurement | None = None
@@ -310,11 +314,20 @@ class Experiment:
         )
 
     def check(self, checks: Checks | Iterable[CheckFn] | None = None) -> Verdict:
-        """Judge the measurement (default: the node's SLOs) and write verdict.json."""
+        """Judge the measurement (default: the node's SLOs), apply the node's accepted
+        findings (a FAIL made only of accepted failures reads ACCEPTED; ``slo.accepted``)
+        and write verdict.json."""
         if self.measurement is None:
             raise RuntimeError("run a fault before checking (Experiment.run_fault)")
-        self.verdict = judge(
+        judged = judge(
             self.measurement, checks if checks is not None else checks_from_slo(self.slo)
+        )
+        self.verdict = apply_accepted(
+            judged,
+            self.node.accepted_findings,
+            self.scenario,
+            datetime.now(UTC).date(),
+            case=self.case,
         )
         self.run.write_json(self.run.verdict_json, self.verdict.to_json())
         return self.verdict

@@ -10,6 +10,13 @@ its own terminal status: category ``inconclusive`` ("2 inconclusive" in the summ
 letter ``I``, word ``INCONCLUSIVE``. It still counts as a failure for the exit code and
 ``--maxfail`` (``report.outcome`` stays ``"failed"``).
 
+An ACCEPTED verdict (a FAIL made only of the node's accepted findings; ``slo.accepted``)
+counts as a pass — ``Verdict.passed`` is true, so the scenario's ``assert verdict.passed``
+holds — and a passed call report stamped ACCEPTED is shown as category ``passed`` (counted
+among the passes), letter ``A``, word ``ACCEPTED``; the terminal summary lists each with
+its known finding (:func:`accepted_lines`). The plugin never turns a failed report into a
+pass: a test whose body failed for any other reason stays FAILED.
+
 A dry run is reported as a skip: the experiment raises :class:`DryRunPlan` once the plan
 is printed, and the plugin's ``pytest_runtest_call`` wrapper skips the test with it.
 
@@ -27,11 +34,16 @@ import pytest
 if TYPE_CHECKING:
     from slo.verdict import Outcome, Verdict
 
-#: the user property (and JUnit ``<property>``) holding the verdict: PASS | FAIL | INCONCLUSIVE
+#: the user property (and JUnit ``<property>``) holding the verdict:
+#: PASS | FAIL | INCONCLUSIVE | ACCEPTED
 VERDICT_PROPERTY = "faultkit_verdict"
 #: ``pytest_report_teststatus``'s answer for an INCONCLUSIVE test: category, letter, word
 INCONCLUSIVE_STATUS = ("inconclusive", "I", "INCONCLUSIVE")
-_OUTCOMES: frozenset[str] = frozenset({"PASS", "FAIL", "INCONCLUSIVE"})
+#: ... and for an ACCEPTED one (counted among the passes)
+ACCEPTED_STATUS = ("passed", "A", "ACCEPTED")
+_OUTCOMES: frozenset[str] = frozenset({"PASS", "FAIL", "INCONCLUSIVE", "ACCEPTED"})
+#: the user property holding an ACCEPTED verdict's summary (for the terminal summary)
+_ACCEPTED_PROPERTY = "faultkit_accepted"
 
 
 class HasVerdict(Protocol):
@@ -108,13 +120,20 @@ def record_verdict(item: pytest.Item, report: pytest.TestReport) -> None:
     _set_property(report.user_properties, verdict.outcome)
     if verdict.outcome == "INCONCLUSIVE":
         mark_inconclusive(report, verdict.summary())
+    if verdict.outcome == "ACCEPTED":
+        report.user_properties.append((_ACCEPTED_PROPERTY, verdict.summary()))
 
 
 def verdict_status(report: pytest.TestReport) -> tuple[str, str, str] | None:
-    """:data:`INCONCLUSIVE_STATUS` for a failed call report stamped INCONCLUSIVE, else
-    ``None`` (pytest's own status applies)."""
-    if report.when == "call" and report.failed and outcome_of(report) == "INCONCLUSIVE":
+    """:data:`INCONCLUSIVE_STATUS` for a failed call report stamped INCONCLUSIVE,
+    :data:`ACCEPTED_STATUS` for a passed one stamped ACCEPTED, else ``None`` (pytest's
+    own status applies)."""
+    if report.when != "call":
+        return None
+    if report.failed and outcome_of(report) == "INCONCLUSIVE":
         return INCONCLUSIVE_STATUS
+    if report.passed and outcome_of(report) == "ACCEPTED":
+        return ACCEPTED_STATUS
     return None
 
 
@@ -123,6 +142,19 @@ def message_of(report: pytest.TestReport) -> str:
     reprcrash = getattr(report.longrepr, "reprcrash", None)
     text = str(getattr(reprcrash, "message", None) or report.longrepr or "")
     return text.splitlines()[0] if text else ""
+
+
+def accepted_lines(reports: Iterable[pytest.TestReport]) -> list[str]:
+    """``"ACCEPTED <nodeid> - ACCEPTED (known finding: …)"`` for each passed call report
+    stamped ACCEPTED, for the terminal summary."""
+    lines = []
+    for r in reports:
+        if r.when != "call" or not r.passed or outcome_of(r) != "ACCEPTED":
+            continue
+        why = next((str(v) for k, v in reversed(r.user_properties) if k == _ACCEPTED_PROPERTY),
+                   "ACCEPTED")
+        lines.append(f"ACCEPTED {r.nodeid} - {why}")
+    return lines
 
 
 def inconclusive_lines(reports: Iterable[pytest.TestReport]) -> list[str]:

@@ -153,3 +153,26 @@ def test_usage_errors(args: list[str], message: str) -> None:
     result = CliRunner().invoke(cli, ["load", *args])
     assert result.exit_code == 2
     assert message in result.output
+
+
+def test_live_progress_status_line() -> None:
+    from faultkit.commands.load import _live_wanted, progress_status
+    from faultkit.load import LoadProfile
+    from faultkit.records import RequestRecord
+
+    def rec(i: int, status: str, ttft: float | None) -> RequestRecord:
+        first = None if ttft is None else 10.0 + ttft
+        return RequestRecord(id=str(i), node="n", kind="chat", t_invoke=10.0, status=status,
+                             t_end=11.0, t_first_token=first)  # type: ignore[arg-type]
+
+    records = [rec(0, "ok", 0.010), rec(1, "ok", 0.030), rec(2, "fail", None)]
+    assert progress_status(records, 2, 3.0, LoadProfile(requests=50)) == (
+        "3/50 requests  ok 2  failed 1  in flight 2  TTFT p50 20 ms"
+    )
+    by_time = LoadProfile(requests=None, duration_s=60.0)
+    assert progress_status([], 0, 12.5, by_time) == (
+        "0 requests  12 s / 1 min 0 s  ok 0  failed 0  in flight 0  TTFT p50 —"
+    )
+    # under the test runner neither stream is a terminal; --json to stdout never shows it
+    assert _live_wanted(None) is False
+    assert _live_wanted("-") is False

@@ -5,7 +5,6 @@ chaos runs of the run directories as annotations."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -22,31 +21,9 @@ from slo.dashboard import DATASOURCE, RunAnnotation, build_dashboard, chaos_runs
 from slo.rules import SLI_WINDOWS, rule_groups
 from slo.spec import ratio_slos
 from tests.unit.reports_helpers import RUNS
+from tests.unit.slo_helpers import promtool, slo_inventory
 
-INVENTORY = """
-prometheus: {url: http://127.0.0.1:9}
-nodes:
-  - {name: llama, engine: llamacpp, base_url: "http://127.0.0.1:1", model: m,
-     prometheus: {job: llama}}
-  - {name: simv, engine: sim, personality: vllm, base_url: "http://127.0.0.1:2", model: m,
-     prometheus: {job: simv, selector: 'model_name="m"'}, slo: {ttft_s: 1.0, window_days: 7}}
-  - {name: sg, engine: sim, personality: sglang, base_url: "http://127.0.0.1:3", model: m,
-     prometheus: {job: sg}}
-  - {name: dark, engine: vllm, base_url: "http://127.0.0.1:4", model: m}
-"""
-
-
-def promtool() -> str:
-    """Path of promtool. Missing, it fails the test where promtool must be there (CI, where
-    run.sh installs Debian's prometheus package, or FAULTKIT_REQUIRE_PROMTOOL=1) and is
-    skipped, with the reason in pytest's summary, elsewhere."""
-    path = shutil.which("promtool") or "/usr/bin/promtool"
-    if Path(path).exists():
-        return path
-    message = "promtool not installed (Debian: apt-get install prometheus)"
-    if os.environ.get("CI") or os.environ.get("FAULTKIT_REQUIRE_PROMTOOL") == "1":
-        pytest.fail(message + "; it is required here (CI or FAULTKIT_REQUIRE_PROMTOOL=1)")
-    pytest.skip(message)
+INVENTORY = slo_inventory(window_days=7)
 
 
 @pytest.fixture(scope="module")

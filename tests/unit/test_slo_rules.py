@@ -9,8 +9,6 @@ the page burn-rate alert fires on a total outage.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -20,25 +18,15 @@ import yaml
 from faultkit.inventory import parse_inventory
 from slo.profiles import le_matcher
 from slo.rules import render_rules, rule_groups
+from tests.unit.slo_helpers import promtool, slo_inventory
 
-PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
-# run.sh's tests export FAULTKIT_REQUIRE_PROMTOOL=1: there a missing promtool fails, never skips
-needs_promtool = pytest.mark.skipif(
-    not Path(PROMTOOL).exists() and os.environ.get("FAULTKIT_REQUIRE_PROMTOOL") != "1",
-    reason="promtool not installed",
-)
+INVENTORY = slo_inventory()
 
-INVENTORY = """
-prometheus: {url: http://127.0.0.1:9}
-nodes:
-  - {name: llama, engine: llamacpp, base_url: "http://127.0.0.1:1", model: m,
-     prometheus: {job: llama}}
-  - {name: simv, engine: sim, personality: vllm, base_url: "http://127.0.0.1:2", model: m,
-     prometheus: {job: simv, selector: 'model_name="m"'}, slo: {ttft_s: 1.0}}
-  - {name: sg, engine: sim, personality: sglang, base_url: "http://127.0.0.1:3", model: m,
-     prometheus: {job: sg}}
-  - {name: dark, engine: vllm, base_url: "http://127.0.0.1:4", model: m}
-"""
+
+@pytest.fixture
+def promtool_path() -> str:
+    return promtool()
+
 
 
 @pytest.fixture
@@ -48,9 +36,8 @@ def rules_file(tmp_path: Path) -> Path:
     return path
 
 
-@needs_promtool
-def test_promtool_check_rules_passes(rules_file: Path) -> None:
-    result = subprocess.run([PROMTOOL, "check", "rules", str(rules_file)],
+def test_promtool_check_rules_passes(rules_file: Path, promtool_path: str) -> None:
+    result = subprocess.run([promtool_path, "check", "rules", str(rules_file)],
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
@@ -183,12 +170,13 @@ tests:
 """
 
 
-@needs_promtool
-def test_promtool_unit_tests_node_down_bucket_ratio_and_burn(rules_file: Path) -> None:
+def test_promtool_unit_tests_node_down_bucket_ratio_and_burn(
+    rules_file: Path, promtool_path: str
+) -> None:
     for name, text in (("test.yml", UNIT_TEST), ("burn.yml", BURN_TEST)):
         test_file = rules_file.parent / name
         test_file.write_text(text.replace("RULES", rules_file.name))
         yaml.safe_load(test_file.read_text())
-        result = subprocess.run([PROMTOOL, "test", "rules", name], cwd=rules_file.parent,
+        result = subprocess.run([promtool_path, "test", "rules", name], cwd=rules_file.parent,
                                 capture_output=True, text=True, timeout=120, check=False)
         assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,81 @@
+"""A pytest plugin the gate loads into its scenario run (``-p faultkit.commands.gate_feed``).
+
+It appends one JSON line per event to the file named by ``$FAULTKIT_GATE_FEED``, flushed at
+once, so ``faultkit gate`` can show progress while pytest runs: ``{"event": "collected",
+"names": [...]}`` when collection (with ``-m gate``'s deselection) is final, then
+``{"event": "result", "name", "word", "passed", "duration_s"}`` as each scenario finishes.
+
+The word is pytest's own (``pytest_report_teststatus``, so faultkit's INCONCLUSIVE and
+ACCEPTED appear as the terminal shows them): that of the first phase (setup, call,
+teardown) that did not pass, else the call's. Names are JUnit's testcase names, as in
+``gate.json``. This reads pytest's hooks, not its terminal output, so it does not depend on
+verbosity, colour or pytest's output format; JUnit XML stays the gate's source of truth for
+the decision. Without the variable the plugin does nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import IO, Any
+
+import pytest
+
+FEED_ENV = "FAULTKIT_GATE_FEED"
+
+
+class _Feed:
+    def __init__(self, path: str, config: pytest.Config) -> None:
+        self.config = config
+        self.fh: IO[str] = open(path, "a", encoding="utf-8")  # noqa: SIM115 (session-long)
+        self.reports: dict[str, list[pytest.TestReport]] = {}
+
+    def write(self, data: dict[str, Any]) -> None:
+        self.fh.write(json.dumps(data) + "\n")
+        self.fh.flush()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.write({"event": "collected", "names": [item.name for item in session.items]})
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.reports.setdefault(report.nodeid, []).append(report)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        reports = self.reports.pop(nodeid, [])
+        if not reports:
+            return
+        config = self.config
+        chosen = next((r for r in reports if not r.passed), None) or next(
+            (r for r in reports if r.when == "call"), reports[0]
+        )
+        category, _letter, word = config.hook.pytest_report_teststatus(
+            report=chosen, config=config
+        )
+        if isinstance(word, tuple):
+            word = word[0]
+        self.write(
+            {
+                "event": "result",
+                "name": nodeid.rsplit("::", 1)[-1],
+                "word": str(word or category).upper(),
+                "passed": category == "passed",
+                "duration_s": round(sum(r.duration for r in reports), 3),
+            }
+        )
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    path = os.environ.get(FEED_ENV)
+    if path:
+        config.pluginmanager.register(_Feed(path, config), "faultkit-gate-feed")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    feed = config.pluginmanager.get_plugin("faultkit-gate-feed")
+    if isinstance(feed, _Feed):
+        feed.close()
