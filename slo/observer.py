@@ -1,6 +1,6 @@
 """The observer: a background task that watches one node while a scenario runs.
 
-Every ``interval_s`` (≤ 0.5 s) it probes the node's readiness endpoint
+Every ``interval_s`` (≤ 0.5 s, default 0.25 s) it probes the node's readiness endpoint
 (``faultkit.health.probe``) and asks Prometheus for active alerts and the node's raw
 ``up`` samples, and writes a timeline :class:`Event` (source ``observer``) **on changes
 only**:
@@ -24,8 +24,12 @@ prometheus_down    detail — Prometheus unreachable (written once per outage); 
 labels name the node (``node=<name>``) or its job (``job=<job>``) are recorded.
 
 Probes and Prometheus looks run on independent cadences, so a hung Prometheus never
-delays readiness probing; a probe that hangs (a paused node) takes up to
-``probe_timeout_s`` (default 1 s) and is stamped with its send time.
+delays readiness probing. Probes are sent on a fixed cadence whether or not the previous
+ones answered: a probe that hangs (a paused or cut-off node) takes up to
+``probe_timeout_s`` (default 1 s) and is stamped with its send time, but never delays the
+next one, so the moment a node answers again is resolved to ``interval_s`` even after a
+hang (measurement dates an OK probe by its answer). A result older than one already judged
+(a hung probe timing out after a newer probe answered) changes nothing.
 
 The full probe history stays in memory (:attr:`Observer.probes`); on disk the changes are
 enough, since readiness is a step function: measurement reconstructs state intervals from
@@ -63,7 +67,7 @@ class Observer:
         node: Node,
         prometheus: Prometheus | None,
         timeline_writer: EventSink,
-        interval_s: float = 0.5,
+        interval_s: float = 0.25,
         *,
         probe_timeout_s: float = 1.0,
     ) -> None:
@@ -82,6 +86,8 @@ class Observer:
         self._for_s: dict[str, float] = {}
         self._prom_down = False
         self._task: asyncio.Task[None] | None = None
+        self._probes_in_flight: set[asyncio.Task[None]] = set()
+        self._newest_judged = float("-inf")  # send time of the newest probe judged
         self._client: httpx.AsyncClient | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -98,6 +104,9 @@ class Observer:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        for task in list(self._probes_in_flight):
+            task.cancel()
+        await asyncio.gather(*self._probes_in_flight, return_exceptions=True)
         with contextlib.suppress(Exception):
             await self.poll_once()  # a last look at the end of the window
         if self._client is not None:
@@ -105,7 +114,7 @@ class Observer:
 
     async def _run(self) -> None:
         # two independent cadences: a slow or hung Prometheus never delays readiness probes
-        loops = [self._every(self._probe_once)]
+        loops = [self._probe_every()]
         if self.prometheus is not None:
             loops.append(self._every(self._prometheus_once))
         await asyncio.gather(*loops)
@@ -117,6 +126,17 @@ class Observer:
             next_at = max(next_at + self.interval_s, loop.time())
             await asyncio.sleep(next_at - loop.time())
             await step()
+
+    async def _probe_every(self) -> None:
+        """A probe every ``interval_s``, each in its own task: a hung one never delays the next."""
+        loop = asyncio.get_running_loop()
+        next_at = loop.time()
+        while True:
+            next_at = max(next_at + self.interval_s, loop.time())
+            await asyncio.sleep(next_at - loop.time())
+            task = asyncio.create_task(self._probe_once())
+            self._probes_in_flight.add(task)
+            task.add_done_callback(self._probes_in_flight.discard)
 
     # ------------------------------------------------------------------ polling
     async def poll_once(self) -> None:
@@ -138,6 +158,9 @@ class Observer:
 
     def _on_probe(self, result: ProbeResult) -> None:
         self.probes.append(result)
+        if result.t < self._newest_judged:
+            return  # a slower, older probe: a newer one has already told the state
+        self._newest_judged = result.t
         if result.ok != self._health:
             self._health = result.ok
             data = {"ok": result.ok, "status": result.status, "detail": result.detail,

@@ -85,3 +85,39 @@ def test_alert_states_for_this_node_only() -> None:
                      ("alert_resolved", 104.0, 104.0)]
     obs._on_alerts(105.0, [alert("firing", node="n1")])  # matched by the node label too
     assert sink.events[-1].kind == "alert_firing"
+
+
+async def test_a_hung_probe_never_delays_the_next_and_a_stale_answer_changes_nothing() -> None:
+    """The node hangs, then answers again: probes keep their cadence through the hang, and
+    the hung probes timing out after a newer one answered OK do not flip the state back."""
+    hang = asyncio.Event()
+    hang.set()
+
+    async def health(_: web.Request) -> web.Response:
+        if hang.is_set():
+            await asyncio.sleep(1.5)  # longer than the probe timeout
+        return web.Response(status=200, text="ok")
+
+    app = web.Application()
+    app.router.add_get("/health", health)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    sink = Sink()
+    try:
+        async with Observer(node(port), None, sink, interval_s=0.05, probe_timeout_s=0.5) as obs:
+            await asyncio.sleep(0.2)
+            hang.clear()  # answers again; probes sent before still hang until their timeout
+            await asyncio.sleep(0.8)
+    finally:
+        await runner.cleanup()
+    kinds = [e.kind for e in sink.events]
+    assert kinds == ["health_fail", "health_ok"], kinds  # no flip back to fail
+    ok = sink.events[1]
+    sent_during_hang = [p for p in obs.probes if not p.ok]
+    assert len(sent_during_hang) >= 3  # a probe every 0.05 s although each hung 0.5 s
+    # the hung probes timed out *after* the OK one answered, and were ignored
+    assert max(p.t for p in sent_during_hang) < ok.t
