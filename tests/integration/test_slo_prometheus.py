@@ -256,8 +256,8 @@ async def test_outage_measured_against_truth(lab: Lab) -> None:
               f"recovery err {m.t_recovered - t_on:+.3f} s; lost {m.lost_total}")
         assert m.detect_signal == "alert"
         assert m.t_detect == pytest.approx(t_fire_truth, abs=0.5)
-        assert m.detection_by_signal_s["up"] + m.t_inject == pytest.approx(t_up0_truth, abs=0.5)
-        assert 0 <= m.detection_by_signal_s["probe"] + m.t_inject - t_off <= 0.5
+        assert m.detection_by_signal_s["up"] + m.t_effect == pytest.approx(t_up0_truth, abs=0.5)
+        assert 0 <= m.detection_by_signal_s["probe"] + m.t_effect - t_off <= 0.5
         assert 0 < m.detection_s < 3.5  # 1 s scrape + 1 s evaluation + polling
 
         # --- recovery: the node came back at t_on
