@@ -21,7 +21,7 @@ import signal
 import sys
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -349,30 +349,29 @@ async def run_scenarios(
         )
         with progress.step(f"running the gate scenarios (pytest output: {log})") as step:
             state.step = step
-            watcher = asyncio.create_task(_watch_feed(feed, state))
-            try:
+            async with _watching(feed, state):
                 assert proc.stdout is not None
                 with log.open("wb") as sink:
                     async for line in proc.stdout:
                         sink.write(line)
                         step.update(line.decode(errors="replace"))
-                code = await proc.wait()
-            finally:
-                watcher.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await watcher
-            state.read(feed)
-        return code
+                return await proc.wait()
     proc = await asyncio.create_subprocess_exec(*argv, env=env)
+    async with _watching(feed, state):
+        return await proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def _watching(feed: Path, state: _FeedState) -> AsyncIterator[None]:
+    """Follow ``feed`` while the body runs; read what is left of it once the body ends."""
     watcher = asyncio.create_task(_watch_feed(feed, state))
     try:
-        code = await proc.wait()
+        yield
     finally:
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
-    state.read(feed)
-    return code
+        state.read(feed)
 
 
 class _FeedState:
