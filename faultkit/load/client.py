@@ -326,6 +326,12 @@ def classify_exception(exc: BaseException) -> tuple[str, str]:
             return "refused", f"connection refused by {exc.host}:{exc.port}"
         if isinstance(os_err, TimeoutError):
             return "timeout_connect", f"connect to {exc.host}:{exc.port} timed out"
+        if isinstance(os_err, ConnectionResetError | ConnectionAbortedError) or os_err.errno in (
+            errno.ECONNRESET,
+            errno.ECONNABORTED,
+        ):
+            # Accepted by the kernel's backlog of a dying listener, then torn down.
+            return "reset", f"connection reset by {exc.host}:{exc.port} while connecting"
         return "other", f"cannot connect to {exc.host}:{exc.port}: {os_err.strerror or name}"
     if isinstance(exc, aiohttp.ConnectionTimeoutError | aiohttp.ServerTimeoutError):
         return "timeout_connect", f"connect timed out ({name})"

@@ -352,6 +352,8 @@ def test_exhaustion_found_in_errno_less_and_chained_errors() -> None:
         (aiohttp.ClientOSError(errno.ECONNRESET, "Connection reset by peer"), "reset"),
         (ConnectionResetError(errno.ECONNRESET, "reset"), "reset"),
         (aiohttp.ClientConnectorError(_KEY, OSError(errno.ENETUNREACH, "unreachable")), "other"),
+        (aiohttp.ClientConnectorError(_KEY, ConnectionResetError(errno.ECONNRESET, "x")), "reset"),
+        (aiohttp.ClientConnectorError(_KEY, OSError(errno.ECONNABORTED, "aborted")), "reset"),
         (ValueError("nope"), "other"),
     ],
 )  # fmt: skip
