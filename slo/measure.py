@@ -3,13 +3,8 @@
 Pure functions over the run's records; the definitions are docs/definitions.md's, used
 exactly:
 
-- **t_effect** = the moment the fault took effect, from the best evidence on the timeline,
-  in this order: Docker's own event for the container (``docker_die``, ``docker_pause``, …,
-  as the fault's ``inject_start`` declares in ``data["effect"]``), the moment the fault
-  confirmed its mechanism in place (``effect``), and only then the harness's call (``act``,
-  else ``inject_start``). Faults whose injection spans the outage (rollout, stop, restart,
-  node restart, memory squeeze, floods) take effect at their first disruptive act.
-  ``effect_evidence`` and ``effect_detail`` say which evidence fixed it.
+- **t_effect** = the moment the fault took effect, from the best evidence on the timeline
+  (:mod:`slo.effect`, which says which evidence fixed it).
 - **Detection time** = t_detect − t_effect, where t_detect is the first moment *monitoring*
   shows the fault: an alert for the node entering ``firing`` (primary), else ``up == 0``
   first seen — the moment Prometheus recorded (the alert's ``activeAt + for``, the scrape
@@ -48,12 +43,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from faultkit.events import DOCKER_PREFIX, EventKind, docker_kind
+from faultkit.events import EventKind
 from faultkit.load.stats import e2e_s, percentile, tpot_s, ttft_s
 from faultkit.records import CLIENT_SIDE, Event, RequestRecord, is_clean_rejection
+from slo.effect import Effect, MeasurementInputError, effect_of, fault_events, fault_time
 from slo.types import DetectSignal, Measurement, WindowSLIs
 
 #: events on the observer's readiness track
@@ -64,9 +59,18 @@ _CLIENT_EXHAUSTION = CLIENT_SIDE - {"shed_client"}
 #: failures that say nothing about the node's health (they never break a recovery stretch)
 _NOT_ABOUT_THE_NODE = CLIENT_SIDE | {"cancelled"}
 
-
-class MeasurementInputError(ValueError):
-    """The timeline lacks what measurement needs (e.g. no ``inject_start`` event)."""
+__all__ = [
+    "MeasurementInputError",  # re-exported: raised by measure() and effect_of()
+    "arrival",
+    "detect",
+    "effect_of",
+    "evidence_gaps",
+    "measure",
+    "readiness_ok_since",
+    "recovered_at",
+    "user_ttft",
+    "window_slis",
+]
 
 
 # --------------------------------------------------------------------------- helpers
@@ -82,16 +86,6 @@ def user_ttft(r: RequestRecord) -> float | None:
     return None if r.t_first_token is None else r.t_first_token - arrival(r)
 
 
-def _fault_events(timeline: Sequence[Event], node: str, kind: str) -> list[Event]:
-    return sorted((e for e in timeline if e.source == "fault" and e.kind == kind
-                   and e.node in (None, node)), key=lambda e: e.t)
-
-
-def _fault_time(timeline: Sequence[Event], node: str, kind: str) -> float | None:
-    events = _fault_events(timeline, node, kind)
-    return events[0].t if events else None
-
-
 def _state_time(event: Event) -> float:
     """When the monitoring system itself recorded the change this event reports."""
     for key in ("t_state", "t_sample"):
@@ -99,68 +93,6 @@ def _state_time(event: Event) -> float:
         if isinstance(value, int | float):
             return float(value)
     return event.t
-
-
-# --------------------------------------------------------------------------- t_effect
-
-
-@dataclass(frozen=True, slots=True)
-class Effect:
-    """When the fault took effect, from which evidence, and what evidence is missing."""
-
-    t: float
-    evidence: str  # docker_event | mechanism | act | call
-    detail: str
-    gaps: tuple[str, ...] = ()
-
-
-def effect_of(timeline: Sequence[Event], node: str) -> Effect:
-    """t_effect of the first fault injected on ``node`` (module docstring, definition)."""
-    starts = _fault_events(timeline, node, EventKind.INJECT_START)
-    if not starts:
-        raise MeasurementInputError(
-            f"no 'inject_start' fault event for node {node!r} in the timeline: "
-            "was the fault run inside the observation window?"
-        )
-    start = starts[0]
-    spec: dict[str, Any] = start.data.get("effect") or {}
-    kind = str(start.data.get("fault") or "fault")
-    acts = [e for e in _fault_events(timeline, node, EventKind.ACT) if e.t >= start.t]
-    t_act = acts[0].t if acts else None
-    gaps = [f"the fault did not take effect: {e.data.get('why')}"
-            for e in _fault_events(timeline, node, EventKind.NO_EFFECT)]
-    actions = [str(a) for a in spec.get("docker_actions") or ()]
-    docker = sorted(
-        (e for e in timeline if e.node == node and e.kind in {docker_kind(a) for a in actions}
-         and e.t >= start.t),
-        key=lambda e: e.t,
-    )
-    mechanism = [e for e in _fault_events(timeline, node, EventKind.EFFECT) if e.t >= start.t]
-    required = str(spec.get("required") or "")
-    if required == "docker" and not docker:
-        gaps.append(f"no evidence that the fault took effect: Docker recorded no "
-                    f"{' / '.join(repr(a) for a in actions)} event for the node's container "
-                    f"after {kind} was injected")
-    if required == "mechanism" and not mechanism:
-        gaps.append(f"no evidence that the fault took effect: {kind} never confirmed its "
-                    "mechanism in place")
-    if spec.get("spans_outage"):
-        t = t_act if t_act is not None else start.t
-        what = acts[0].data.get("what") if acts else "inject() called"
-        return Effect(t, "act", f"first disruptive act: {what}", tuple(gaps))
-    if docker:
-        first = docker[0]
-        detail = f"Docker '{first.kind.removeprefix(DOCKER_PREFIX)}' event"
-        if "exit_code" in first.data:
-            detail += f" (exit code {first.data['exit_code']})"
-        return Effect(first.t, "docker_event", detail, tuple(gaps))
-    if mechanism:
-        return Effect(mechanism[0].t, "mechanism", str(mechanism[0].data.get("what") or
-                                                       "mechanism in place"), tuple(gaps))
-    if t_act is not None:
-        return Effect(t_act, "call", f"the harness's call: {acts[0].data.get('what')}",
-                      tuple(gaps))
-    return Effect(start.t, "call", "inject() called (no better evidence)", tuple(gaps))
 
 
 # --------------------------------------------------------------------------- detection
@@ -367,7 +299,7 @@ def measure(
     requests = [r for r in ledger if r.node == node and r.kind != "probe"]
     effect = effect_of(timeline, node)
     t_effect = effect.t
-    t_revert = _fault_time(timeline, node, EventKind.REVERT_END)
+    t_revert = fault_time(timeline, node, EventKind.REVERT_END)
     times = [r.t_end for r in requests] + [e.t for e in timeline]
     end = t_window_end if t_window_end is not None else max(times, default=t_effect)
     requests = [r for r in requests if arrival(r) <= end]
@@ -388,7 +320,7 @@ def measure(
         span = end - t_effect
         notes.append(f"not recovered by the end of the window ({span:.1f} s after t_effect)")
     intervened = [f"{e.data.get('action')}: {e.data.get('why')}"
-                  for e in _fault_events(timeline, node, EventKind.HARNESS_INTERVENED)]
+                  for e in fault_events(timeline, node, EventKind.HARNESS_INTERVENED)]
 
     loss_end = t_recovered if t_recovered is not None else end
     in_flight = [r for r in requests if r.t_invoke < t_effect < r.t_end]
