@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from faultkit.errors import DockerError, FaultError
-from faultkit.faults.base import Param, ParamSpec
+from faultkit.faults.params import Param, ParamSpec
 from faultkit.faults.process import READY_TIMEOUT, _ReadyMixin
 
 _PRESSURE_FILE = "/dev/shm/.faultkit-memory-squeeze"

@@ -33,7 +33,8 @@ from urllib.parse import urlsplit
 
 from faultkit import netns
 from faultkit.errors import FaultError, FaultUnsupported
-from faultkit.faults.base import Fault, Param, ParamSpec
+from faultkit.faults.base import Fault
+from faultkit.faults.params import Param, ParamSpec
 from faultkit.proxy import DelayProxy
 
 #: tc rates (``1mbit``, ``500kbit``, ``10mbps``) and sizes (``32kbit``, ``64kb``, ``1500``),

@@ -33,7 +33,8 @@ from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixe
 
 from faultkit.errors import FaultRefused, NodeNotReady
 from faultkit.events import EventKind
-from faultkit.faults.base import Fault, Param, ParamSpec
+from faultkit.faults.base import Fault
+from faultkit.faults.params import Param, ParamSpec
 from faultkit.first_token import probe_first_token
 from faultkit.health import wait_ready
 from faultkit.inventory import Inventory, Node

@@ -25,7 +25,8 @@ import contextlib
 from typing import Any, ClassVar
 
 from faultkit.errors import DockerError
-from faultkit.faults.base import Fault, Param, ParamSpec
+from faultkit.faults.base import Fault
+from faultkit.faults.params import Param, ParamSpec
 from faultkit.load.generator import LoadGenerator, LoadResult
 from faultkit.load.profile import MAX_RATE_RPS, LoadProfile, Target
 

@@ -46,7 +46,8 @@ from faultkit.docker import ContainerSpec, spec_to_json
 from faultkit.errors import FaultError, FaultParamError, NodeNotReady
 from faultkit.events import EventKind
 from faultkit.faults import undo
-from faultkit.faults.base import Fault, Param, ParamSpec
+from faultkit.faults.base import Fault
+from faultkit.faults.params import Param, ParamSpec
 from faultkit.health import probe, wait_ready
 from faultkit.inventory import ServingConfig
 

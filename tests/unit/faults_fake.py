@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from faultkit.faults import undo
-from faultkit.faults.base import Fault, ParamSpec
+from faultkit.faults.base import Fault
+from faultkit.faults.params import ParamSpec
 from faultkit.inventory import Node
 
 #: the fake system the fake fault breaks: key → value; "ok" means healthy

@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 from faultkit.cli import cli
 from faultkit.errors import FaultParamError
 from faultkit.faults import make_fault
-from faultkit.faults.base import Param, check_param
+from faultkit.faults.params import Param, check_param
 from faultkit.inventory import Inventory, Node
 from faultkit.load.profile import MAX_RATE_RPS, LoadProfile
 
