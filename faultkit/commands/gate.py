@@ -14,22 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import difflib
 import json
 import os
 import signal
 import sys
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import click
-import yaml
 
+from faultkit.commands.gate_decision import config_diff, decide, read_junit
 from faultkit.commands.input import inventory_option
 from faultkit.errors import FaultkitError
 from faultkit.faults import make_fault
@@ -38,7 +35,6 @@ from faultkit.inventory import Inventory, Node, load_inventory
 from faultkit.progress import Progress
 from faultkit.records import Event, JsonlWriter
 from faultkit.rundir import RunDir
-from slo.verdict import Verdict
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO_ROOT / "scenarios"
@@ -46,190 +42,6 @@ SCENARIOS = REPO_ROOT / "scenarios"
 
 def _say(message: str) -> None:
     click.echo(f"[gate {time.strftime('%H:%M:%S')}] {message}", err=True)
-
-
-#: a gate scenario's result: its verdict, or SKIPPED (did not run: no evidence at all)
-ScenarioResult = Literal["PASS", "FAIL", "INCONCLUSIVE", "SKIPPED", "ACCEPTED"]
-#: the one-line lead of each non-passing result, before its reasons
-_LEADS: dict[str, str] = {
-    "ACCEPTED": "ACCEPTED — ",
-    "FAIL": "FAIL — ",
-    "INCONCLUSIVE": "INCONCLUSIVE — missing evidence: ",
-    "SKIPPED": "SKIPPED — not run: ",
-}
-
-
-@dataclass(frozen=True)
-class ScenarioOutcome:
-    """One gate scenario: its result and why (failed checks, missing evidence, skip reason)."""
-
-    name: str
-    outcome: ScenarioResult
-    why: str
-    run_dir: str | None
-    detection_s: float | None = None
-    recovery_s: float | None = None
-    lost: int | None = None
-
-    @property
-    def passed(self) -> bool:
-        """PASS or ACCEPTED (accepted findings count as a pass)."""
-        return self.outcome in ("PASS", "ACCEPTED")
-
-    def line(self) -> str:
-        """``"<name>: PASS"``, ``"<name>: ACCEPTED — <check>: <why> (accepted: <reason>,
-        until <date>)"``, ``"<name>: FAIL — <why>"``, ``"<name>: INCONCLUSIVE — missing
-        evidence: <why>"`` or ``"<name>: SKIPPED — not run: <why>"``."""
-        if self.outcome == "PASS":
-            return f"{self.name}: PASS"
-        return f"{self.name}: {_LEADS[self.outcome]}{self.why}"
-
-    def to_json(self) -> dict[str, Any]:
-        """The gate.json entry: the fields plus ``passed`` and ``line``."""
-        return {**asdict(self), "passed": self.passed, "line": self.line()}
-
-
-@dataclass(frozen=True)
-class GateDecision:
-    """What the gate decided, why, and one line per scenario that did not pass."""
-
-    decision: Literal["pass", "fail"]
-    why: str
-    not_passed: tuple[str, ...] = ()
-    #: one line per ACCEPTED scenario (it did not fail the gate)
-    accepted: tuple[str, ...] = ()
-
-
-def decide(outcomes: Sequence[ScenarioOutcome], pytest_exit: int, config: str) -> GateDecision:
-    """The gate's decision from its scenarios' outcomes and pytest's exit code.
-
-    Pass only if pytest ran cleanly (exit 0), at least one scenario ran and every scenario
-    is PASS or ACCEPTED. FAIL, INCONCLUSIVE and SKIPPED scenarios each fail the gate and are
-    listed on their own line (:meth:`ScenarioOutcome.line`); so does pytest exiting with a
-    failure no scenario accounts for (an error outside the scenarios). ACCEPTED scenarios
-    (known findings of the node, unexpired) do not fail it; they are listed in ``accepted``
-    and counted in ``why``.
-    """
-    not_passed = tuple(o.line() for o in outcomes if not o.passed)
-    accepted = tuple(o.line() for o in outcomes if o.outcome == "ACCEPTED")
-    if pytest_exit not in (0, 1) or not outcomes:
-        why = f"the gate scenarios did not run cleanly (pytest exit {pytest_exit})"
-        return GateDecision("fail", why, not_passed, accepted)
-    if not_passed:
-        counts = ", ".join(
-            f"{n} {kind}"
-            for kind in ("FAIL", "INCONCLUSIVE", "SKIPPED")
-            if (n := sum(o.outcome == kind for o in outcomes))
-        )
-        why = f"{counts} of {len(outcomes)} gate scenarios: " + "; ".join(not_passed)
-        return GateDecision("fail", why[:800], not_passed, accepted)
-    if pytest_exit != 0:
-        why = (f"pytest exited {pytest_exit} although all {len(outcomes)} scenarios passed "
-               "(an error outside the scenarios; see junit.xml)")
-        return GateDecision("fail", why, (), accepted)
-    why = f"all {len(outcomes)} gate scenarios passed on {config}"
-    if accepted:
-        why += f" ({len(accepted)} ACCEPTED: known findings of the node)"
-    return GateDecision("pass", why, (), accepted)
-
-
-def config_diff(inventory: Inventory, current: str | None, candidate: str) -> list[str]:
-    """Unified diff of the two serving configs as YAML, secrets redacted.
-
-    It goes into gate.json and gate.md, so secret-named env values, secret flags' arguments
-    in ``command`` and the inventory's known secret values are ``[REDACTED]``
-    (:func:`reports.text.redact_data`); a changed secret shows as an unchanged line.
-    """
-    from reports.text import known_secrets, redact_data
-
-    secrets = known_secrets(inventory)
-
-    def dump(name: str | None) -> list[str]:
-        if name is None:
-            return ["(unknown)\n"]
-        config = inventory.serving_config(name).model_dump(mode="json", exclude_defaults=True)
-        safe = redact_data(config, secrets)
-        return yaml.safe_dump(safe, sort_keys=True, width=100).splitlines(keepends=True)
-
-    return [
-        line.rstrip("\n")
-        for line in difflib.unified_diff(
-            dump(current), dump(candidate), fromfile=current or "current", tofile=candidate
-        )
-    ]
-
-
-def read_junit(path: Path) -> list[ScenarioOutcome]:
-    """Scenario outcomes from pytest's JUnit XML (verdicts and run dirs from its properties;
-    reasons from each run's verdict.json when there is one, else from the XML)."""
-    if not path.exists():
-        return []
-    outcomes = []
-    for case in ET.parse(path).getroot().iter("testcase"):
-        props = {p.get("name"): p.get("value") for p in case.iter("property")}
-        run_dir = props.get("faultkit_run_dir")
-        outcome, why = _case_result(case, props.get("faultkit_verdict"))
-        verdict = _verdict(Path(run_dir)) if run_dir else None
-        if verdict is not None and outcome == "FAIL" and verdict.outcome == "INCONCLUSIVE":
-            outcome = "INCONCLUSIVE"  # a run from before the plugin stamped its verdict
-        if outcome == "PASS" and props.get("faultkit_verdict") == "ACCEPTED":
-            outcome, why = "ACCEPTED", "accepted known finding (no verdict.json)"
-        if verdict is not None and outcome in ("FAIL", "INCONCLUSIVE", "ACCEPTED"):
-            why = _reasons(verdict, outcome) or why
-        figures = _figures(Path(run_dir)) if run_dir and outcome != "SKIPPED" else {}
-        outcomes.append(
-            ScenarioOutcome(
-                name=case.get("name", "?"), outcome=outcome, why=why, run_dir=run_dir, **figures
-            )
-        )
-    return outcomes
-
-
-def _case_result(case: ET.Element, verdict: str | None) -> tuple[ScenarioResult, str]:
-    """A JUnit testcase's result and the first line of its message."""
-    for tag, default in (("skipped", "skipped"), ("failure", "failed"), ("error", "error")):
-        element = case.find(tag)
-        if element is None:
-            continue
-        message = (element.get("message") or default).splitlines()[0][:300]
-        if tag == "skipped":
-            return "SKIPPED", message
-        if verdict == "INCONCLUSIVE" or message.startswith("INCONCLUSIVE:"):
-            return "INCONCLUSIVE", message.removeprefix("INCONCLUSIVE:").strip().removeprefix(
-                "missing evidence:"
-            ).strip()
-        return "FAIL", message
-    return "PASS", "all checks passed"
-
-
-def _verdict(run_dir: Path) -> Verdict | None:
-    """The run's verdict.json; ``None`` if absent or unreadable (the XML's message stands)."""
-    try:
-        data = RunDir(run_dir).read_json(run_dir / "verdict.json", None)
-        return Verdict.from_json(data) if isinstance(data, dict) else None
-    except (OSError, TypeError, ValueError):
-        return None
-
-
-def _reasons(verdict: Verdict, outcome: ScenarioResult) -> str:
-    """The verdict's own reasons: failed checks for FAIL; missing evidence (then any failed
-    checks) for INCONCLUSIVE; the accepted failures with their findings for ACCEPTED."""
-    failed = "; ".join(f"{c.name}: {c.why}" for c in verdict.failures)
-    if outcome == "ACCEPTED":
-        return "; ".join(verdict.accepted_lines())
-    if outcome == "FAIL":
-        return failed
-    missing = "; ".join(verdict.missing_evidence)
-    return missing + (f" (also failed: {failed})" if failed and missing else "")
-
-
-def _figures(run_dir: Path) -> dict[str, Any]:
-    data = RunDir(run_dir).read_json(run_dir / "measurement.json", {}) or {}
-    return {
-        "detection_s": data.get("detection_s"),
-        "recovery_s": data.get("recovery_s"),
-        "lost": data.get("lost_total"),
-    }
 
 
 async def _run_gate(

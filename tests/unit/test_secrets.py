@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from faultkit.commands.gate import config_diff
+from faultkit.commands.gate_decision import config_diff
 from faultkit.inventory import Inventory, Node, ServingConfig
 from faultkit.load.profile import LoadProfile
 from faultkit.plugin.experiment import Experiment
