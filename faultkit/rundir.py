@@ -30,6 +30,23 @@ from faultkit.records import Event, JsonlWriter, RequestRecord, read_ledger, rea
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
+# The one home of every file name in a run directory and a gate directory (docs/run-directory.md).
+RUN_JSON = "run.json"
+TIMELINE_JSONL = "timeline.jsonl"
+LEDGER_JSONL = "ledger.jsonl"
+PROMETHEUS_JSON = "prometheus.json"
+CONTAINER_JSON = "container.json"
+MEASUREMENT_JSON = "measurement.json"
+VERDICT_JSON = "verdict.json"
+INCIDENT_MD = "incident.md"
+TIMELINE_PNG = "timeline.png"
+GATE_JSON = "gate.json"
+GATE_MD = "gate.md"
+JUNIT_XML = "junit.xml"
+FEED_JSONL = "feed.jsonl"
+PYTEST_LOG = "pytest.log"
+BUDGET_MD = "budget.md"
+
 
 @dataclass(frozen=True)
 class RunDir:
@@ -50,35 +67,39 @@ class RunDir:
     # file paths ------------------------------------------------------------------
     @property
     def run_json(self) -> Path:
-        return self.path / "run.json"
+        return self.path / RUN_JSON
 
     @property
     def timeline_jsonl(self) -> Path:
-        return self.path / "timeline.jsonl"
+        return self.path / TIMELINE_JSONL
 
     @property
     def ledger_jsonl(self) -> Path:
-        return self.path / "ledger.jsonl"
+        return self.path / LEDGER_JSONL
 
     @property
     def prometheus_json(self) -> Path:
-        return self.path / "prometheus.json"
+        return self.path / PROMETHEUS_JSON
 
     @property
     def container_json(self) -> Path:
-        return self.path / "container.json"
+        return self.path / CONTAINER_JSON
 
     @property
     def measurement_json(self) -> Path:
-        return self.path / "measurement.json"
+        return self.path / MEASUREMENT_JSON
 
     @property
     def verdict_json(self) -> Path:
-        return self.path / "verdict.json"
+        return self.path / VERDICT_JSON
 
     @property
     def incident_md(self) -> Path:
-        return self.path / "incident.md"
+        return self.path / INCIDENT_MD
+
+    @property
+    def timeline_png(self) -> Path:
+        return self.path / TIMELINE_PNG
 
     # writers ----------------------------------------------------------------------
     def timeline_writer(self) -> JsonlWriter:
@@ -105,3 +126,37 @@ class RunDir:
     def run_info(self) -> dict[str, Any]:
         info = self.read_json(self.run_json, {})
         return info if isinstance(info, dict) else {}
+
+
+@dataclass(frozen=True)
+class GateDir:
+    """Paths of one ``faultkit gate`` output directory (docs/run-directory.md, "The gate")."""
+
+    path: Path
+
+    @property
+    def gate_json(self) -> Path:
+        return self.path / GATE_JSON
+
+    @property
+    def gate_md(self) -> Path:
+        return self.path / GATE_MD
+
+    @property
+    def junit_xml(self) -> Path:
+        return self.path / JUNIT_XML
+
+    @property
+    def feed_jsonl(self) -> Path:
+        """Live feed of scenario results the gate follows while pytest runs."""
+        return self.path / FEED_JSONL
+
+    @property
+    def pytest_log(self) -> Path:
+        """pytest's output when the gate shows its live list on a terminal instead."""
+        return self.path / PYTEST_LOG
+
+    @property
+    def timeline_jsonl(self) -> Path:
+        """The gate's own timeline (rollout, rollback)."""
+        return self.path / TIMELINE_JSONL

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from faultkit.rundir import MEASUREMENT_JSON, RUN_JSON
 from reports.load import RunData
 from slo.types import Measurement
 
@@ -104,7 +105,7 @@ def _na(label: str, m: Measurement) -> Figure:
         NOT_APPLICABLE,
         (
             Source(
-                "measurement.json",
+                MEASUREMENT_JSON,
                 ("t_detect", "lost_total"),
                 f"(no outage expected, none seen: nothing detected, {m.lost_total} lost)",
             ),
@@ -123,7 +124,7 @@ def budget_figure(data: RunData) -> Figure:
     m = data.measurement
     label = "SLO budget spent"
     if m is None:
-        return Figure(label, NOT_CAPTURED, (Source("measurement.json", (), "missing"),))
+        return Figure(label, NOT_CAPTURED, (Source(MEASUREMENT_JSON, (), "missing"),))
     slo = _slo(data)
     availability = slo.get("availability")
     expected = data.run.get("slo_window_requests")
@@ -139,8 +140,8 @@ def budget_figure(data: RunData) -> Figure:
             f"{m.lost_total} / ((1 − {availability}) × {num(expected)}) = "
             f"{pct(m.lost_total / budget)}",
             (
-                Source("measurement.json", ("lost_total",)),
-                Source("run.json", ("slo.availability", "slo_window_requests")),
+                Source(MEASUREMENT_JSON, ("lost_total",)),
+                Source(RUN_JSON, ("slo.availability", "slo_window_requests")),
             ),
             derived=True,
         )
@@ -150,7 +151,7 @@ def budget_figure(data: RunData) -> Figure:
             f"{m.lost_total} / {m.requests_total} = {pct(m.lost_total / m.requests_total)}",
             (
                 Source(
-                    "measurement.json",
+                    MEASUREMENT_JSON,
                     ("lost_total", "requests_total"),
                     "(SLO budget not computable: run.json has no slo_window_requests)",
                 ),
@@ -158,7 +159,7 @@ def budget_figure(data: RunData) -> Figure:
             derived=True,
         )
     return Figure(
-        label, "not computable (no requests recorded)", (Source("measurement.json", ()),)
+        label, "not computable (no requests recorded)", (Source(MEASUREMENT_JSON, ()),)
     )
 
 
@@ -169,12 +170,12 @@ def _detection(m: Measurement) -> Figure:
         return Figure(
             label,
             f"{num(m.detection_s, 2)} s via {m.detect_signal}{detail}",
-            (Source("measurement.json", ("detection_s", "detect_signal", "detect_detail")),),
+            (Source(MEASUREMENT_JSON, ("detection_s", "detect_signal", "detect_detail")),),
         )
     return Figure(
         label,
         "not detected within the observation window",
-        (Source("measurement.json", ("t_detect",), "= null"),),
+        (Source(MEASUREMENT_JSON, ("t_detect",), "= null"),),
     )
 
 
@@ -187,7 +188,7 @@ def _signals(m: Measurement) -> Figure | None:
     return Figure(
         "Monitoring signals, first seen",
         ", ".join(f"{k} {num(v, 2)} s" for k, v in sorted(by_signal.items())),
-        (Source("measurement.json", ("detection_by_signal_s",)),),
+        (Source(MEASUREMENT_JSON, ("detection_by_signal_s",)),),
     )
 
 
@@ -197,12 +198,12 @@ def _probe(m: Measurement) -> Figure:
     value = probe_s(m)
     if value is None:
         return Figure(
-            label, "no probe failed", (Source("measurement.json", ("probe_detection_s",)),)
+            label, "no probe failed", (Source(MEASUREMENT_JSON, ("probe_detection_s",)),)
         )
     return Figure(
         label,
         f"first failed probe {num(value, 2)} s after the fault took effect",
-        (Source("measurement.json", (field,)),),
+        (Source(MEASUREMENT_JSON, (field,)),),
     )
 
 
@@ -212,26 +213,26 @@ def _recovery(m: Measurement) -> Figure:
         return Figure(
             label,
             f"{num(m.recovery_s, 2)} s after the fault took effect",
-            (Source("measurement.json", ("recovery_s",)),),
+            (Source(MEASUREMENT_JSON, ("recovery_s",)),),
         )
     return Figure(
         label,
         "not recovered by the end of the observation window",
-        (Source("measurement.json", ("t_recovered",), "= null"),),
+        (Source(MEASUREMENT_JSON, ("t_recovered",), "= null"),),
     )
 
 
 def _recovery_after_revert(m: Measurement) -> Figure:
     label = "Recovery relative to the revert"
     after = m.recovery_after_revert_s
-    sources = (Source("measurement.json", ("recovery_after_revert_s",)),)
+    sources = (Source(MEASUREMENT_JSON, ("recovery_after_revert_s",)),)
     if after is not None:
         if after < 0:
             return Figure(label, f"recovered {num(-after, 2)} s before the revert ended", sources)
         return Figure(label, f"{num(after, 2)} s after the revert ended", sources)
     if m.t_revert is None:
         return Figure(
-            label, "fault not reverted", (Source("measurement.json", ("t_revert",), "= null"),)
+            label, "fault not reverted", (Source(MEASUREMENT_JSON, ("t_revert",), "= null"),)
         )
     return Figure(label, "not recovered", sources)
 
@@ -242,20 +243,20 @@ def _impact(data: RunData, m: Measurement) -> list[Figure]:
     objective = f"first token more than {num(ttft)} s after arrival" if _is_num(ttft) else (
         "first token slower than the TTFT objective"
     )
-    slow_sources = (Source("measurement.json", ("slow_total",)),) + (
-        (Source("run.json", ("slo.ttft_s",)),) if _is_num(ttft) else ()
+    slow_sources = (Source(MEASUREMENT_JSON, ("slow_total",)),) + (
+        (Source(RUN_JSON, ("slo.ttft_s",)),) if _is_num(ttft) else ()
     )
     consistent = m.affected_total >= m.lost_total + m.slow_total
     return [
         Figure(
             "Lost requests",
             f"{m.lost_total} ({by_class})",
-            (Source("measurement.json", ("lost_total", "lost_by_class")),),
+            (Source(MEASUREMENT_JSON, ("lost_total", "lost_by_class")),),
         ),
         Figure(
             "Clean rejections (counted in lost)",
             str(m.clean_rejections),
-            (Source("measurement.json", ("clean_rejections",)),),
+            (Source(MEASUREMENT_JSON, ("clean_rejections",)),),
         ),
         Figure(
             "Slow requests (succeeded, too slow for users)",
@@ -267,17 +268,17 @@ def _impact(data: RunData, m: Measurement) -> list[Figure]:
             f"{m.affected_total} ({m.lost_total} lost + {m.slow_total} slow)"
             if consistent
             else "not recorded (this measurement.json predates affected_total)",
-            (Source("measurement.json", ("affected_total", "lost_total", "slow_total")),),
+            (Source(MEASUREMENT_JSON, ("affected_total", "lost_total", "slow_total")),),
         ),
         Figure(
             "In flight when the fault took effect",
             str(m.in_flight_at_effect),
-            (Source("measurement.json", ("in_flight_at_effect",)),),
+            (Source(MEASUREMENT_JSON, ("in_flight_at_effect",)),),
         ),
         Figure(
             "Requests in the run",
             str(m.requests_total),
-            (Source("measurement.json", ("requests_total",)),),
+            (Source(MEASUREMENT_JSON, ("requests_total",)),),
         ),
     ]
 
@@ -287,7 +288,7 @@ def key_figures(data: RunData, kind: str | None = None) -> list[Figure]:
     whether detection and recovery apply, see :func:`no_outage`)."""
     m = data.measurement
     if m is None:
-        missing = Source("measurement.json", (), "missing or unreadable")
+        missing = Source(MEASUREMENT_JSON, (), "missing or unreadable")
         return [Figure("Measurement", NOT_CAPTURED, (missing,))]
     figs: list[Figure] = []
     quiet = no_outage(kind, m)

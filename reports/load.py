@@ -21,19 +21,29 @@ from typing import Any, TypeVar
 
 from faultkit.events import EventKind
 from faultkit.records import Event, RequestRecord, iter_jsonl
-from faultkit.rundir import RunDir
+from faultkit.rundir import (
+    CONTAINER_JSON,
+    GATE_JSON,
+    LEDGER_JSONL,
+    MEASUREMENT_JSON,
+    PROMETHEUS_JSON,
+    RUN_JSON,
+    TIMELINE_JSONL,
+    VERDICT_JSON,
+    RunDir,
+)
 from reports.errors import NotARunDirectory
 from slo.types import Measurement, Verdict
 
 #: files whose presence makes a directory a run directory (any one suffices)
 RUN_FILES: tuple[str, ...] = (
-    "run.json",
-    "timeline.jsonl",
-    "ledger.jsonl",
-    "prometheus.json",
-    "container.json",
-    "measurement.json",
-    "verdict.json",
+    RUN_JSON,
+    TIMELINE_JSONL,
+    LEDGER_JSONL,
+    PROMETHEUS_JSON,
+    CONTAINER_JSON,
+    MEASUREMENT_JSON,
+    VERDICT_JSON,
 )
 
 
@@ -216,7 +226,7 @@ def load_run_summary(path: Path) -> RunData:
 
 
 #: the file ``faultkit gate`` writes last into a gate directory
-GATE_FILE = "gate.json"
+GATE_FILE = GATE_JSON
 
 
 @dataclass

@@ -19,6 +19,7 @@ from typing import Any
 import jinja2
 
 from faultkit.events import ALERT_PREFIX
+from faultkit.rundir import GATE_JSON, INCIDENT_MD, TIMELINE_JSONL, TIMELINE_PNG
 from reports import markup, text
 from reports.chart import render_chart
 from reports.diagnosis import CONTEXT_RE, GPU_OOM_RE, STARTUP_KV_RE, diagnose, fault_kind
@@ -70,7 +71,7 @@ _ENV.filters.update(
 )
 
 #: files an incident report links to, in this order (the run directory's own files)
-LINKED_FILES = (*RUN_FILES, "timeline.png")
+LINKED_FILES = (*RUN_FILES, TIMELINE_PNG)
 
 CONTAINER_FIELDS = (
     "status",
@@ -260,9 +261,9 @@ def render_incident(run_dir: Path) -> Path:
     holds none of them.
     """
     data = load_run(run_dir)
-    render_chart(data, run_dir / "timeline.png")
+    render_chart(data, run_dir / TIMELINE_PNG)
     md = _ENV.get_template("incident.md.j2").render(**incident_context(data))
-    out = run_dir / "incident.md"
+    out = run_dir / INCIDENT_MD
     out.write_text(md, encoding="utf-8")
     return out
 
@@ -290,7 +291,7 @@ def _scenario_rows(scenarios: list[dict[str, Any]], gate_dir: Path) -> list[dict
     out = []
     for s in scenarios:
         rel = relative_link(s.get("run_dir"), gate_dir, inside="runs")
-        has_report = rel is not None and (gate_dir / rel / "incident.md").exists()
+        has_report = rel is not None and (gate_dir / rel / INCIDENT_MD).exists()
         out.append({**s, "rel": rel, "has_report": has_report})
     return out
 
@@ -315,7 +316,7 @@ def render_gate(data: dict[str, Any], out: Path) -> Path:
         if isinstance(diff, list)
         else str(diff),
         junit=relative_link(data.get("junit_xml"), gate_dir, inside="."),
-        files=[n for n in ("gate.json", "timeline.jsonl") if (gate_dir / n).exists()],
+        files=[n for n in (GATE_JSON, TIMELINE_JSONL) if (gate_dir / n).exists()],
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(md, encoding="utf-8")

@@ -29,6 +29,7 @@ from typing import Any
 
 from faultkit.durations import parse_prometheus_duration
 from faultkit.inventory import Inventory, Node
+from faultkit.rundir import MEASUREMENT_JSON, RUN_JSON
 from slo.profiles import NodeQueries
 from slo.prom import Prometheus
 from slo.rules import BURN_WINDOWS
@@ -109,7 +110,7 @@ def chaos_runs(runs_dir: Path, since: float, until: float) -> list[dict[str, Any
     if not runs_dir.is_dir():
         return out
     for path in sorted(runs_dir.iterdir()):
-        run_json, meas_json = path / "run.json", path / "measurement.json"
+        run_json, meas_json = path / RUN_JSON, path / MEASUREMENT_JSON
         if not path.is_dir() or not (run_json.exists() or meas_json.exists()):
             continue
         try:

@@ -34,7 +34,7 @@ from faultkit.faults.rollout import Rollout
 from faultkit.inventory import Inventory, Node, load_inventory
 from faultkit.progress import Progress
 from faultkit.records import Event, JsonlWriter
-from faultkit.rundir import RunDir
+from faultkit.rundir import GateDir, RunDir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO_ROOT / "scenarios"
@@ -52,7 +52,7 @@ async def _run_gate(
     promote: bool,
     pytest_args: tuple[str, ...],
 ) -> dict[str, Any]:
-    timeline = JsonlWriter(out / "timeline.jsonl")
+    timeline = JsonlWriter(GateDir(out).timeline_jsonl)
 
     def emit(event: Event) -> None:
         timeline.write(event)
@@ -67,7 +67,7 @@ async def _run_gate(
         "scenarios": [],
         "promoted": False,
         "rolled_back": False,
-        "junit_xml": str(out / "junit.xml"),
+        "junit_xml": str(GateDir(out).junit_xml),
         "started_at": time.time(),
     }
     _say(f"rolling {config!r} onto {node.name} ({rollout.describe()})")
@@ -103,7 +103,7 @@ async def _run_gate(
             str(out / "runs"),
             "--serving-config",
             config,
-            f"--junitxml={out / 'junit.xml'}",
+            f"--junitxml={GateDir(out).junit_xml}",
             "-o",
             "junit_family=xunit2",
             "-p",
@@ -111,7 +111,7 @@ async def _run_gate(
             *pytest_args,
         ]
         code = await run_scenarios(argv, out)
-        outcomes = read_junit(out / "junit.xml")
+        outcomes = read_junit(GateDir(out).junit_xml)
         data["scenarios"] = [o.to_json() for o in outcomes]
         decision = decide(outcomes, code, config)
         data.update(
@@ -150,12 +150,12 @@ async def run_scenarios(
     results are plain lines on stderr. Returns pytest's exit code.
     """
     progress = progress or _gate_progress()
-    feed = out / "feed.jsonl"
+    feed = GateDir(out).feed_jsonl
     feed.write_text("")
     env = {**os.environ, "FAULTKIT_GATE_FEED": str(feed)}
     state = _FeedState(progress)
     if progress.live:
-        log = out / "pytest.log"
+        log = GateDir(out).pytest_log
         proc = await asyncio.create_subprocess_exec(
             *argv, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
         )
@@ -289,8 +289,8 @@ def gate(
     except FaultkitError as exc:
         raise click.ClickException(str(exc)) from exc
     data["finished_at"] = time.time()
-    RunDir(out).write_json(out / "gate.json", data)
-    md = render_gate(data, out / "gate.md")
+    RunDir(out).write_json(GateDir(out).gate_json, data)
+    md = render_gate(data, GateDir(out).gate_md)
     verdict = "PASS" if data["decision"] == "pass" else "FAIL"
     _say(f"{verdict}: {data['why']}")
     for line in data.get("not_passed") or ():

@@ -183,7 +183,7 @@ def _case_result(case: ET.Element, verdict: str | None) -> tuple[ScenarioResult,
 def _verdict(run_dir: Path) -> Verdict | None:
     """The run's verdict.json; ``None`` if absent or unreadable (the XML's message stands)."""
     try:
-        data = RunDir(run_dir).read_json(run_dir / "verdict.json", None)
+        data = (rd := RunDir(run_dir)).read_json(rd.verdict_json, None)
         return Verdict.from_json(data) if isinstance(data, dict) else None
     except (OSError, TypeError, ValueError):
         return None
@@ -202,7 +202,7 @@ def _reasons(verdict: Verdict, outcome: ScenarioResult) -> str:
 
 
 def _figures(run_dir: Path) -> dict[str, Any]:
-    data = RunDir(run_dir).read_json(run_dir / "measurement.json", {}) or {}
+    data = (rd := RunDir(run_dir)).read_json(rd.measurement_json, {}) or {}
     return {
         "detection_s": data.get("detection_s"),
         "recovery_s": data.get("recovery_s"),
