@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import json
 import os
 import signal
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
@@ -36,8 +39,21 @@ from faultkit.progress import Progress
 from faultkit.records import Event, JsonlWriter
 from faultkit.rundir import GateDir, RunDir
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SCENARIOS = REPO_ROOT / "scenarios"
+#: the scenarios are async: these hold also where no ini file says so (an installed wheel)
+_ASYNC_INI = ("-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function")
+
+
+def scenarios_dir() -> Path:
+    """Where the installed scenario catalogue is: the ``scenarios`` package (shipped in the
+    wheel; in a source checkout, the checkout's folder) — found without importing it."""
+    spec = importlib.util.find_spec("scenarios")
+    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if not locations:
+        raise click.ClickException(
+            "the scenario catalogue (the 'scenarios' package) is not installed with faultkit: "
+            "reinstall faultkit (pip install faultkit) or run from its source checkout"
+        )
+    return Path(locations[0])
 
 
 def _say(message: str) -> None:
@@ -90,11 +106,12 @@ async def _run_gate(
             sys.executable,
             "-m",
             "pytest",
-            str(SCENARIOS),
+            str(scenarios_dir()),
             "-m",
             "gate",
             "-p",
             "no:cacheprovider",
+            *_ASYNC_INI,
             "--node",
             node.name,
             "--inventory",
@@ -250,6 +267,12 @@ async def _watch_feed(feed: Path, state: _FeedState) -> None:
     show_default=True,
     help="where the gate directory is written",
 )
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="check the inputs and print the plan (config diff, each gate scenario's fault plan); "
+    "roll out nothing, run nothing, write nothing",
+)
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def gate(
     inventory_path: Path,
@@ -257,6 +280,7 @@ def gate(
     config: str,
     promote: bool,
     out_dir: Path,
+    dry_run: bool,
     pytest_args: tuple[str, ...],
 ) -> None:
     """Gate CONFIG on NODE: roll it out, run the `gate` scenarios, pass/fail, roll back.
@@ -274,6 +298,8 @@ def gate(
             f"node {node_name!r} does not allow the rollout fault "
             "(protected, or 'rollout' missing from its faults allowlist)"
         )
+    if dry_run:
+        sys.exit(_dry_run(inventory, node, config, pytest_args))
     swept = sweep(inventory=inventory)
     if swept:
         _say("reverted leftovers of a killed harness: " + "; ".join(swept))
@@ -297,6 +323,22 @@ def gate(
         _say(f"  {line}")
     click.echo(f"gate {verdict} — {config} on {node_name}; report: {md}")
     sys.exit(0 if data["decision"] == "pass" else 1)
+
+
+def _dry_run(inventory: Inventory, node: Node, config: str, pytest_args: tuple[str, ...]) -> int:
+    """Print what the gate would do; the scenarios run under the plugin's ``--dry-run``,
+    which prints each fault plan and acts on nothing. Returns pytest's exit code."""
+    click.echo(f"gate plan (dry run): roll {config!r} onto {node.name} "
+               f"(now {node.serving_config!r}), run the 'gate' scenarios, roll back")
+    for line in config_diff(inventory, node.serving_config, config):
+        click.echo(f"  {line.rstrip()}")
+    click.echo(f"scenarios: {scenarios_dir()}")
+    with tempfile.TemporaryDirectory(prefix="faultkit-gate-dry-run-") as scratch:
+        argv = [sys.executable, "-m", "pytest", str(scenarios_dir()), "-m", "gate", "-p",
+                "no:cacheprovider", "-rs", *_ASYNC_INI, "--node", node.name,
+                "--inventory", str(inventory.source), "--serving-config", config,
+                "--runs-dir", scratch, "--dry-run", *pytest_args]
+        return subprocess.run(argv, check=False).returncode
 
 
 def _raise_interrupt(signum: int, _frame: object) -> None:
