@@ -2,7 +2,7 @@
 # faultkit set-up and entry point. Installs whatever is missing on a fresh Debian 12 machine
 # (system packages via apt, a virtualenv with the project), then:
 #   bash run.sh scenarios [PYTEST_ARGS...]  bring the testbed up, run the scenario suite, list reports
-#   bash run.sh tests [PYTEST_ARGS...]      check the import contracts (lint-imports), then run the
+#   bash run.sh tests [PYTEST_ARGS...]      static checks (ruff, mypy, lint-imports), then run the
 #                                           harness's own tests, incl. the scenario suite's
 #                                           expected verdicts (what CI runs)
 #   bash run.sh setup                       only install
@@ -82,7 +82,9 @@ case "$cmd" in
     ;;
   tests)
     setup
-    say "import contracts: layers, no testbed imports (lint-imports, pyproject.toml)"
+    say "static checks: ruff, mypy --strict (faultkit, slo, reports, testbed), import contracts (pyproject.toml)"
+    "$VENV/bin/ruff" check --no-cache .
+    "$VENV/bin/mypy" --cache-dir=/dev/null
     "$VENV/bin/lint-imports"
     testbed_up
     say "unit, integration and end-to-end tests (e2e runs the whole scenario suite and checks its verdicts)"

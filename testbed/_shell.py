@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
@@ -42,7 +43,7 @@ def stream(
         env=dict(env) if env is not None else None,
         cwd=cwd,
     )
-    assert proc.stdout is not None
+    assert isinstance(proc.stdout, io.BufferedReader)  # bufsize -1: read1 returns what is there
     chunks: list[bytes] = []
     partial = b""
     with proc.stdout:
