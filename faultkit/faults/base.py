@@ -7,15 +7,19 @@ A :class:`Fault` is an async context manager::
 
 Contract:
 
-- ``inject()`` (``__aenter__``) emits ``inject_start``, reads what it needs to undo the
-  fault, writes the journal record (undo steps as data, fsync'd) and only then acts, and
-  emits ``inject_end`` once the fault is in effect. A second ``inject()`` raises
+- ``inject()`` (``__aenter__``) first takes the lock of every node the fault reaches
+  (:mod:`faultkit.faults.locks`: one fault per node at a time; a locked node raises
+  :class:`FaultRefused` naming the holder, and nothing is done), then emits
+  ``inject_start``, reads what it needs to undo the fault, writes the journal record
+  (undo steps as data, fsync'd) and only then acts, and emits ``inject_end`` once the
+  fault is in effect. A second ``inject()`` raises
   :class:`FaultAlreadyActive`. If injecting fails halfway, what was done is reverted and
   the error re-raised.
 - ``revert()`` (``__aexit__``, always: exceptions, test failures, cancellation) emits
   ``revert_start``, runs the undo steps (the same ones the sweep runs after a crash), waits
-  for whatever the fault defines as "back" and emits ``revert_end``. It is idempotent,
-  and a second cancellation while reverting does not abandon the revert.
+  for whatever the fault defines as "back" and emits ``revert_end``; the node locks are
+  released after that. It is idempotent, and a second cancellation while reverting does
+  not abandon the revert.
 - Guards are callables (sync or async) returning a reason string to abort, or None. They
   are checked every ``guard_interval_s`` (1 s) while the fault is applied; the first reason
   ends the injection early: ``guard_tripped`` is emitted, the fault reverts, and
@@ -50,6 +54,7 @@ from faultkit.docker import DockerHost, docker_host
 from faultkit.errors import FaultAlreadyActive, FaultError, FaultParamError, FaultUnsupported
 from faultkit.events import EventKind
 from faultkit.faults import undo
+from faultkit.faults.locks import HeldLocks, NodeLock
 from faultkit.faults.params import Param, ParamSpec, as_param, check_param
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal, JournalRecord
@@ -70,6 +75,9 @@ class Fault:
     - ``_apply()``: act. Steps learned only while acting go through :meth:`add_undo`
       *before* the action they undo.
     - ``_after_undo()``: after the undo steps ran (e.g. wait until the node is ready).
+
+    :meth:`node_locks` says which node locks the fault holds (default: its own node's,
+    from inject to the end of revert).
     """
 
     kind: ClassVar[str] = ""
@@ -117,6 +125,7 @@ class Fault:
         self.t_revert_mono = 0.0  # monotonic time revert() began
         self._acted = False
         self._state_before_revert = "idle"
+        self._locks: HeldLocks | None = None
 
     # parameters ---------------------------------------------------------------------
     @classmethod
@@ -160,6 +169,11 @@ class Fault:
     @classmethod
     def check_blast_radius(cls, node: Node, inventory: Inventory | None) -> None:
         """Refuse (raise FaultRefused) if the fault would reach beyond ``node``; default: no-op."""
+
+    def node_locks(self) -> list[NodeLock]:
+        """The node locks the fault takes before injecting; default: its node's, until revert
+        has ended. A fault that reaches other nodes (``node_restart``) locks them too."""
+        return [NodeLock(self.node)]
 
     # docker helpers -----------------------------------------------------------------
     @property
@@ -260,15 +274,17 @@ class Fault:
         if self.dry_run:
             self._state = "dry-run"
             return
+        assert self.journal is not None
+        self._locks = HeldLocks(self.journal, self.id, self.kind)
+        self._locks.take(self.node_locks())  # refused: still idle, nothing was done
         self._state = "injecting"
         self.emit(EventKind.INJECT_START, effect=self.effect_spec())
         try:
             steps = await self._prepare()
             self._record = JournalRecord(
                 id=self.id, kind=self.kind, node=self.node.name, description=self.describe(),
-                params=dict(self.params), undo=list(steps),
+                params=dict(self.params), undo=list(steps), node_locks=self._locks.node_keys,
             )
-            assert self.journal is not None
             self.journal.begin(self._record)
             await self._apply()
             self._record.state = "applied"
@@ -278,6 +294,7 @@ class Fault:
             await self.revert()
             raise
         self._state = "applied"
+        self._locks.release(until="inject")
         self.emit(EventKind.INJECT_END)
         if self.guards:
             self._guard_task = asyncio.ensure_future(self._watch_guards())
@@ -296,6 +313,13 @@ class Fault:
             raise
 
     async def _revert(self) -> None:
+        try:
+            await self._undo()
+        finally:
+            if self._locks is not None:
+                self._locks.release()
+
+    async def _undo(self) -> None:
         self._state_before_revert = self._state
         self._state = "reverting"
         self.t_revert_mono = time.monotonic()

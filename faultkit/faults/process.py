@@ -34,6 +34,7 @@ from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixe
 from faultkit.errors import FaultRefused, NodeNotReady
 from faultkit.events import EventKind
 from faultkit.faults.base import Fault
+from faultkit.faults.locks import NodeLock
 from faultkit.faults.params import Param, ParamSpec
 from faultkit.first_token import probe_first_token
 from faultkit.health import wait_ready
@@ -281,6 +282,18 @@ class NodeRestart(Fault):
                     f"{other.name!r} (same Docker host {node.docker.host}), which is protected "
                     "or does not allow node_restart. Nothing was done."
                 )
+
+    def _host_nodes(self) -> list[Node]:
+        """This node and every other inventory node on the same Docker host."""
+        if self.inventory is None or self.node.docker is None:
+            return [self.node]
+        host = self.node.docker.host
+        return [self.node, *(n for n in self.inventory.nodes if n.name != self.node.name
+                             and n.docker is not None and n.docker.host == host)]
+
+    def node_locks(self) -> list[NodeLock]:
+        """Every inventory node on the Docker host: all of them go down."""
+        return [NodeLock(n) for n in self._host_nodes()]
 
     def what(self) -> str:
         label = self.params["label"]

@@ -47,6 +47,7 @@ from faultkit.errors import FaultError, FaultParamError, NodeNotReady
 from faultkit.events import EventKind
 from faultkit.faults import undo
 from faultkit.faults.base import Fault
+from faultkit.faults.locks import NodeLock
 from faultkit.faults.params import Param, ParamSpec
 from faultkit.health import probe, wait_ready
 from faultkit.inventory import ServingConfig
@@ -73,6 +74,11 @@ class Rollout(Fault):
         self.config: ServingConfig = self.inventory.serving_config(self.params["config"])
         self.promoted = False
         self._restore_steps: list[dict[str, Any]] = []
+
+    def node_locks(self) -> list[NodeLock]:
+        """The node's fault lock while rolling out only (the gate runs faults on top of the
+        candidate), and its ``rollout`` lock until reverted (one rollout at a time)."""
+        return [NodeLock(self.node, until="inject"), NodeLock(self.node, layer="rollout")]
 
     def what(self) -> str:
         how = "apply/rollback commands" if self.config.apply else "replace the container"
