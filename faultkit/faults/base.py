@@ -15,6 +15,11 @@ Contract:
   fault is in effect. A second ``inject()`` raises
   :class:`FaultAlreadyActive`. If injecting fails halfway, what was done is reverted and
   the error re-raised.
+- Acts are shielded: ``_apply`` does each blocking act through :meth:`act` (a worker
+  thread) and awaits any other act that must not be cut short through :meth:`shielded`.
+  A cancellation that arrives mid-act waits for the act to finish, then goes on; and
+  revert first waits for every act still running. So the undo never races an act (a
+  ``docker pause`` still in flight when ``unpause`` runs would leave the node paused).
 - ``revert()`` (``__aexit__``, always: exceptions, test failures, cancellation) emits
   ``revert_start``, runs the undo steps (the same ones the sweep runs after a crash), waits
   for whatever the fault defines as "back" and emits ``revert_end``; the node locks are
@@ -47,8 +52,8 @@ import inspect
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, TypeVar
 
 from faultkit.docker import DockerHost, docker_host
 from faultkit.errors import FaultAlreadyActive, FaultError, FaultParamError, FaultUnsupported
@@ -64,6 +69,7 @@ log = logging.getLogger(__name__)
 
 Emit = Callable[[Event], None]
 Guard = Callable[[], "str | Awaitable[str | None] | None"]
+T = TypeVar("T")
 
 
 class Fault:
@@ -72,8 +78,8 @@ class Fault:
     Hooks (all async):
 
     - ``_prepare() -> list[undo step]``: read the state needed to undo; no side effects.
-    - ``_apply()``: act. Steps learned only while acting go through :meth:`add_undo`
-      *before* the action they undo.
+    - ``_apply()``: act, each blocking act through :meth:`act` (shielded). Steps learned
+      only while acting go through :meth:`add_undo` *before* the action they undo.
     - ``_after_undo()``: after the undo steps ran (e.g. wait until the node is ready).
 
     :meth:`node_locks` says which node locks the fault holds (default: its own node's,
@@ -126,6 +132,7 @@ class Fault:
         self._acted = False
         self._state_before_revert = "idle"
         self._locks: HeldLocks | None = None
+        self._acts: set[asyncio.Future[Any]] = set()  # acts still running
 
     # parameters ---------------------------------------------------------------------
     @classmethod
@@ -237,6 +244,31 @@ class Fault:
         """Record that the harness had to act to bring the node back (not self-recovery)."""
         self.emit(EventKind.HARNESS_INTERVENED, action=action, why=why)
 
+    # acts ---------------------------------------------------------------------------
+    async def act(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run one blocking act, ``fn(*args, **kwargs)``, in a worker thread, shielded.
+
+        A thread cannot be stopped: if the caller is cancelled meanwhile, this waits for
+        ``fn`` to return, then re-raises the cancellation (see :meth:`shielded`).
+        """
+        return await self.shielded(asyncio.to_thread(fn, *args, **kwargs))
+
+    async def shielded(self, act: Awaitable[T]) -> T:
+        """Await ``act`` to its end even if the caller is cancelled meanwhile.
+
+        On cancellation the act keeps running and this waits for it (further cancellations
+        included), then re-raises :class:`asyncio.CancelledError`. Until it is done the act
+        is recorded as running, and revert waits for it before undoing anything.
+        """
+        task = asyncio.ensure_future(act)
+        self._acts.add(task)
+        task.add_done_callback(self._acts.discard)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            await _settle([task])
+            raise
+
     # journal ------------------------------------------------------------------------
     def add_undo(self, step: dict[str, Any]) -> None:
         """Append an undo step and make it durable *before* doing what it undoes."""
@@ -290,7 +322,8 @@ class Fault:
             self._record.state = "applied"
             self.journal.update(self._record)
         except BaseException as exc:
-            log.warning("%s: inject failed (%s); reverting what was done", self.id, exc)
+            log.warning("%s: inject failed (%s); reverting what was done", self.id,
+                        str(exc) or type(exc).__name__)
             await self.revert()
             raise
         self._state = "applied"
@@ -322,6 +355,11 @@ class Fault:
     async def _undo(self) -> None:
         self._state_before_revert = self._state
         self._state = "reverting"
+        if self._acts:  # an act cut off by a cancellation (or left behind) ends first
+            log.info("%s: waiting for %d act(s) to finish before reverting", self.id,
+                     len(self._acts))
+            with contextlib.suppress(asyncio.CancelledError):  # a revert is never abandoned
+                await _settle(self._acts)
         self.t_revert_mono = time.monotonic()
         guard = self._guard_task
         if guard is not None and guard is not asyncio.current_task():
@@ -392,3 +430,20 @@ class Fault:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.revert()
+
+
+async def _settle(futures: Iterable[asyncio.Future[Any]]) -> None:
+    """Wait until every future is done, whatever cancellations arrive meanwhile.
+
+    A cancellation received while waiting is re-raised once they are all done.
+    """
+    pending = {f for f in futures if not f.done()}
+    cancelled = False
+    while pending:
+        try:
+            await asyncio.wait(pending)  # unlike gather, never cancels what it waits for
+        except asyncio.CancelledError:
+            cancelled = True
+        pending = {f for f in pending if not f.done()}
+    if cancelled:
+        raise asyncio.CancelledError

@@ -68,7 +68,7 @@ class _NetnsFault(Fault):
         return await asyncio.to_thread(self.docker.host_pid, self.container)
 
     async def _netem(self, pid: int) -> bool:
-        ok = await asyncio.to_thread(netns.netem_available, pid)
+        ok = await self.act(netns.netem_available, pid)  # probes with a qdisc
         self.result["netem_available"] = ok
         return ok
 
@@ -113,7 +113,7 @@ class Partition(_NetnsFault):
             pid = await self._pid()
             self.acting("iptables DROP in the container's netns")
             for chain, iface in (("INPUT", "-i"), ("OUTPUT", "-o")):
-                await asyncio.to_thread(
+                await self.act(
                     netns.add_rule, pid, "filter", chain, ["!", iface, "lo", "-j", "DROP"], self.id
                 )
             self.effect_in_place("DROP rules on INPUT and OUTPUT (all but lo) in the netns")
@@ -121,7 +121,7 @@ class Partition(_NetnsFault):
             return
         self.acting(f"disconnect from {', '.join(self.result['networks'])}")
         for network in self.result["networks"]:
-            await asyncio.to_thread(self.docker.disconnect, self.container, network)
+            await self.act(self.docker.disconnect, self.container, network)
         self.effect_in_place(f"disconnected from {', '.join(self.result['networks'])}")
 
 
@@ -163,7 +163,7 @@ class Loss(_NetnsFault):
         self.acting(f"drop {self.params['percent']}% of packets ({self.mode})")
         if use_netem:
             for dev in await asyncio.to_thread(netns.interfaces, pid):
-                await asyncio.to_thread(
+                await self.act(
                     netns.add_root_qdisc, pid, dev, ["netem", "loss", f"{self.params['percent']}%"]
                 )
             self.effect_in_place("netem loss qdisc on every interface")
@@ -171,7 +171,7 @@ class Loss(_NetnsFault):
         probability = f"{self.params['percent'] / 100:.4f}"
         spec = ["!", "-i", "lo", "-m", "statistic", "--mode", "random",
                 "--probability", probability, "-j", "DROP"]
-        await asyncio.to_thread(netns.add_rule, pid, "filter", "INPUT", spec, self.id)
+        await self.act(netns.add_rule, pid, "filter", "INPUT", spec, self.id)
         self.effect_in_place(f"iptables statistic DROP p={probability} on INPUT")
 
 
@@ -198,7 +198,7 @@ class Bandwidth(_NetnsFault):
         p = self.params
         self.acting(f"tc tbf rate {p['rate']}")
         for dev in await asyncio.to_thread(netns.interfaces, pid):
-            await asyncio.to_thread(netns.add_root_qdisc, pid, dev, [
+            await self.act(netns.add_root_qdisc, pid, dev, [
                 "tbf", "rate", p["rate"], "burst", p["burst"], "latency", f"{p['latency_ms']}ms",
             ])
         self.effect_in_place(f"tbf qdisc at {p['rate']} on every interface")
@@ -238,7 +238,7 @@ class Latency(_NetnsFault):
                 delay.append(f"{self.params['jitter_ms']}ms")
             self.acting(f"netem delay {' '.join(delay)}")
             for dev in await asyncio.to_thread(netns.interfaces, pid):
-                await asyncio.to_thread(netns.add_root_qdisc, pid, dev, ["netem", "delay", *delay])
+                await self.act(netns.add_root_qdisc, pid, dev, ["netem", "delay", *delay])
             self.effect_in_place("netem delay qdisc on every interface")
             return
         await self._apply_proxy()
@@ -258,7 +258,7 @@ class Latency(_NetnsFault):
         spec = ["-d", "127.0.0.1/32", "-p", "tcp", "--dport", str(url.port),
                 "-j", "REDIRECT", "--to-ports", str(port)]
         self.acting(f"redirect 127.0.0.1:{url.port} to the delay proxy on :{port}")
-        await asyncio.to_thread(netns.add_rule, None, "nat", "OUTPUT", spec, self.id)
+        await self.act(netns.add_rule, None, "nat", "OUTPUT", spec, self.id)
         self.effect_in_place(f"nat OUTPUT REDIRECT to the delay proxy :{port} in place")
 
     def _upstream(self, published: int) -> tuple[str, int]:

@@ -144,7 +144,7 @@ class Kill(_ReadyMixin):
         pid_before = await asyncio.to_thread(self.docker.host_pid, self.container)
         if self.params["docker_kill"]:
             self.acting("docker kill")
-            await asyncio.to_thread(self.docker.docker_kill, self.container)
+            await self.act(self.docker.docker_kill, self.container)
         else:
             self.result["killed_pid"] = pid_before
             self.acting(f"SIGKILL to host pid {pid_before}")
@@ -197,7 +197,7 @@ class Stop(_ReadyMixin):
     async def _apply(self) -> None:
         timeout = self.params["stop_timeout_s"]
         self.acting("docker stop")
-        await asyncio.to_thread(self.docker.stop, self.container, timeout_s=timeout)
+        await self.act(self.docker.stop, self.container, timeout_s=timeout)
 
     async def _after_undo(self) -> None:
         # measured from the start of the revert, i.e. the `docker start` of the undo step
@@ -223,9 +223,8 @@ class Restart(_ReadyMixin):
     async def _apply(self) -> None:
         self._t0 = time.monotonic()
         self.acting("docker restart")
-        await asyncio.to_thread(
-            self.docker.restart, self.container, timeout_s=self.params["stop_timeout_s"]
-        )
+        await self.act(self.docker.restart, self.container,
+                       timeout_s=self.params["stop_timeout_s"])
 
     async def _after_undo(self) -> None:
         if "time_to_ready_s" not in self.result:
@@ -247,7 +246,7 @@ class Pause(Fault):
 
     async def _apply(self) -> None:
         self.acting("docker pause")
-        await asyncio.to_thread(self.docker.pause, self.container)
+        await self.act(self.docker.pause, self.container)
 
 
 class NodeRestart(Fault):
@@ -310,7 +309,7 @@ class NodeRestart(Fault):
         timeout = self.params["stop_timeout_s"]
         self.acting(f"docker restart of {len(self.result['containers'])} containers")
         await asyncio.gather(*(
-            asyncio.to_thread(self.docker.restart, name, timeout_s=timeout)
+            self.act(self.docker.restart, name, timeout_s=timeout)
             for name in self.result["containers"]
         ))
 
