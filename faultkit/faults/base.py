@@ -112,7 +112,7 @@ class Fault:
         dry_run: bool = False,
         **params: Any,
     ) -> None:
-        self.params = self._parse_params(params)  # first: bad input touches nothing
+        self.params = self.parse_params(params)  # first: bad input touches nothing
         self.node = node
         self.inventory = inventory
         self.timeline = timeline
@@ -141,7 +141,7 @@ class Fault:
         return {name: as_param(spec) for name, spec in cls.PARAMS.items()}
 
     @classmethod
-    def _parse_params(cls, given: Mapping[str, Any]) -> dict[str, Any]:
+    def parse_params(cls, given: Mapping[str, Any]) -> dict[str, Any]:
         """Defaults overridden by ``given``, each converted and checked (before anything acts).
 
         Raises :class:`FaultParamError` for an unknown name or a value outside what the
@@ -174,8 +174,17 @@ class Fault:
         return ""
 
     @classmethod
-    def check_blast_radius(cls, node: Node, inventory: Inventory | None) -> None:
-        """Refuse (raise FaultRefused) if the fault would reach beyond ``node``; default: no-op."""
+    def check_blast_radius(
+        cls, node: Node, inventory: Inventory | None, params: Mapping[str, Any]
+    ) -> None:
+        """Refuse (raise FaultRefused) if the fault, with ``params`` (checked already), would
+        reach beyond ``node`` or could hit a bystander; default: no-op.
+
+        Called by ``make_fault`` before the fault exists, so a refusal touches nothing,
+        ``--dry-run`` included. What only the target's state can tell (a container in the
+        host's network namespace, a PID proven to be the container's) is checked in
+        ``_prepare``, still before anything is journaled.
+        """
 
     def node_locks(self) -> list[NodeLock]:
         """The node locks the fault takes before injecting; default: its node's, until revert
@@ -378,10 +387,11 @@ class Fault:
                     log.info("%s: %s", self.id, line)
                 except Exception as exc:
                     errors.append(f"{item.get('op')}: {exc}")
-        try:
-            await self._after_undo()
-        except Exception as exc:
-            errors.append(str(exc))
+        if self._record is not None:  # None: refused or failed before the journal, untouched
+            try:
+                await self._after_undo()
+            except Exception as exc:
+                errors.append(str(exc))
         if self._record is not None and self.journal is not None:
             if errors:
                 # leave the record unreverted for the sweep, but let the sweep take it now

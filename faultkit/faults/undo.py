@@ -46,7 +46,7 @@ from tenacity import (
 )
 from tenacity.wait import wait_base
 
-from faultkit import netns
+from faultkit import hostpid, netns
 from faultkit.constants import LOCAL_DOCKER
 from faultkit.docker import DockerHost, docker_host, spec_from_json, spec_to_json
 from faultkit.errors import ContainerNotFound, DockerError, FaultError
@@ -132,6 +132,22 @@ def _running_pid(step: Mapping[str, Any]) -> int | None:
     return st.pid if st.running and st.pid else None
 
 
+def _netns_pid(step: Mapping[str, Any]) -> int | None:
+    """Like :func:`_running_pid`, for entering the container's netns: the engine must be on
+    this machine and the PID proven to be the container's (:mod:`faultkit.hostpid`)."""
+    host, name = _host(step), str(step["container"])
+    if not hostpid.is_local(host.url):
+        raise FaultError(f"cannot enter the netns of {name} on {host.url} from this machine; "
+                         "undo it on that host (its rules carry faultkit: comments)")
+    try:
+        attrs = host.inspect(name)
+    except ContainerNotFound:
+        return None
+    if not (attrs.get("State") or {}).get("Running"):
+        return None
+    return hostpid.proven_pid(attrs)
+
+
 @op("exec")
 def _exec(step: Mapping[str, Any]) -> str:
     if _running_pid(step) is None:
@@ -180,7 +196,7 @@ def _connect(step: Mapping[str, Any]) -> str:
 def _iptables_purge(step: Mapping[str, Any]) -> str:
     table, comment = str(step.get("table", "filter")), str(step["comment"])
     if step.get("container"):
-        pid = _running_pid(step)
+        pid = _netns_pid(step)
         if pid is None:
             return f"{step['container']} not running: its netns (and rules) are gone"
         where = str(step["container"])
@@ -192,7 +208,7 @@ def _iptables_purge(step: Mapping[str, Any]) -> str:
 
 @op("qdisc_delete")
 def _qdisc_delete(step: Mapping[str, Any]) -> str:
-    pid = _running_pid(step)
+    pid = _netns_pid(step)
     if pid is None:
         return f"{step['container']} not running: its netns (and qdiscs) are gone"
     deleted = [dev for dev in netns.interfaces(pid) if netns.delete_root_qdisc(pid, dev)]
