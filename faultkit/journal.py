@@ -2,7 +2,7 @@
 
 Layout: ``$FAULTKIT_HOME/journal/`` (``FAULTKIT_HOME`` defaults to ``~/.cache/faultkit``)
 holds one JSON file per fault, ``<fault-id>.json``, a liveness lock ``<fault-id>.lock``, and
-one node lock per fault target, ``node-<hash>.lock`` (see :meth:`FaultJournal.lock_node`).
+one node lock per fault target, ``node-<hash>.lock`` (:mod:`faultkit.nodelock`).
 
 Permissions: the journal says what to run to undo a fault (and a rollout's record holds
 the previous container's environment), so only its owner may read or write it. The
@@ -25,10 +25,9 @@ Contract:
 - :meth:`FaultJournal.orphans` lists unreverted records whose owner is gone; the sweep
   (:func:`faultkit.sweep.sweep`) takes each one's lock while it reverts it, so two
   sweeping processes never revert the same record twice.
-- :meth:`FaultJournal.lock_node` takes a node's exclusive ``flock`` (one fault per node at
-  a time, across processes and within one) and writes its holder (fault id, kind, pid,
-  time) into the lock file; a second taker gets that :class:`NodeHolder` back instead of
-  the lock. The kernel drops the lock when the holder dies, so a dead holder frees it.
+- :attr:`FaultJournal.nodes` (:class:`~faultkit.nodelock.NodeLocks`) holds the node locks,
+  one fault per node at a time (:mod:`faultkit.faults.locks`); :meth:`FaultJournal.release`
+  drops those a record names along with its liveness lock, as a dying process would.
 
 Times are Unix epoch seconds.
 """
@@ -36,8 +35,6 @@ Times are Unix epoch seconds.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import json
 import os
 import stat
@@ -48,19 +45,25 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tenacity import Retrying, retry_if_result, stop_after_attempt, wait_fixed
-
 from faultkit.constants import faultkit_home
-from faultkit.durations import rough_duration
 from faultkit.errors import JournalError
+from faultkit.nodelock import (
+    CLOEXEC,
+    FILE_MODE,
+    NOFOLLOW,
+    NodeHolder,
+    NodeLocks,
+    read_nofollow,
+    try_flock,
+)
+
+__all__ = ["DIR_MODE", "FILE_MODE", "FaultJournal", "JournalRecord", "NodeHolder",
+           "default_journal_dir"]
 
 State = Literal["applying", "applied", "reverted"]
 
-#: the journal directory's mode, and its files' mode
+#: the journal directory's mode (its files': :data:`FILE_MODE`, 0600)
 DIR_MODE = 0o700
-FILE_MODE = 0o600
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 def default_journal_dir() -> Path:
@@ -82,7 +85,7 @@ class JournalRecord:
     t_created: float = 0.0
     t_reverted: float | None = None
     note: str = ""
-    #: the node-lock keys the fault held (:meth:`FaultJournal.lock_node`); the sweep takes
+    #: the node-lock keys the fault held (:mod:`faultkit.faults.locks`); the sweep takes
     #: them while it replays the record
     node_locks: list[str] = field(default_factory=list)
 
@@ -95,58 +98,15 @@ class JournalRecord:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
-@dataclass(frozen=True, slots=True)
-class NodeHolder:
-    """Who holds a node's lock, as its holder wrote it into the lock file.
-
-    ``t_locked`` is epoch seconds. A holder that could not be read (it is just taking the
-    lock, or the file was emptied) has ``fault_id`` ``"unknown"`` and ``pid`` 0.
-    """
-
-    node: str
-    fault_id: str
-    kind: str
-    pid: int
-    t_locked: float
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: object) -> NodeHolder | None:
-        if not isinstance(data, dict):
-            return None
-        try:
-            return cls(node=str(data["node"]), fault_id=str(data["fault_id"]),
-                       kind=str(data["kind"]), pid=int(data["pid"]),
-                       t_locked=float(data["t_locked"]))
-        except (KeyError, TypeError, ValueError):
-            return None
-
-    def describe(self, now: float | None = None) -> str:
-        """``node n1 locked by fault pause-n1-1a2b3c4d (pause, pid 4242, 12 s)``."""
-        if self.fault_id == "unknown":
-            return f"node {self.node} locked by a harness process that is just taking it"
-        age = max(0.0, (time.time() if now is None else now) - self.t_locked)
-        return (f"node {self.node} locked by fault {self.fault_id} ({self.kind}, pid "
-                f"{self.pid}, {rough_duration(age)})")
-
-
-#: how long a contended node lock is retried before its holder is reported: a listing
-#: (:meth:`FaultJournal.node_locks`) holds each free lock for an instant while probing it
-_NODE_LOCK_ATTEMPTS = 5
-_NODE_LOCK_WAIT_S = 0.02
-
-
 class FaultJournal:
     """A directory of fault records; safe to share between concurrent harness processes."""
 
     def __init__(self, directory: Path | None = None) -> None:
         self.directory = directory or default_journal_dir()
         self._held: dict[str, int] = {}  # record id -> fd holding its liveness lock
-        self._nodes: dict[str, tuple[int, NodeHolder]] = {}  # node-lock key -> (fd, holder)
         self._node_keys: dict[str, list[str]] = {}  # record id -> the node locks it names
         self._prepare_directory()
+        self.nodes = NodeLocks(self.directory)
 
     def _prepare_directory(self) -> None:
         """Create the directory 0700, or check an existing one and tighten it to 0700.
@@ -191,10 +151,6 @@ class FaultJournal:
     def _lock_path(self, record_id: str) -> Path:
         return self.directory / f"{record_id}.lock"
 
-    def _node_lock_path(self, key: str) -> Path:
-        """``node-<16 hex>.lock``: keys name Docker hosts and containers, not file names."""
-        return self.directory / f"node-{hashlib.sha256(key.encode()).hexdigest()[:16]}.lock"
-
     # writing --------------------------------------------------------------------------
     def begin(self, record: JournalRecord) -> None:
         """Hold the record's liveness lock, then write it durably (before the fault acts)."""
@@ -236,14 +192,14 @@ class FaultJournal:
         keys = self._node_keys.get(record_id, [])
         self._release(record_id)
         for key in keys:
-            self.unlock_node(key)
+            self.nodes.drop(key)
 
     def _write(self, record: JournalRecord) -> None:
         path = self._record_path(record.id)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
         data = json.dumps(record.to_json(), sort_keys=True).encode()
         try:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | CLOEXEC
             fd = os.open(tmp, flags, FILE_MODE)
             try:
                 os.write(fd, data)
@@ -264,64 +220,13 @@ class FaultJournal:
 
     # locks ----------------------------------------------------------------------------
     def _try_lock(self, record_id: str) -> int | None:
-        return _try_flock(self._lock_path(record_id))
+        return try_flock(self._lock_path(record_id))
 
     def _release(self, record_id: str) -> None:
         self._node_keys.pop(record_id, None)
         fd = self._held.pop(record_id, None)
         if fd is not None:
             os.close(fd)  # closing drops the flock
-
-    # node locks -----------------------------------------------------------------------
-    def lock_node(self, key: str, holder: NodeHolder) -> NodeHolder | None:
-        """Take the exclusive lock of the fault target ``key`` for ``holder``.
-
-        Returns None when the lock is now held by this journal (until :meth:`unlock_node`
-        or the process dies), else the current holder (read from the lock file; a lock
-        taken by another :class:`FaultJournal` of this process counts as held). A
-        contended lock is retried for ~0.1 s first, as a listing probes each free lock.
-        """
-        if key in self._nodes:
-            return self._nodes[key][1]
-        path = self._node_lock_path(key)
-        retrying = Retrying(stop=stop_after_attempt(_NODE_LOCK_ATTEMPTS),
-                            wait=wait_fixed(_NODE_LOCK_WAIT_S),
-                            retry=retry_if_result(lambda fd: fd is None),
-                            retry_error_callback=lambda _state: None)
-        fd: int | None = retrying(_try_flock, path)
-        if fd is None:
-            return _read_holder(path, holder.node)
-        try:
-            data = json.dumps(holder.to_json(), sort_keys=True).encode()
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, data, 0)
-        except OSError as exc:
-            os.close(fd)
-            raise JournalError(f"cannot write the node lock {path}: {exc}") from exc
-        self._nodes[key] = (fd, holder)
-        return None
-
-    def unlock_node(self, key: str) -> None:
-        """Drop the node lock ``key`` if this journal holds it (emptied first: no stale holder)."""
-        held = self._nodes.pop(key, None)
-        if held is not None:
-            with contextlib.suppress(OSError):
-                os.ftruncate(held[0], 0)
-            os.close(held[0])
-
-    def node_locks(self) -> list[NodeHolder]:
-        """The holders of every node lock that is held now (by any process), oldest first."""
-        holders = [holder for _, holder in self._nodes.values()]
-        mine = {self._node_lock_path(key) for key in self._nodes}
-        for path in sorted(self.directory.glob("node-*.lock")):
-            if path in mine:
-                continue
-            fd = _try_flock(path)
-            if fd is not None:  # free: nobody holds it
-                os.close(fd)
-                continue
-            holders.append(_read_holder(path, "?"))
-        return sorted(holders, key=lambda h: h.t_locked)
 
     @contextlib.contextmanager
     def claim(self, record_id: str) -> Iterator[JournalRecord | None]:
@@ -349,7 +254,7 @@ class FaultJournal:
         """The record, or None if missing; an unreadable record is quarantined (``.corrupt``)."""
         path = self._record_path(record_id)
         try:
-            raw = _read_nofollow(path)
+            raw = read_nofollow(path)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -420,43 +325,4 @@ class FaultJournal:
     def close(self) -> None:
         for record_id in list(self._held):
             self._release(record_id)
-        for key in list(self._nodes):
-            self.unlock_node(key)
-
-
-def _try_flock(path: Path) -> int | None:
-    """An fd holding ``path``'s exclusive flock (created 0600, no symlink), or None if held."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, FILE_MODE)
-    except OSError as exc:  # ELOOP: a symlink was planted where the lock belongs
-        raise JournalError(
-            f"cannot open the lock file {path}: {exc}; "
-            "it should be a plain file: remove it and run again"
-        ) from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def _read_holder(path: Path, node: str) -> NodeHolder:
-    """The holder written in the node lock ``path``; "unknown" when it cannot be read."""
-    try:
-        holder = NodeHolder.from_json(json.loads(_read_nofollow(path) or b"null"))
-    except (OSError, ValueError):
-        holder = None
-    return holder or NodeHolder(node=node, fault_id="unknown", kind="?", pid=0, t_locked=0.0)
-
-
-def _read_nofollow(path: Path) -> bytes:
-    """The file's bytes; a symlink raises OSError (ELOOP) instead of being followed."""
-    fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+        self.nodes.close()

@@ -104,7 +104,7 @@ def _node_locks(journal: FaultJournal, record: JournalRecord) -> Iterator[NodeHo
     taken: list[str] = []
     try:
         for key in record.node_locks:
-            busy = journal.lock_node(key, me)
+            busy = journal.nodes.take(key, me)
             if busy is not None:
                 yield busy
                 return
@@ -112,7 +112,7 @@ def _node_locks(journal: FaultJournal, record: JournalRecord) -> Iterator[NodeHo
         yield None
     finally:
         for key in taken:
-            journal.unlock_node(key)
+            journal.nodes.drop(key)
 
 
 def _replay(journal: FaultJournal, record: JournalRecord) -> str:

@@ -55,7 +55,7 @@ def sweep(inventory_path: Path, journal_dir: str | None, max_age: str, force: bo
     for record in live:
         click.echo(f"left alone (its harness, pid {record.pid}, is still running): "
                    f"{record.id} {record.description}")
-    locks = journal.node_locks()
+    locks = journal.nodes.holders()
     for holder in locks:
         click.echo(holder.describe())
     if not lines and not live and not locks:
@@ -73,7 +73,7 @@ def _list(journal: FaultJournal) -> None:
         else:
             state = "left applied by a harness that is gone: `faultkit sweep` reverts it"
         click.echo(f"{record.id} {record.description} — {state}")
-    locks = journal.node_locks()
+    locks = journal.nodes.holders()
     for holder in locks:
         click.echo(holder.describe())
     for path in journal.corrupt():

@@ -12,14 +12,13 @@ Contract:
   :class:`FaultRefused` naming the holder, and nothing is done), then emits
   ``inject_start``, reads what it needs to undo the fault, writes the journal record
   (undo steps as data, fsync'd) and only then acts, and emits ``inject_end`` once the
-  fault is in effect. A second ``inject()`` raises
-  :class:`FaultAlreadyActive`. If injecting fails halfway, what was done is reverted and
-  the error re-raised.
-- Acts are shielded: ``_apply`` does each blocking act through :meth:`act` (a worker
-  thread) and awaits any other act that must not be cut short through :meth:`shielded`.
-  A cancellation that arrives mid-act waits for the act to finish, then goes on; and
-  revert first waits for every act still running. So the undo never races an act (a
-  ``docker pause`` still in flight when ``unpause`` runs would leave the node paused).
+  fault is in effect. A second ``inject()`` raises :class:`FaultAlreadyActive`. If
+  injecting fails halfway, what was done is reverted and the error re-raised.
+- Acts are shielded (:mod:`faultkit.faults.acts`): ``_apply`` does each blocking act
+  through :meth:`act` (a worker thread) and awaits any other act that must not be cut
+  short through :meth:`shielded`. A cancellation mid-act waits for the act to end, then
+  goes on, and revert first waits for every act still running: the undo never races an
+  act.
 - ``revert()`` (``__aexit__``, always: exceptions, test failures, cancellation) emits
   ``revert_start``, runs the undo steps (the same ones the sweep runs after a crash), waits
   for whatever the fault defines as "back" and emits ``revert_end``; the node locks are
@@ -52,15 +51,16 @@ import inspect
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from faultkit.docker import DockerHost, docker_host
-from faultkit.errors import FaultAlreadyActive, FaultError, FaultParamError, FaultUnsupported
+from faultkit.errors import FaultAlreadyActive, FaultError, FaultUnsupported
 from faultkit.events import EventKind
 from faultkit.faults import undo
+from faultkit.faults.acts import Acts
 from faultkit.faults.locks import HeldLocks, NodeLock
-from faultkit.faults.params import Param, ParamSpec, as_param, check_param
+from faultkit.faults.params import Param, ParamSpec, as_param, parse_params
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal, JournalRecord
 from faultkit.records import Event
@@ -132,7 +132,7 @@ class Fault:
         self._acted = False
         self._state_before_revert = "idle"
         self._locks: HeldLocks | None = None
-        self._acts: set[asyncio.Future[Any]] = set()  # acts still running
+        self._acts = Acts()  # acts still running (revert waits for them)
 
     # parameters ---------------------------------------------------------------------
     @classmethod
@@ -142,23 +142,8 @@ class Fault:
 
     @classmethod
     def parse_params(cls, given: Mapping[str, Any]) -> dict[str, Any]:
-        """Defaults overridden by ``given``, each converted and checked (before anything acts).
-
-        Raises :class:`FaultParamError` for an unknown name or a value outside what the
-        param allows.
-        """
-        spec = cls.params_spec()
-        unknown = sorted(set(given) - set(spec))
-        if unknown:
-            known = ", ".join(f"{k} ({p.allowed()})" for k, p in spec.items()) or "none"
-            raise FaultParamError(
-                f"fault {cls.kind!r} has no param {unknown[0]!r} (params: {known})",
-                param=unknown[0], value=given[unknown[0]], allowed=", ".join(spec) or "none",
-            )
-        values = {name: p.default for name, p in spec.items()}
-        for name, value in given.items():
-            values[name] = check_param(cls.kind, name, spec[name], value)
-        return values
+        """Defaults overridden by ``given``, each checked (:func:`.params.parse_params`)."""
+        return parse_params(cls.kind, cls.params_spec(), given)
 
     # description --------------------------------------------------------------------
     def describe(self) -> str:
@@ -255,28 +240,14 @@ class Fault:
 
     # acts ---------------------------------------------------------------------------
     async def act(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        """Run one blocking act, ``fn(*args, **kwargs)``, in a worker thread, shielded.
-
-        A thread cannot be stopped: if the caller is cancelled meanwhile, this waits for
-        ``fn`` to return, then re-raises the cancellation (see :meth:`shielded`).
-        """
-        return await self.shielded(asyncio.to_thread(fn, *args, **kwargs))
+        """Run one blocking act, ``fn(*args, **kwargs)``, in a worker thread, shielded: a
+        cancellation meanwhile waits for ``fn`` to return, then goes on (:mod:`.acts`)."""
+        return await self._acts.shielded(asyncio.to_thread(fn, *args, **kwargs))
 
     async def shielded(self, act: Awaitable[T]) -> T:
-        """Await ``act`` to its end even if the caller is cancelled meanwhile.
-
-        On cancellation the act keeps running and this waits for it (further cancellations
-        included), then re-raises :class:`asyncio.CancelledError`. Until it is done the act
-        is recorded as running, and revert waits for it before undoing anything.
-        """
-        task = asyncio.ensure_future(act)
-        self._acts.add(task)
-        task.add_done_callback(self._acts.discard)
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            await _settle([task])
-            raise
+        """Await any other act to its end, even if the caller is cancelled meanwhile; until
+        then revert waits for it."""
+        return await self._acts.shielded(act)
 
     # journal ------------------------------------------------------------------------
     def add_undo(self, step: dict[str, Any]) -> None:
@@ -365,10 +336,8 @@ class Fault:
         self._state_before_revert = self._state
         self._state = "reverting"
         if self._acts:  # an act cut off by a cancellation (or left behind) ends first
-            log.info("%s: waiting for %d act(s) to finish before reverting", self.id,
-                     len(self._acts))
-            with contextlib.suppress(asyncio.CancelledError):  # a revert is never abandoned
-                await _settle(self._acts)
+            log.info("%s: waiting for %d act(s) to end before reverting", self.id, len(self._acts))
+            await self._acts.settle()
         self.t_revert_mono = time.monotonic()
         guard = self._guard_task
         if guard is not None and guard is not asyncio.current_task():
@@ -440,20 +409,3 @@ class Fault:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.revert()
-
-
-async def _settle(futures: Iterable[asyncio.Future[Any]]) -> None:
-    """Wait until every future is done, whatever cancellations arrive meanwhile.
-
-    A cancellation received while waiting is re-raised once they are all done.
-    """
-    pending = {f for f in futures if not f.done()}
-    cancelled = False
-    while pending:
-        try:
-            await asyncio.wait(pending)  # unlike gather, never cancels what it waits for
-        except asyncio.CancelledError:
-            cancelled = True
-        pending = {f for f in pending if not f.done()}
-    if cancelled:
-        raise asyncio.CancelledError

@@ -7,8 +7,8 @@ holder (fault id, kind, pid, age), and nothing is done. Two faults on one node w
 undo each other badly: the second journals the first one's damage as the state to
 restore (a lowered memory limit, a paused container), and its revert puts it back.
 
-The locks are ``flock`` files in the journal directory (:meth:`FaultJournal.lock_node`,
-same permission rules as the journal), so a holder that dies frees them at once. The key
+The locks are ``flock`` files in the journal directory (:mod:`faultkit.nodelock`, same
+permission rules as the journal), so a holder that dies frees them at once. The key
 of a node is its container on its Docker host (two inventories naming one container by
 two names still share one lock), or its name for a node without ``docker:``.
 
@@ -71,7 +71,7 @@ class HeldLocks:
                 continue
             holder = NodeHolder(node=lock.node.name, fault_id=self.fault_id, kind=self.kind,
                                 pid=os.getpid(), t_locked=now)
-            busy = self.journal.lock_node(lock.key, holder)
+            busy = self.journal.nodes.take(lock.key, holder)
             if busy is not None:
                 self.release()
                 what = "another rollout is in place" if lock.layer == "rollout" else \
@@ -89,7 +89,7 @@ class HeldLocks:
         keep = []
         for lock in self._held:
             if until is None or lock.until == until:
-                self.journal.unlock_node(lock.key)
+                self.journal.nodes.drop(lock.key)
             else:
                 keep.append(lock)
         self._held = keep

@@ -175,7 +175,7 @@ async def test_kill_with_an_unproven_pid_is_refused_before_the_journal(
         await fault.inject()
     assert host.acted == []
     assert FaultJournal(tmp_path).records() == []
-    assert FaultJournal(tmp_path).node_locks() == []
+    assert FaultJournal(tmp_path).nodes.holders() == []
 
 
 # network faults never in a shared network namespace --------------------------------------

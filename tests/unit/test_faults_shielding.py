@@ -90,7 +90,7 @@ async def test_cancel_mid_act_reverts_after_the_act_ended(tmp_path: Path, corout
     assert not fault.active
     (record,) = FaultJournal(tmp_path).records()
     assert record.state == "reverted"
-    assert FaultJournal(tmp_path).node_locks() == []
+    assert FaultJournal(tmp_path).nodes.holders() == []
 
 
 async def test_repeated_cancellation_mid_act_still_waits(tmp_path: Path) -> None:

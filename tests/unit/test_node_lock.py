@@ -113,7 +113,7 @@ def _lock_and_exit(directory: str) -> None:
     journal = FaultJournal(Path(directory))
     holder = NodeHolder(node="n1", fault_id="kill-n1-dead", kind="kill", pid=os.getpid(),
                         t_locked=time.time())
-    assert journal.lock_node("node n1", holder) is None
+    assert journal.nodes.take("node n1", holder) is None
     os._exit(0)  # no cleanup at all, as after a SIGKILL
 
 
@@ -124,27 +124,27 @@ def test_dead_holder_frees_the_lock(tmp_path: Path) -> None:
     proc.join(10)
     assert proc.exitcode == 0
     journal = FaultJournal(tmp_path)
-    assert journal.node_locks() == []  # the file stays, with a stale holder: not held
+    assert journal.nodes.holders() == []  # the file stays, with a stale holder: not held
     me = NodeHolder(node="n1", fault_id="pause-n1-x", kind="pause", pid=os.getpid(), t_locked=1)
-    assert journal.lock_node("node n1", me) is None
-    assert [h.fault_id for h in journal.node_locks()] == ["pause-n1-x"]
-    journal.unlock_node("node n1")
-    assert journal.node_locks() == []
+    assert journal.nodes.take("node n1", me) is None
+    assert [h.fault_id for h in journal.nodes.holders()] == ["pause-n1-x"]
+    journal.nodes.drop("node n1")
+    assert journal.nodes.holders() == []
 
 
 def test_node_lock_files_are_private_and_never_followed(tmp_path: Path) -> None:
     journal = FaultJournal(tmp_path / "j")
     me = NodeHolder(node="n1", fault_id="f", kind="pause", pid=os.getpid(), t_locked=1)
-    assert journal.lock_node("node n1", me) is None
+    assert journal.nodes.take("node n1", me) is None
     (path,) = journal.directory.glob("node-*.lock")
     assert stat.S_IMODE(path.lstat().st_mode) == 0o600
-    journal.unlock_node("node n1")
+    journal.nodes.drop("node n1")
     target = tmp_path / "elsewhere"
     target.write_text("precious")
     path.unlink()
     path.symlink_to(target)
     with pytest.raises(JournalError, match="should be a plain file"):
-        journal.lock_node("node n1", me)
+        journal.nodes.take("node n1", me)
     assert target.read_text() == "precious"
 
 
