@@ -35,7 +35,7 @@ import click
 from faultkit.commands.gate_decision import config_diff, decide, read_junit
 from faultkit.commands.input import inventory_option
 from faultkit.commands.interrupt import until_interrupted
-from faultkit.errors import FaultkitError
+from faultkit.errors import FaultkitError, FaultRefused
 from faultkit.faults import make_fault
 from faultkit.faults.rollout import Rollout
 from faultkit.inventory import Inventory, Node, load_inventory
@@ -346,6 +346,8 @@ def gate(
     try:
         data, signum = asyncio.run(until_interrupted(
             _run_gate(inventory, node, config, out, promote, pytest_args)))
+    except FaultRefused:
+        raise  # bad input, nothing was done: exit 2 (faultkit.cli), not a failed gate
     except FaultkitError as exc:
         raise click.ClickException(str(exc)) from exc
     if data is None or signum:
