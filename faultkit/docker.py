@@ -4,7 +4,8 @@ One :class:`DockerHost` per engine URL (``unix://``, ``tcp://``, ``ssh://``). It
 node's container, reads its state (status, exit code, OOMKilled, restart count, times),
 its main process's host PID, its logs and labels, and performs the container operations
 faults need. Docker SDK exceptions are translated into :mod:`faultkit.errors` with a
-message that says what to do.
+message that says what to do, and marked ``transient`` when trying again may help (a 5xx
+answer, the engine unreachable, a read timeout).
 """
 
 from __future__ import annotations
@@ -84,13 +85,17 @@ class DockerHost:
                 raise ContainerNotFound(self.url, container, self._names_or_empty()) from exc
             raise DockerError(f"{self.url}: not found: {exc.explanation or exc}") from exc
         except docker.errors.APIError as exc:
-            raise DockerError(f"{self.url}: Docker API error: {exc.explanation or exc}") from exc
+            raise DockerError(f"{self.url}: Docker API error: {exc.explanation or exc}",
+                              transient=exc.is_server_error()) from exc
         except docker.errors.DockerException as exc:
             raise DockerUnavailable(self.url, str(exc)) from exc
-        except (requests.exceptions.ConnectionError, FileNotFoundError, PermissionError) as exc:
+        except (requests.exceptions.ConnectionError, FileNotFoundError) as exc:
             raise DockerUnavailable(self.url, str(exc)) from exc
+        except PermissionError as exc:  # the socket's mode: waiting will not change it
+            raise DockerUnavailable(self.url, str(exc), transient=False) from exc
         except requests.exceptions.ReadTimeout as exc:
-            raise DockerError(f"{self.url}: Docker engine did not answer in time: {exc}") from exc
+            raise DockerError(f"{self.url}: Docker engine did not answer in time: {exc}",
+                              transient=True) from exc
 
     def _names_or_empty(self) -> list[str]:
         try:

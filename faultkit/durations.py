@@ -41,3 +41,14 @@ def human_duration(seconds: float) -> str:
         if seconds >= scale and seconds % scale == 0:
             return f"{seconds / scale:g}{unit}"
     return f"{seconds:g}s"
+
+
+def rough_duration(seconds: float) -> str:
+    """An age for messages: ``3 h 12 min``, ``45 min``, ``20 s``; ``an unknown time`` for inf."""
+    if seconds == float("inf"):
+        return "an unknown time"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    return f"{minutes} min" if minutes else f"{secs} s"

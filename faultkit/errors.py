@@ -43,19 +43,30 @@ class InventoryError(FaultkitError):
 
 
 class DockerError(FaultkitError):
-    """A Docker engine call failed."""
+    """A Docker engine call failed.
+
+    ``transient`` is True when trying again may succeed: the engine answered 5xx, could not
+    be reached, or did not answer in time (undo steps are retried then,
+    :func:`faultkit.faults.undo.run_step`); False for an answer that will not change (a
+    4xx: no such container, a bad request).
+    """
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        self.transient = transient
+        super().__init__(message)
 
 
 class DockerUnavailable(DockerError):
-    """No Docker engine answers at ``host``."""
+    """No Docker engine answers at ``host`` (transient unless ``transient=False``)."""
 
-    def __init__(self, host: str, reason: str) -> None:
+    def __init__(self, host: str, reason: str, *, transient: bool = True) -> None:
         self.host = host
         self.reason = reason
         super().__init__(
             f"cannot reach a Docker engine at {host}: {reason}. "
             "Is dockerd running? (`faultkit testbed up` starts one on this machine; "
-            "for a remote node check the inventory's docker.host)"
+            "for a remote node check the inventory's docker.host)",
+            transient=transient,
         )
 
 

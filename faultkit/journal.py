@@ -1,7 +1,8 @@
 """The fault journal: what every fault did and how to undo it, on disk *before* it acts.
 
 Layout: ``$FAULTKIT_HOME/journal/`` (``FAULTKIT_HOME`` defaults to ``~/.cache/faultkit``)
-holds one JSON file per fault, ``<fault-id>.json``, and a liveness lock ``<fault-id>.lock``.
+holds one JSON file per fault, ``<fault-id>.json``, a liveness lock ``<fault-id>.lock``, and
+one node lock per fault target, ``node-<hash>.lock`` (:mod:`faultkit.nodelock`).
 
 Permissions: the journal says what to run to undo a fault (and a rollout's record holds
 the previous container's environment), so only its owner may read or write it. The
@@ -24,6 +25,9 @@ Contract:
 - :meth:`FaultJournal.orphans` lists unreverted records whose owner is gone; the sweep
   (:func:`faultkit.sweep.sweep`) takes each one's lock while it reverts it, so two
   sweeping processes never revert the same record twice.
+- :attr:`FaultJournal.nodes` (:class:`~faultkit.nodelock.NodeLocks`) holds the node locks,
+  one fault per node at a time (:mod:`faultkit.faults.locks`); :meth:`FaultJournal.release`
+  drops those a record names along with its liveness lock, as a dying process would.
 
 Times are Unix epoch seconds.
 """
@@ -31,7 +35,6 @@ Times are Unix epoch seconds.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import stat
@@ -44,14 +47,23 @@ from typing import Any, Literal
 
 from faultkit.constants import faultkit_home
 from faultkit.errors import JournalError
+from faultkit.nodelock import (
+    CLOEXEC,
+    FILE_MODE,
+    NOFOLLOW,
+    NodeHolder,
+    NodeLocks,
+    read_nofollow,
+    try_flock,
+)
+
+__all__ = ["DIR_MODE", "FILE_MODE", "FaultJournal", "JournalRecord", "NodeHolder",
+           "default_journal_dir"]
 
 State = Literal["applying", "applied", "reverted"]
 
-#: the journal directory's mode, and its files' mode
+#: the journal directory's mode (its files': :data:`FILE_MODE`, 0600)
 DIR_MODE = 0o700
-FILE_MODE = 0o600
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 def default_journal_dir() -> Path:
@@ -73,6 +85,9 @@ class JournalRecord:
     t_created: float = 0.0
     t_reverted: float | None = None
     note: str = ""
+    #: the node-lock keys the fault held (:mod:`faultkit.faults.locks`); the sweep takes
+    #: them while it replays the record
+    node_locks: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,7 +104,9 @@ class FaultJournal:
     def __init__(self, directory: Path | None = None) -> None:
         self.directory = directory or default_journal_dir()
         self._held: dict[str, int] = {}  # record id -> fd holding its liveness lock
+        self._node_keys: dict[str, list[str]] = {}  # record id -> the node locks it names
         self._prepare_directory()
+        self.nodes = NodeLocks(self.directory)
 
     def _prepare_directory(self) -> None:
         """Create the directory 0700, or check an existing one and tighten it to 0700.
@@ -145,6 +162,7 @@ class FaultJournal:
         if fd is None:
             raise JournalError(f"journal record {record.id} is locked by another process")
         self._held[record.id] = fd
+        self._node_keys[record.id] = list(record.node_locks)
         try:
             self._write(record)
         except BaseException:
@@ -169,15 +187,19 @@ class FaultJournal:
         self._write(record)
 
     def release(self, record_id: str) -> None:
-        """Drop the liveness lock without changing the record (as a dying process would)."""
+        """Drop the liveness lock without changing the record, and the node locks it names
+        (as a dying process would): the sweep may take the record now."""
+        keys = self._node_keys.get(record_id, [])
         self._release(record_id)
+        for key in keys:
+            self.nodes.drop(key)
 
     def _write(self, record: JournalRecord) -> None:
         path = self._record_path(record.id)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
         data = json.dumps(record.to_json(), sort_keys=True).encode()
         try:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | CLOEXEC
             fd = os.open(tmp, flags, FILE_MODE)
             try:
                 os.write(fd, data)
@@ -198,22 +220,10 @@ class FaultJournal:
 
     # locks ----------------------------------------------------------------------------
     def _try_lock(self, record_id: str) -> int | None:
-        try:
-            fd = os.open(self._lock_path(record_id), os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC,
-                         FILE_MODE)
-        except OSError as exc:  # ELOOP: a symlink was planted where the lock belongs
-            raise JournalError(
-                f"cannot open the lock file {self._lock_path(record_id)}: {exc}; "
-                "it should be a plain file: remove it and run again"
-            ) from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return None
-        return fd
+        return try_flock(self._lock_path(record_id))
 
     def _release(self, record_id: str) -> None:
+        self._node_keys.pop(record_id, None)
         fd = self._held.pop(record_id, None)
         if fd is not None:
             os.close(fd)  # closing drops the flock
@@ -244,7 +254,7 @@ class FaultJournal:
         """The record, or None if missing; an unreadable record is quarantined (``.corrupt``)."""
         path = self._record_path(record_id)
         try:
-            raw = _read_nofollow(path)
+            raw = read_nofollow(path)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -315,15 +325,4 @@ class FaultJournal:
     def close(self) -> None:
         for record_id in list(self._held):
             self._release(record_id)
-
-
-def _read_nofollow(path: Path) -> bytes:
-    """The file's bytes; a symlink raises OSError (ELOOP) instead of being followed."""
-    fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+        self.nodes.close()

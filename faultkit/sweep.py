@@ -19,6 +19,11 @@ blindly. A record is listed and left in the journal, with nothing run, when:
   container from an old spec, restoring an old memory limit) could undo that work. With
   ``force=True`` it is replayed anyway (line ``NOT REPLAYED …``).
 
+A record is replayed while the sweep holds the locks of the nodes its fault held
+(:mod:`faultkit.faults.locks`); when one of them is held by a live fault now, the record
+is listed (``BUSY …``) and left for a later sweep, so an undo never runs under another
+fault's feet.
+
 It is idempotent: a second sweep finds nothing to do (records it refused are listed again).
 The pytest plugin, ``faultkit inject`` and ``faultkit gate`` call it at start with their
 inventory; ``faultkit sweep`` runs it by hand.
@@ -26,21 +31,24 @@ inventory; ``faultkit sweep`` runs it by hand.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
+from faultkit.durations import rough_duration
 from faultkit.faults import undo
 from faultkit.inventory import Inventory
-from faultkit.journal import FaultJournal, JournalRecord
+from faultkit.journal import FaultJournal, JournalRecord, NodeHolder
 
 log = logging.getLogger(__name__)
 
 #: records older than this (seconds) are listed, not replayed, unless forced
 MAX_AGE_S = 3600.0
 #: how the lines of records the sweep left applied begin
-LEFT_APPLIED = ("FAILED", "REFUSED", "NOT REPLAYED")
+LEFT_APPLIED = ("FAILED", "REFUSED", "NOT REPLAYED", "BUSY")
 
 
 def sweep(
@@ -54,8 +62,9 @@ def sweep(
     """Revert every orphaned fault the policy allows; return one line per record handled.
 
     Lines start with ``reverted``, ``FAILED``, ``REFUSED`` (a shell step the inventory does
-    not vouch for) or ``NOT REPLAYED`` (older than ``max_age_s``; ``force`` replays it);
-    the last three leave the record in the journal (:data:`LEFT_APPLIED`). Empty: nothing
+    not vouch for), ``NOT REPLAYED`` (older than ``max_age_s``; ``force`` replays it) or
+    ``BUSY`` (a node it needs is locked by a live fault); the last four leave the record in
+    the journal (:data:`LEFT_APPLIED`). Empty: nothing
     to do. ``now`` (epoch seconds) is for tests.
     """
     journal = journal if journal is not None else FaultJournal()
@@ -72,10 +81,38 @@ def sweep(
                 lines.append(refusal)
                 log.warning("sweep: %s", refusal)
                 continue
-            lines.append(_replay(journal, claimed))
+            with _node_locks(journal, claimed) as busy:
+                if busy is not None:
+                    lines.append(
+                        f"BUSY {claimed.id} ({claimed.description}): {busy.describe(now)}; "
+                        "left in the journal: run `faultkit sweep` again once that fault is "
+                        "reverted"
+                    )
+                    log.warning("sweep: %s", lines[-1])
+                    continue
+                lines.append(_replay(journal, claimed))
             log.info("sweep: %s", lines[-1])
     journal.prune()
     return lines
+
+
+@contextlib.contextmanager
+def _node_locks(journal: FaultJournal, record: JournalRecord) -> Iterator[NodeHolder | None]:
+    """Hold the locks of the record's nodes; yields None, or the holder of a busy one."""
+    me = NodeHolder(node=record.node, fault_id=record.id, kind=f"sweep of {record.kind}",
+                    pid=os.getpid(), t_locked=time.time())
+    taken: list[str] = []
+    try:
+        for key in record.node_locks:
+            busy = journal.nodes.take(key, me)
+            if busy is not None:
+                yield busy
+                return
+            taken.append(key)
+        yield None
+    finally:
+        for key in taken:
+            journal.nodes.drop(key)
 
 
 def _replay(journal: FaultJournal, record: JournalRecord) -> str:
@@ -113,10 +150,10 @@ def _refusal(journal: FaultJournal, record: JournalRecord, inventory: Inventory 
     age = now - record.t_created if record.t_created else float("inf")
     if age > max_age_s and not force and record.undo:  # nothing to undo: nothing to replay
         return (
-            f"NOT REPLAYED {record.id} ({record.description}): recorded {_age(age)} ago, "
-            f"more than the {_age(max_age_s)} bound; the node may have changed since. Check "
-            f"it, then `faultkit sweep --force` to replay its undo steps, or delete {path} "
-            "if it is already restored"
+            f"NOT REPLAYED {record.id} ({record.description}): recorded "
+            f"{rough_duration(age)} ago, more than the {rough_duration(max_age_s)} bound; the "
+            f"node may have changed since. Check it, then `faultkit sweep --force` to replay "
+            f"its undo steps, or delete {path} if it is already restored"
         )
     return None
 
@@ -138,14 +175,3 @@ def untrusted_shell(step: Mapping[str, Any], inventory: Inventory | None) -> str
         return None
     return (f"its undo runs the shell command `{command}`, which is not the rollback: of any "
             f"serving config in {inventory.source}")
-
-
-def _age(seconds: float) -> str:
-    """``3 h 12 min``, ``45 min``, ``20 s``, ``unknown``."""
-    if seconds == float("inf"):
-        return "an unknown time"
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    if hours:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    return f"{minutes} min" if minutes else f"{secs} s"

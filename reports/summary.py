@@ -84,7 +84,9 @@ _PHRASES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "stop": lambda p: "a docker stop",
     "restart": lambda p: "a docker restart",
     "pause": lambda p: "a docker pause",
-    "node_restart": lambda p: "a restart of every container on its Docker host",
+    "node_restart": lambda p: (
+        "a restart of every container on its Docker host" if p.get("all_containers")
+        else "a restart of the inventory nodes' containers on its Docker host"),
     "partition": _partition,
     "loss": _loss,
     "bandwidth": _with("a bandwidth limit of {}", "rate", "a bandwidth limit"),

@@ -1,5 +1,6 @@
-"""node_restart: every container on the node's Docker host restarts, as after a reboot of a
-GPU box. Runs once per Docker host."""
+"""node_restart: the inference containers on the node's Docker host (every inventory node
+there) restart at once, as after a reboot of a GPU box; other containers on the host
+(Prometheus) keep running. Runs once per Docker host."""
 
 import pytest
 

@@ -6,8 +6,11 @@ Rolls the candidate onto the node, runs the scenarios marked ``gate`` against it
 the node's accepted findings) pass: a scenario that failed, was INCONCLUSIVE (evidence
 missing) or was skipped fails the gate, each listed on its own line with its reasons; ACCEPTED
 ones are listed as accepted (:func:`decide`). The previous config is restored unless the
-gate passed *and* ``--promote`` was given; an interrupted gate (Ctrl-C, SIGTERM, crash)
-restores it too, and what a killed gate left behind is reverted by ``faultkit sweep``.
+gate passed *and* ``--promote`` was given; an interrupted gate (Ctrl-C, SIGTERM, SIGHUP:
+:mod:`faultkit.commands.interrupt`) first interrupts the scenario run as Ctrl-C would and
+waits for it (``SCENARIO_GRACE_S``, then kills it), sweeps what it left applied, restores
+the previous config and exits 128 + the signal's number. What a killed gate left behind
+is reverted by ``faultkit sweep``.
 """
 
 from __future__ import annotations
@@ -31,16 +34,20 @@ import click
 
 from faultkit.commands.gate_decision import config_diff, decide, read_junit
 from faultkit.commands.input import inventory_option
-from faultkit.errors import FaultkitError
+from faultkit.commands.interrupt import until_interrupted
+from faultkit.errors import FaultkitError, FaultRefused
 from faultkit.faults import make_fault
 from faultkit.faults.rollout import Rollout
 from faultkit.inventory import Inventory, Node, load_inventory
 from faultkit.progress import Progress
 from faultkit.records import Event, JsonlWriter
 from faultkit.rundir import GateDir, RunDir
+from faultkit.sweep import sweep
 
 #: the scenarios are async: these hold also where no ini file says so (an installed wheel)
 _ASYNC_INI = ("-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function")
+#: how long an interrupted gate waits for its scenario run to revert and exit (seconds)
+SCENARIO_GRACE_S = 120.0
 
 
 def scenarios_dir() -> Path:
@@ -143,6 +150,9 @@ async def _run_gate(
         return data
     finally:
         if not data["promoted"]:
+            # an interrupted scenario run may have left its fault applied: revert that first
+            for line in await asyncio.to_thread(sweep, inventory=inventory):
+                _say(f"sweep after the scenario run: {line}")
             _say(f"restoring {node.serving_config or 'the previous config'} on {node.name}")
             await rollout.revert()
             data["rolled_back"] = True
@@ -178,7 +188,7 @@ async def run_scenarios(
         )
         with progress.step(f"running the gate scenarios (pytest output: {log})") as step:
             state.step = step
-            async with _watching(feed, state):
+            async with _ended_on_cancel(proc), _watching(feed, state):
                 assert proc.stdout is not None
                 with log.open("wb") as sink:
                     async for line in proc.stdout:
@@ -186,8 +196,36 @@ async def run_scenarios(
                         step.update(line.decode(errors="replace"))
                 return await proc.wait()
     proc = await asyncio.create_subprocess_exec(*argv, env=env)
-    async with _watching(feed, state):
+    async with _ended_on_cancel(proc), _watching(feed, state):
         return await proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def _ended_on_cancel(proc: asyncio.subprocess.Process) -> AsyncIterator[None]:
+    """When the gate is cancelled (a signal) while the scenario run ``proc`` runs, end the
+    run first (:func:`end_scenarios`, to its end whatever else arrives), then let the
+    cancellation go on: the rollout is reverted only once nothing runs on top of it."""
+    try:
+        yield
+    except asyncio.CancelledError:
+        ending = asyncio.ensure_future(end_scenarios(proc, SCENARIO_GRACE_S))
+        while not ending.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(ending)
+        raise
+
+
+async def end_scenarios(proc: asyncio.subprocess.Process, grace_s: float) -> int:
+    """Interrupt the scenario run as Ctrl-C would (pytest tears down, and the fault in hand
+    is reverted), wait up to ``grace_s`` seconds, then kill it; its exit code."""
+    if proc.returncode is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            await asyncio.wait_for(proc.communicate(), grace_s)  # drains a piped stdout
+        except TimeoutError:
+            _say(f"the scenario run did not end {grace_s:g} s after SIGINT: killing it")
+            proc.kill()
+    return await proc.wait()
 
 
 @contextlib.asynccontextmanager
@@ -287,7 +325,6 @@ def gate(
 
     Exit code 0 = pass, 1 = fail, 2 = bad input. Writes gate.md, gate.json and junit.xml.
     """
-    from faultkit.sweep import sweep
     from reports.render import render_gate
 
     inventory = load_inventory(inventory_path)
@@ -306,14 +343,16 @@ def gate(
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = out_dir / f"gate-{stamp}-{node_name}-{config}"
     out.mkdir(parents=True)
-    signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        data = asyncio.run(_run_gate(inventory, node, config, out, promote, pytest_args))
-    except KeyboardInterrupt:
-        _say("interrupted: the previous config was restored")
-        sys.exit(130)
+        data, signum = asyncio.run(until_interrupted(
+            _run_gate(inventory, node, config, out, promote, pytest_args)))
+    except FaultRefused:
+        raise  # bad input, nothing was done: exit 2 (faultkit.cli), not a failed gate
     except FaultkitError as exc:
         raise click.ClickException(str(exc)) from exc
+    if data is None or signum:
+        _say("interrupted: the previous config was restored")
+        sys.exit(128 + (signum or signal.SIGINT))
     data["finished_at"] = time.time()
     RunDir(out).write_json(GateDir(out).gate_json, data)
     md = render_gate(data, GateDir(out).gate_md)
@@ -340,6 +379,3 @@ def _dry_run(inventory: Inventory, node: Node, config: str, pytest_args: tuple[s
                 "--runs-dir", scratch, "--dry-run", *pytest_args]
         return subprocess.run(argv, check=False).returncode
 
-
-def _raise_interrupt(signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt

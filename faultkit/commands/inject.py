@@ -4,15 +4,15 @@ Checks everything it was given first — the fault kind, the node and the blast-
 policy, every ``--param`` against its allowed range — and on bad input prints one line
 and exits 2 before anything is journaled or touched (``--dry-run`` included). Then it runs
 the sweep (so a fault a killed run left behind is reverted before a new one), shows a
-live line with what is applied, and reverts at the end of ``--duration``, on Ctrl-C or on
-SIGTERM. ``--dry-run`` prints the plan and touches nothing.
+live line with what is applied, and reverts at the end of ``--duration``, on Ctrl-C, on
+SIGTERM or on SIGHUP (then it exits 128 + the signal's number; see
+:mod:`faultkit.commands.interrupt`). ``--dry-run`` prints the plan and touches nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import sys
 import time
 from pathlib import Path
@@ -21,6 +21,7 @@ from typing import Any
 import click
 
 from faultkit.commands.input import inventory_option, parse_duration
+from faultkit.commands.interrupt import until_interrupted
 from faultkit.faults import make_fault
 from faultkit.inventory import load_inventory
 from faultkit.journal import FaultJournal
@@ -51,7 +52,7 @@ def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
               help="journal directory (default: $FAULTKIT_HOME/journal)")
 def inject(kind: str, node_name: str, inventory_path: Path, duration: str,
            params: tuple[str, ...], dry_run: bool, journal_dir: str | None) -> None:
-    """Apply fault KIND to a node for --duration, then revert (also on Ctrl-C / SIGTERM)."""
+    """Apply fault KIND to a node for --duration, then revert (also on Ctrl-C, SIGTERM, SIGHUP)."""
     seconds = parse_duration(duration)
     inventory = load_inventory(inventory_path)
     given = parse_params(params)
@@ -84,32 +85,22 @@ def inject(kind: str, node_name: str, inventory_path: Path, duration: str,
 
 async def _run(fault: Any, seconds: float) -> int:
     """Hold the fault; return the signal number that ended it early (0 if none)."""
-    loop = asyncio.get_running_loop()
-    main = asyncio.current_task()
-    assert main is not None
-    got: list[int] = []
-
-    def interrupted(signum: int) -> None:
-        got.append(signum)
-        main.cancel()
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, interrupted, signum)
-    live = sys.stderr.isatty()
-    try:
-        async with fault:
-            start = time.monotonic()
-            while (left := seconds - (time.monotonic() - start)) > 0 and fault.active:
-                if live:
-                    sys.stderr.write(f"\r[applied {seconds - left:5.1f}/{seconds:g} s] "
-                                     f"{fault.describe()} (mode {fault.mode or '-'})\x1b[K")
-                    sys.stderr.flush()
-                await fault.hold(min(1.0, left))
-            if live:
-                sys.stderr.write("\n")
-    except asyncio.CancelledError:
+    _, signum = await until_interrupted(_hold(fault, seconds))
+    if signum:
         click.echo("interrupted: fault reverted", err=True)
-    finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(signum)
-    return got[0] if got else 0
+    return signum
+
+
+async def _hold(fault: Any, seconds: float) -> None:
+    """Inject, keep the fault applied for ``seconds`` (a live line on a terminal), revert."""
+    live = sys.stderr.isatty()
+    async with fault:
+        start = time.monotonic()
+        while (left := seconds - (time.monotonic() - start)) > 0 and fault.active:
+            if live:
+                sys.stderr.write(f"\r[applied {seconds - left:5.1f}/{seconds:g} s] "
+                                 f"{fault.describe()} (mode {fault.mode or '-'})\x1b[K")
+                sys.stderr.flush()
+            await fault.hold(min(1.0, left))
+        if live:
+            sys.stderr.write("\n")

@@ -5,6 +5,11 @@ inventory has it as a serving config's ``rollback:``, and records older than ``-
 (default 1 h) are listed, not replayed, unless ``--force``. Exit status: 0 when nothing is
 left applied, 1 when a record could not be reverted or was refused or not replayed (each
 listed with what to do), 2 on bad input.
+
+It also lists what live harnesses hold: their applied faults and their node locks
+(``node n1 locked by fault pause-n1-1a2b3c4d (pause, pid 4242, 12 s)``). ``--list`` lists
+the journal's state (faults applied, whether their harness is alive, node locks) and
+changes nothing.
 """
 
 from __future__ import annotations
@@ -28,15 +33,21 @@ from faultkit.sweep import sweep as run_sweep
 @click.option("--max-age", default=human_duration(MAX_AGE_S), show_default=True,
               help="replay only records younger than this (e.g. 30m, 1h, 2d)")
 @click.option("--force", is_flag=True, help="replay records older than --max-age too")
-def sweep(inventory_path: Path, journal_dir: str | None, max_age: str, force: bool) -> None:
+@click.option("--list", "list_only", is_flag=True,
+              help="list the faults applied and the node locks held; change nothing")
+def sweep(inventory_path: Path, journal_dir: str | None, max_age: str, force: bool,
+          list_only: bool) -> None:
     """Revert every fault recorded in the journal whose harness process is gone.
 
     A `shell` undo step runs only when it is the `rollback:` of a serving config in the
     inventory.
     """
     max_age_s = parse_duration(max_age, option="--max-age", max_s=366 * 86400)
-    inventory = load_inventory(inventory_path)
     journal = FaultJournal(Path(journal_dir) if journal_dir else None)
+    if list_only:
+        _list(journal)
+        return
+    inventory = load_inventory(inventory_path)
     lines = run_sweep(journal, inventory=inventory, max_age_s=max_age_s, force=force)
     for line in lines:
         click.echo(line)
@@ -44,7 +55,28 @@ def sweep(inventory_path: Path, journal_dir: str | None, max_age: str, force: bo
     for record in live:
         click.echo(f"left alone (its harness, pid {record.pid}, is still running): "
                    f"{record.id} {record.description}")
-    if not lines and not live:
+    locks = journal.nodes.holders()
+    for holder in locks:
+        click.echo(holder.describe())
+    if not lines and not live and not locks:
         click.echo(f"nothing to sweep ({journal.directory})")
     if any(line.startswith(LEFT_APPLIED) for line in lines):
         raise SystemExit(1)
+
+
+def _list(journal: FaultJournal) -> None:
+    """Print the journal's state: faults applied (and whose), node locks; touch nothing."""
+    records = journal.unreverted()
+    for record in records:
+        if journal.is_live(record.id):
+            state = f"applied, its harness (pid {record.pid}) is running"
+        else:
+            state = "left applied by a harness that is gone: `faultkit sweep` reverts it"
+        click.echo(f"{record.id} {record.description} — {state}")
+    locks = journal.nodes.holders()
+    for holder in locks:
+        click.echo(holder.describe())
+    for path in journal.corrupt():
+        click.echo(f"unreadable journal record {path} (left for inspection)")
+    if not records and not locks:
+        click.echo(f"no fault applied, no node locked ({journal.directory})")

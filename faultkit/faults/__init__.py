@@ -2,7 +2,8 @@
 
 See :mod:`faultkit.faults.base` for the lifecycle contract and :mod:`faultkit.faults.registry`
 for the blast-radius policy. One module per family: ``process``, ``network``, ``memory``,
-``requests``, ``rollout``; undo steps (shared with the sweep) live in ``undo``.
+``requests``, ``rollout``; undo steps (shared with the sweep) live in ``undo``, node
+locks (one fault per node) in ``locks``, and the shielding of acts in ``acts``.
 """
 
 from faultkit.faults.base import Fault

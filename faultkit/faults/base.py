@@ -7,15 +7,23 @@ A :class:`Fault` is an async context manager::
 
 Contract:
 
-- ``inject()`` (``__aenter__``) emits ``inject_start``, reads what it needs to undo the
-  fault, writes the journal record (undo steps as data, fsync'd) and only then acts, and
-  emits ``inject_end`` once the fault is in effect. A second ``inject()`` raises
-  :class:`FaultAlreadyActive`. If injecting fails halfway, what was done is reverted and
-  the error re-raised.
+- ``inject()`` (``__aenter__``) first takes the lock of every node the fault reaches
+  (:mod:`faultkit.faults.locks`: one fault per node at a time; a locked node raises
+  :class:`FaultRefused` naming the holder, and nothing is done), then emits
+  ``inject_start``, reads what it needs to undo the fault, writes the journal record
+  (undo steps as data, fsync'd) and only then acts, and emits ``inject_end`` once the
+  fault is in effect. A second ``inject()`` raises :class:`FaultAlreadyActive`. If
+  injecting fails halfway, what was done is reverted and the error re-raised.
+- Acts are shielded (:mod:`faultkit.faults.acts`): ``_apply`` does each blocking act
+  through :meth:`act` (a worker thread) and awaits any other act that must not be cut
+  short through :meth:`shielded`. A cancellation mid-act waits for the act to end, then
+  goes on, and revert first waits for every act still running: the undo never races an
+  act.
 - ``revert()`` (``__aexit__``, always: exceptions, test failures, cancellation) emits
   ``revert_start``, runs the undo steps (the same ones the sweep runs after a crash), waits
-  for whatever the fault defines as "back" and emits ``revert_end``. It is idempotent,
-  and a second cancellation while reverting does not abandon the revert.
+  for whatever the fault defines as "back" and emits ``revert_end``; the node locks are
+  released after that. It is idempotent, and a second cancellation while reverting does
+  not abandon the revert.
 - Guards are callables (sync or async) returning a reason string to abort, or None. They
   are checked every ``guard_interval_s`` (1 s) while the fault is applied; the first reason
   ends the injection early: ``guard_tripped`` is emitted, the fault reverts, and
@@ -44,13 +52,15 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from faultkit.docker import DockerHost, docker_host
-from faultkit.errors import FaultAlreadyActive, FaultError, FaultParamError, FaultUnsupported
+from faultkit.errors import FaultAlreadyActive, FaultError, FaultUnsupported
 from faultkit.events import EventKind
 from faultkit.faults import undo
-from faultkit.faults.params import Param, ParamSpec, as_param, check_param
+from faultkit.faults.acts import Acts
+from faultkit.faults.locks import HeldLocks, NodeLock
+from faultkit.faults.params import Param, ParamSpec, as_param, parse_params
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal, JournalRecord
 from faultkit.records import Event
@@ -59,6 +69,7 @@ log = logging.getLogger(__name__)
 
 Emit = Callable[[Event], None]
 Guard = Callable[[], "str | Awaitable[str | None] | None"]
+T = TypeVar("T")
 
 
 class Fault:
@@ -67,9 +78,12 @@ class Fault:
     Hooks (all async):
 
     - ``_prepare() -> list[undo step]``: read the state needed to undo; no side effects.
-    - ``_apply()``: act. Steps learned only while acting go through :meth:`add_undo`
-      *before* the action they undo.
+    - ``_apply()``: act, each blocking act through :meth:`act` (shielded). Steps learned
+      only while acting go through :meth:`add_undo` *before* the action they undo.
     - ``_after_undo()``: after the undo steps ran (e.g. wait until the node is ready).
+
+    :meth:`node_locks` says which node locks the fault holds (default: its own node's,
+    from inject to the end of revert).
     """
 
     kind: ClassVar[str] = ""
@@ -98,7 +112,7 @@ class Fault:
         dry_run: bool = False,
         **params: Any,
     ) -> None:
-        self.params = self._parse_params(params)  # first: bad input touches nothing
+        self.params = self.parse_params(params)  # first: bad input touches nothing
         self.node = node
         self.inventory = inventory
         self.timeline = timeline
@@ -117,6 +131,8 @@ class Fault:
         self.t_revert_mono = 0.0  # monotonic time revert() began
         self._acted = False
         self._state_before_revert = "idle"
+        self._locks: HeldLocks | None = None
+        self._acts = Acts()  # acts still running (revert waits for them)
 
     # parameters ---------------------------------------------------------------------
     @classmethod
@@ -125,24 +141,9 @@ class Fault:
         return {name: as_param(spec) for name, spec in cls.PARAMS.items()}
 
     @classmethod
-    def _parse_params(cls, given: Mapping[str, Any]) -> dict[str, Any]:
-        """Defaults overridden by ``given``, each converted and checked (before anything acts).
-
-        Raises :class:`FaultParamError` for an unknown name or a value outside what the
-        param allows.
-        """
-        spec = cls.params_spec()
-        unknown = sorted(set(given) - set(spec))
-        if unknown:
-            known = ", ".join(f"{k} ({p.allowed()})" for k, p in spec.items()) or "none"
-            raise FaultParamError(
-                f"fault {cls.kind!r} has no param {unknown[0]!r} (params: {known})",
-                param=unknown[0], value=given[unknown[0]], allowed=", ".join(spec) or "none",
-            )
-        values = {name: p.default for name, p in spec.items()}
-        for name, value in given.items():
-            values[name] = check_param(cls.kind, name, spec[name], value)
-        return values
+    def parse_params(cls, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Defaults overridden by ``given``, each checked (:func:`.params.parse_params`)."""
+        return parse_params(cls.kind, cls.params_spec(), given)
 
     # description --------------------------------------------------------------------
     def describe(self) -> str:
@@ -158,8 +159,22 @@ class Fault:
         return ""
 
     @classmethod
-    def check_blast_radius(cls, node: Node, inventory: Inventory | None) -> None:
-        """Refuse (raise FaultRefused) if the fault would reach beyond ``node``; default: no-op."""
+    def check_blast_radius(
+        cls, node: Node, inventory: Inventory | None, params: Mapping[str, Any]
+    ) -> None:
+        """Refuse (raise FaultRefused) if the fault, with ``params`` (checked already), would
+        reach beyond ``node`` or could hit a bystander; default: no-op.
+
+        Called by ``make_fault`` before the fault exists, so a refusal touches nothing,
+        ``--dry-run`` included. What only the target's state can tell (a container in the
+        host's network namespace, a PID proven to be the container's) is checked in
+        ``_prepare``, still before anything is journaled.
+        """
+
+    def node_locks(self) -> list[NodeLock]:
+        """The node locks the fault takes before injecting; default: its node's, until revert
+        has ended. A fault that reaches other nodes (``node_restart``) locks them too."""
+        return [NodeLock(self.node)]
 
     # docker helpers -----------------------------------------------------------------
     @property
@@ -223,6 +238,17 @@ class Fault:
         """Record that the harness had to act to bring the node back (not self-recovery)."""
         self.emit(EventKind.HARNESS_INTERVENED, action=action, why=why)
 
+    # acts ---------------------------------------------------------------------------
+    async def act(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run one blocking act, ``fn(*args, **kwargs)``, in a worker thread, shielded: a
+        cancellation meanwhile waits for ``fn`` to return, then goes on (:mod:`.acts`)."""
+        return await self._acts.shielded(asyncio.to_thread(fn, *args, **kwargs))
+
+    async def shielded(self, act: Awaitable[T]) -> T:
+        """Await any other act to its end, even if the caller is cancelled meanwhile; until
+        then revert waits for it."""
+        return await self._acts.shielded(act)
+
     # journal ------------------------------------------------------------------------
     def add_undo(self, step: dict[str, Any]) -> None:
         """Append an undo step and make it durable *before* doing what it undoes."""
@@ -260,24 +286,28 @@ class Fault:
         if self.dry_run:
             self._state = "dry-run"
             return
+        assert self.journal is not None
+        self._locks = HeldLocks(self.journal, self.id, self.kind)
+        self._locks.take(self.node_locks())  # refused: still idle, nothing was done
         self._state = "injecting"
         self.emit(EventKind.INJECT_START, effect=self.effect_spec())
         try:
             steps = await self._prepare()
             self._record = JournalRecord(
                 id=self.id, kind=self.kind, node=self.node.name, description=self.describe(),
-                params=dict(self.params), undo=list(steps),
+                params=dict(self.params), undo=list(steps), node_locks=self._locks.node_keys,
             )
-            assert self.journal is not None
             self.journal.begin(self._record)
             await self._apply()
             self._record.state = "applied"
             self.journal.update(self._record)
         except BaseException as exc:
-            log.warning("%s: inject failed (%s); reverting what was done", self.id, exc)
+            log.warning("%s: inject failed (%s); reverting what was done", self.id,
+                        str(exc) or type(exc).__name__)
             await self.revert()
             raise
         self._state = "applied"
+        self._locks.release(until="inject")
         self.emit(EventKind.INJECT_END)
         if self.guards:
             self._guard_task = asyncio.ensure_future(self._watch_guards())
@@ -296,8 +326,18 @@ class Fault:
             raise
 
     async def _revert(self) -> None:
+        try:
+            await self._undo()
+        finally:
+            if self._locks is not None:
+                self._locks.release()
+
+    async def _undo(self) -> None:
         self._state_before_revert = self._state
         self._state = "reverting"
+        if self._acts:  # an act cut off by a cancellation (or left behind) ends first
+            log.info("%s: waiting for %d act(s) to end before reverting", self.id, len(self._acts))
+            await self._acts.settle()
         self.t_revert_mono = time.monotonic()
         guard = self._guard_task
         if guard is not None and guard is not asyncio.current_task():
@@ -316,10 +356,11 @@ class Fault:
                     log.info("%s: %s", self.id, line)
                 except Exception as exc:
                     errors.append(f"{item.get('op')}: {exc}")
-        try:
-            await self._after_undo()
-        except Exception as exc:
-            errors.append(str(exc))
+        if self._record is not None:  # None: refused or failed before the journal, untouched
+            try:
+                await self._after_undo()
+            except Exception as exc:
+                errors.append(str(exc))
         if self._record is not None and self.journal is not None:
             if errors:
                 # leave the record unreverted for the sweep, but let the sweep take it now

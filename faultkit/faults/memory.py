@@ -98,7 +98,7 @@ class MemorySqueeze(_ReadyMixin):
         self.mode = "under_usage"
         self.acting(f"lower the memory limit to {limit} bytes")
         try:
-            await asyncio.to_thread(self.docker.set_memory_limits, self.container, limit, limit)
+            await self.act(self.docker.set_memory_limits, self.container, limit, limit)
         except DockerError as exc:
             if "unable to set memory limit" not in str(exc):
                 raise
@@ -115,9 +115,7 @@ class MemorySqueeze(_ReadyMixin):
                 usage = await asyncio.to_thread(self.docker.memory_usage, self.container)
                 limit = max(_DOCKER_MIN, usage - 4 * step + attempt * step)
                 try:
-                    await asyncio.to_thread(
-                        self.docker.set_memory_limits, self.container, limit, limit
-                    )
+                    await self.act(self.docker.set_memory_limits, self.container, limit, limit)
                     break
                 except DockerError as again:
                     if "unable to set memory limit" not in str(again):
@@ -136,7 +134,7 @@ class MemorySqueeze(_ReadyMixin):
         size = max(0, limit - usage) + parse_bytes(self.params["pressure"])
         self.add_undo(self.step("exec", command=["rm", "-f", _PRESSURE_FILE]))
         try:
-            code, output = await asyncio.to_thread(
+            code, output = await self.act(
                 self.docker.exec, self.container,
                 ["sh", "-c", f"head -c {size} /dev/zero > {_PRESSURE_FILE}"],
             )

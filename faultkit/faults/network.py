@@ -21,20 +21,32 @@ Mechanisms (``result["mode"]`` and the events' ``mode`` say which one ran):
 
 Every rule carries ``-m comment --comment faultkit:<fault-id>``; every qdisc handle fa17:.
 Needs root on a local Docker host.
+
+Blast radius, checked before anything is journaled or touched (:class:`FaultRefused`):
+
+- every network fault refuses a container that has no network namespace of its own
+  (``HostConfig.NetworkMode`` ``host``, or ``container:<other>``): ``nsenter`` would reach
+  the host's own namespace, or another container's;
+- the faults that enter the netns (``partition mode=blackhole``, ``loss``, ``bandwidth``,
+  ``latency``) need the node's own host: a ``unix://`` engine (refused up front
+  otherwise), and a PID that ``/proc/<pid>/cgroup`` proves to be the container's
+  (:mod:`faultkit.hostpid`). ``partition mode=refuse`` works through the Docker API on
+  any host.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from faultkit import netns
-from faultkit.errors import FaultError, FaultUnsupported
+from faultkit import hostpid, netns
+from faultkit.errors import FaultError, FaultRefused, FaultUnsupported
 from faultkit.faults.base import Fault
 from faultkit.faults.params import Param, ParamSpec
+from faultkit.inventory import Inventory, Node
 from faultkit.proxy import DelayProxy
 
 #: tc rates (``1mbit``, ``500kbit``, ``10mbps``) and sizes (``32kbit``, ``64kb``, ``1500``),
@@ -56,19 +68,48 @@ def _positive(pattern: re.Pattern[str]) -> Callable[[str], bool]:
 
 
 class _NetnsFault(Fault):
-    """Shared helpers: the container's PID (its netns) and netem detection."""
+    """Shared helpers: the blast-radius checks, the container's PID (its netns), netem."""
+
+    @classmethod
+    def enters_netns(cls, params: Mapping[str, Any]) -> bool:
+        """Whether the fault acts inside the container's netns (``nsenter -t PID``)."""
+        return True
+
+    @classmethod
+    def check_blast_radius(
+        cls, node: Node, inventory: Inventory | None, params: Mapping[str, Any]
+    ) -> None:
+        """Entering the container's netns needs the node's own host (a local engine)."""
+        if cls.enters_netns(params) and node.docker and not hostpid.is_local(node.docker.host):
+            instead = ("Use partition mode=refuse (through the Docker API)."
+                       if cls.kind == "partition" else "")
+            raise hostpid.remote_refusal(cls.kind, node.name, node.docker.host, instead)
+
+    async def _check_target(self) -> None:
+        """Refuse a container without a netns of its own; prove its PID if it will be used.
+
+        Read-only; called first in ``_prepare``, so a refusal touches nothing.
+        """
+        attrs = await asyncio.to_thread(self.docker.inspect, self.container)
+        mode = str((attrs.get("HostConfig") or {}).get("NetworkMode") or "")
+        if mode == "host" or mode.startswith("container:"):
+            shared = "the host's own" if mode == "host" else f"container {mode[10:]!r}'s"
+            raise FaultRefused(
+                f"refused: {self.kind} on {self.node.name!r}: container {self.container!r} "
+                f"runs with network mode {mode!r}, so its network namespace is {shared} and "
+                f"the fault would hit that too. Give the node a network of its own (a bridge "
+                f"network) to run network faults on it. Nothing was done."
+            )
+        if self.enters_netns(self.params):
+            hostpid.proven_pid(attrs)
 
     async def _pid(self) -> int:
-        host = self.node.docker.host if self.node.docker else "no docker host"
-        if not host.startswith("unix://"):
-            raise FaultUnsupported(
-                f"{self.kind} needs the node's Docker host to be this machine (unix://); "
-                f"node {self.node.name!r} uses {host}"
-            )
-        return await asyncio.to_thread(self.docker.host_pid, self.container)
+        """The container's host PID, proven again just before it is used."""
+        attrs = await asyncio.to_thread(self.docker.inspect, self.container)
+        return hostpid.proven_pid(attrs)
 
     async def _netem(self, pid: int) -> bool:
-        ok = await asyncio.to_thread(netns.netem_available, pid)
+        ok = await self.act(netns.netem_available, pid)  # probes with a qdisc
         self.result["netem_available"] = ok
         return ok
 
@@ -89,7 +130,12 @@ class Partition(_NetnsFault):
             return "drop every packet in the container's netns (clients time out)"
         return "disconnect the container from its networks (clients are refused/reset)"
 
+    @classmethod
+    def enters_netns(cls, params: Mapping[str, Any]) -> bool:
+        return params.get("mode") == "blackhole"
+
     async def _prepare(self) -> list[dict[str, Any]]:
+        await self._check_target()
         self.mode = self.params["mode"]
         if self.mode == "blackhole":
             return [self._purge_step()]
@@ -113,7 +159,7 @@ class Partition(_NetnsFault):
             pid = await self._pid()
             self.acting("iptables DROP in the container's netns")
             for chain, iface in (("INPUT", "-i"), ("OUTPUT", "-o")):
-                await asyncio.to_thread(
+                await self.act(
                     netns.add_rule, pid, "filter", chain, ["!", iface, "lo", "-j", "DROP"], self.id
                 )
             self.effect_in_place("DROP rules on INPUT and OUTPUT (all but lo) in the netns")
@@ -121,7 +167,7 @@ class Partition(_NetnsFault):
             return
         self.acting(f"disconnect from {', '.join(self.result['networks'])}")
         for network in self.result["networks"]:
-            await asyncio.to_thread(self.docker.disconnect, self.container, network)
+            await self.act(self.docker.disconnect, self.container, network)
         self.effect_in_place(f"disconnected from {', '.join(self.result['networks'])}")
 
 
@@ -150,6 +196,7 @@ class Loss(_NetnsFault):
         return f"drop {self.params['percent']}% of packets reaching the container"
 
     async def _prepare(self) -> list[dict[str, Any]]:
+        await self._check_target()
         if not 0 < self.params["percent"] <= 100:
             raise FaultError(f"loss percent={self.params['percent']}: must be in (0, 100]")
         return [self._purge_step(), self.step("qdisc_delete")]
@@ -163,7 +210,7 @@ class Loss(_NetnsFault):
         self.acting(f"drop {self.params['percent']}% of packets ({self.mode})")
         if use_netem:
             for dev in await asyncio.to_thread(netns.interfaces, pid):
-                await asyncio.to_thread(
+                await self.act(
                     netns.add_root_qdisc, pid, dev, ["netem", "loss", f"{self.params['percent']}%"]
                 )
             self.effect_in_place("netem loss qdisc on every interface")
@@ -171,7 +218,7 @@ class Loss(_NetnsFault):
         probability = f"{self.params['percent'] / 100:.4f}"
         spec = ["!", "-i", "lo", "-m", "statistic", "--mode", "random",
                 "--probability", probability, "-j", "DROP"]
-        await asyncio.to_thread(netns.add_rule, pid, "filter", "INPUT", spec, self.id)
+        await self.act(netns.add_rule, pid, "filter", "INPUT", spec, self.id)
         self.effect_in_place(f"iptables statistic DROP p={probability} on INPUT")
 
 
@@ -190,6 +237,7 @@ class Bandwidth(_NetnsFault):
         return f"limit the container's egress to {self.params['rate']} (tc tbf)"
 
     async def _prepare(self) -> list[dict[str, Any]]:
+        await self._check_target()
         self.mode = "tbf"
         return [self.step("qdisc_delete")]
 
@@ -198,7 +246,7 @@ class Bandwidth(_NetnsFault):
         p = self.params
         self.acting(f"tc tbf rate {p['rate']}")
         for dev in await asyncio.to_thread(netns.interfaces, pid):
-            await asyncio.to_thread(netns.add_root_qdisc, pid, dev, [
+            await self.act(netns.add_root_qdisc, pid, dev, [
                 "tbf", "rate", p["rate"], "burst", p["burst"], "latency", f"{p['latency_ms']}ms",
             ])
         self.effect_in_place(f"tbf qdisc at {p['rate']} on every interface")
@@ -222,6 +270,7 @@ class Latency(_NetnsFault):
                 f"± {self.params['jitter_ms']} ms (netem, or a delay proxy without it)")
 
     async def _prepare(self) -> list[dict[str, Any]]:
+        await self._check_target()
         if self.params["mode"] not in ("auto", "netem", "proxy"):
             raise FaultError(f"latency mode={self.params['mode']!r}: use auto, netem or proxy")
         return [self.step("qdisc_delete"), self._purge_step("nat", host=True)]
@@ -238,7 +287,7 @@ class Latency(_NetnsFault):
                 delay.append(f"{self.params['jitter_ms']}ms")
             self.acting(f"netem delay {' '.join(delay)}")
             for dev in await asyncio.to_thread(netns.interfaces, pid):
-                await asyncio.to_thread(netns.add_root_qdisc, pid, dev, ["netem", "delay", *delay])
+                await self.act(netns.add_root_qdisc, pid, dev, ["netem", "delay", *delay])
             self.effect_in_place("netem delay qdisc on every interface")
             return
         await self._apply_proxy()
@@ -258,7 +307,7 @@ class Latency(_NetnsFault):
         spec = ["-d", "127.0.0.1/32", "-p", "tcp", "--dport", str(url.port),
                 "-j", "REDIRECT", "--to-ports", str(port)]
         self.acting(f"redirect 127.0.0.1:{url.port} to the delay proxy on :{port}")
-        await asyncio.to_thread(netns.add_rule, None, "nat", "OUTPUT", spec, self.id)
+        await self.act(netns.add_rule, None, "nat", "OUTPUT", spec, self.id)
         self.effect_in_place(f"nat OUTPUT REDIRECT to the delay proxy :{port} in place")
 
     def _upstream(self, published: int) -> tuple[str, int]:

@@ -10,7 +10,7 @@ exit 2 before anything is touched.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,3 +137,23 @@ def check_param(fault_kind: str, name: str, spec: Param, given: Any) -> Any:
             param=name, value=given, allowed=spec.allowed(),
         )
     return value
+
+
+def parse_params(fault_kind: str, spec: Mapping[str, Param],
+                 given: Mapping[str, Any]) -> dict[str, Any]:
+    """Defaults overridden by ``given``, each converted and checked (before anything acts).
+
+    Raises :class:`FaultParamError` for an unknown name or a value outside what the param
+    allows.
+    """
+    unknown = sorted(set(given) - set(spec))
+    if unknown:
+        known = ", ".join(f"{k} ({p.allowed()})" for k, p in spec.items()) or "none"
+        raise FaultParamError(
+            f"fault {fault_kind!r} has no param {unknown[0]!r} (params: {known})",
+            param=unknown[0], value=given[unknown[0]], allowed=", ".join(spec) or "none",
+        )
+    values = {name: p.default for name, p in spec.items()}
+    for name, value in given.items():
+        values[name] = check_param(fault_kind, name, spec[name], value)
+    return values

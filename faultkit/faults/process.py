@@ -10,6 +10,13 @@
 - ``docker_kill=true``: ``docker kill``. Docker records that as a *manual* stop and does
   **not** restart the container, whatever its restart policy. Revert then starts it.
 
+The default needs the node's own host: the PID is a host PID, so the Docker engine must be
+local (``unix://``) and ``/proc/<pid>/cgroup`` must name the container's id before the
+signal is sent (:mod:`faultkit.hostpid`); anything else is refused before acting. There is
+no API-only way to the same crash: a SIGKILL through the API *is* ``docker kill``, a manual
+stop that no restart policy undoes. So on a ``tcp://``/``ssh://`` host use
+``docker_kill=true`` (which works through the API anywhere) and expect a manual stop.
+
 For ``kill`` "revert" means: wait until the node is ready again (the restart policy's job);
 if it is not back within ``ready_timeout_s``, start the container and wait again.
 ``result`` carries ``restart_count_before``/``restart_count_after``, ``exit_code``,
@@ -23,17 +30,19 @@ is None and ``first_token_finding`` says why.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
 import time
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
 
+from faultkit import hostpid
 from faultkit.errors import FaultRefused, NodeNotReady
 from faultkit.events import EventKind
 from faultkit.faults.base import Fault
+from faultkit.faults.locks import NodeLock
 from faultkit.faults.params import Param, ParamSpec
 from faultkit.first_token import probe_first_token
 from faultkit.health import wait_ready
@@ -132,22 +141,47 @@ class Kill(_ReadyMixin):
         "first_token": (bool, True),
     }
 
+    @classmethod
+    def check_blast_radius(
+        cls, node: Node, inventory: Inventory | None, params: Mapping[str, Any]
+    ) -> None:
+        """SIGKILL from the host needs the node's own host (a local engine)."""
+        if not params.get("docker_kill") and node.docker and not hostpid.is_local(
+                node.docker.host):
+            raise hostpid.remote_refusal(
+                "kill", node.name, node.docker.host,
+                "Use kill docker_kill=true (through the Docker API; Docker counts it as a "
+                "manual stop and does not restart the container, revert starts it).")
+
     def what(self) -> str:
         if self.params["docker_kill"]:
             return "`docker kill` (manual stop: Docker will NOT restart it; revert starts it)"
         return "SIGKILL of the main process from the host (crash: the restart policy acts)"
 
+    async def _prepare(self) -> list[dict[str, Any]]:
+        steps = await super()._prepare()
+        if not self.params["docker_kill"]:  # refused here, before the journal, if unproven
+            await asyncio.to_thread(self._proven_pid)
+        return steps
+
+    def _proven_pid(self) -> tuple[int, str]:
+        """The main process's host PID, proven to be the container's, and the container id."""
+        attrs = self.docker.inspect(self.container)
+        return hostpid.proven_pid(attrs), str(attrs.get("Id") or "")
+
     async def _apply(self) -> None:
         self.mode = "docker_kill" if self.params["docker_kill"] else "sigkill"
         self._t0 = time.monotonic()
-        pid_before = await asyncio.to_thread(self.docker.host_pid, self.container)
         if self.params["docker_kill"]:
+            pid_before = await asyncio.to_thread(self.docker.host_pid, self.container)
             self.acting("docker kill")
-            await asyncio.to_thread(self.docker.docker_kill, self.container)
+            await self.act(self.docker.docker_kill, self.container)
         else:
+            pid_before, container_id = await asyncio.to_thread(self._proven_pid)
             self.result["killed_pid"] = pid_before
             self.acting(f"SIGKILL to host pid {pid_before}")
-            os.kill(pid_before, signal.SIGKILL)
+            await self.act(hostpid.kill, pid_before, container_id, signal.SIGKILL,
+                           name=self.container)
         # the fault is in effect once the container has gone down (it may be back already)
         before = self.result["restart_count_before"]
         async for attempt in AsyncRetrying(stop=stop_after_delay(10), wait=wait_fixed(0.05),
@@ -196,7 +230,7 @@ class Stop(_ReadyMixin):
     async def _apply(self) -> None:
         timeout = self.params["stop_timeout_s"]
         self.acting("docker stop")
-        await asyncio.to_thread(self.docker.stop, self.container, timeout_s=timeout)
+        await self.act(self.docker.stop, self.container, timeout_s=timeout)
 
     async def _after_undo(self) -> None:
         # measured from the start of the revert, i.e. the `docker start` of the undo step
@@ -222,9 +256,8 @@ class Restart(_ReadyMixin):
     async def _apply(self) -> None:
         self._t0 = time.monotonic()
         self.acting("docker restart")
-        await asyncio.to_thread(
-            self.docker.restart, self.container, timeout_s=self.params["stop_timeout_s"]
-        )
+        await self.act(self.docker.restart, self.container,
+                       timeout_s=self.params["stop_timeout_s"])
 
     async def _after_undo(self) -> None:
         if "time_to_ready_s" not in self.result:
@@ -246,13 +279,18 @@ class Pause(Fault):
 
     async def _apply(self) -> None:
         self.acting("docker pause")
-        await asyncio.to_thread(self.docker.pause, self.container)
+        await self.act(self.docker.pause, self.container)
 
 
 class NodeRestart(Fault):
-    """Every running container on the node's Docker host restarts at once (a GPU node reboot).
+    """The node's Docker host "reboots": its inference containers restart at once.
 
-    ``label`` (e.g. ``faultkit.owner=tests``) narrows it to containers carrying that label.
+    By default only the running containers of *inventory nodes* on the node's Docker host
+    restart (this node and its neighbours there; without an inventory, this node alone):
+    anything else on the host (Prometheus, another team's service) is a bystander and is
+    left running (``result["not_restarted"]`` lists it). ``all_containers=true`` restarts
+    every running container on the host, as a real reboot would. ``label`` (e.g.
+    ``faultkit.owner=tests``) narrows either set to containers carrying that label.
     ``stop_timeout_s=0`` (default) kills them like a power cut. Refused when another
     inventory node on the same Docker host is protected or does not allow ``node_restart``.
     """
@@ -266,10 +304,13 @@ class NodeRestart(Fault):
                        hint="a Docker label filter: KEY or KEY=VALUE, no spaces"),
         "stop_timeout_s": Param(int, 0, ge=0, le=600, unit="s"),
         "ready_timeout_s": READY_TIMEOUT,
+        "all_containers": (bool, False),
     }
 
     @classmethod
-    def check_blast_radius(cls, node: Node, inventory: Inventory | None) -> None:
+    def check_blast_radius(
+        cls, node: Node, inventory: Inventory | None, params: Mapping[str, Any]
+    ) -> None:
         if inventory is None or node.docker is None:
             return
         for other in inventory.nodes:
@@ -282,13 +323,36 @@ class NodeRestart(Fault):
                     "or does not allow node_restart. Nothing was done."
                 )
 
+    def _host_nodes(self) -> list[Node]:
+        """This node and every other inventory node on the same Docker host."""
+        if self.inventory is None or self.node.docker is None:
+            return [self.node]
+        host = self.node.docker.host
+        return [self.node, *(n for n in self.inventory.nodes if n.name != self.node.name
+                             and n.docker is not None and n.docker.host == host)]
+
+    def node_locks(self) -> list[NodeLock]:
+        """Every inventory node on the Docker host: all of them go down."""
+        return [NodeLock(n) for n in self._host_nodes()]
+
     def what(self) -> str:
         label = self.params["label"]
-        scope = f"containers labelled {label}" if label else "ALL containers"
+        if self.params["all_containers"]:
+            scope = "ALL containers"
+        else:
+            nodes = ", ".join(n.name for n in self._host_nodes())
+            scope = f"the inventory nodes' containers ({nodes})"
+        scope += f" labelled {label}" if label else ""
         return f"restart {scope} on {self.node.docker.host if self.node.docker else '?'}"
 
     async def _prepare(self) -> list[dict[str, Any]]:
-        names = await asyncio.to_thread(self.docker.running_names, self.params["label"])
+        running = await asyncio.to_thread(self.docker.running_names, self.params["label"])
+        if self.params["all_containers"]:
+            names = running
+        else:
+            ours = {n.docker.container for n in self._host_nodes() if n.docker is not None}
+            names = [name for name in running if name in ours]
+            self.result["not_restarted"] = sorted(set(running) - ours)
         self.result["containers"] = names
         # undo: make sure each one runs again (restart already brings them back)
         return [self.step("start", container=name) for name in names]
@@ -297,7 +361,7 @@ class NodeRestart(Fault):
         timeout = self.params["stop_timeout_s"]
         self.acting(f"docker restart of {len(self.result['containers'])} containers")
         await asyncio.gather(*(
-            asyncio.to_thread(self.docker.restart, name, timeout_s=timeout)
+            self.act(self.docker.restart, name, timeout_s=timeout)
             for name in self.result["containers"]
         ))
 

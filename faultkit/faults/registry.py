@@ -5,8 +5,9 @@ The policy (checked before anything is touched; a refusal raises :class:`FaultRe
 - the node must be in the inventory (when an inventory is given, always in the CLI and
   the pytest plugin);
 - the node must not be ``protected`` and its ``faults`` allowlist must name the kind (or ``*``);
-- the fault's own check (e.g. ``node_restart`` refuses when another node on the same
-  Docker host would be hit against its policy).
+- the fault's own check, with its parameters (e.g. ``node_restart`` refuses when another
+  node on the same Docker host would be hit against its policy; ``kill`` and the netns
+  faults refuse a node whose Docker engine is not on this machine).
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def make_fault(
             )
         node = inventory.node(node)
     check_policy(kind, node, inventory)
-    cls.check_blast_radius(node, inventory)
+    cls.check_blast_radius(node, inventory, cls.parse_params(params))
     return cls(
         node, inventory=inventory, timeline=timeline, journal=journal, guards=guards,
         dry_run=dry_run, **params,

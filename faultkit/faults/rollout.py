@@ -47,6 +47,7 @@ from faultkit.errors import FaultError, FaultParamError, NodeNotReady
 from faultkit.events import EventKind
 from faultkit.faults import undo
 from faultkit.faults.base import Fault
+from faultkit.faults.locks import NodeLock
 from faultkit.faults.params import Param, ParamSpec
 from faultkit.health import probe, wait_ready
 from faultkit.inventory import ServingConfig
@@ -73,6 +74,11 @@ class Rollout(Fault):
         self.config: ServingConfig = self.inventory.serving_config(self.params["config"])
         self.promoted = False
         self._restore_steps: list[dict[str, Any]] = []
+
+    def node_locks(self) -> list[NodeLock]:
+        """The node's fault lock while rolling out only (the gate runs faults on top of the
+        candidate), and its ``rollout`` lock until reverted (one rollout at a time)."""
+        return [NodeLock(self.node, until="inject"), NodeLock(self.node, layer="rollout")]
 
     def what(self) -> str:
         how = "apply/rollback commands" if self.config.apply else "replace the container"
@@ -121,16 +127,16 @@ class Rollout(Fault):
         t0 = time.monotonic()
         if self.config.apply:
             self.acting(f"run the apply command of {self.params['config']!r}")
-            await asyncio.to_thread(undo.run_step, {"op": "shell", "command": self.config.apply})
+            await self.act(undo.run_step, {"op": "shell", "command": self.config.apply})
         else:
             spec = self._candidate()
             self.acting(f"remove the current container to roll out {self.params['config']!r}")
-            await asyncio.to_thread(self.docker.remove, self.container)
-            await asyncio.to_thread(self.docker.create, spec)
+            await self.act(self.docker.remove, self.container)
+            await self.act(self.docker.create, spec)
             for net in self._networks:
                 if net["name"] != spec.network:
-                    await asyncio.to_thread(self.docker.connect, self.container, net["name"],
-                                            aliases=net["aliases"])
+                    await self.act(self.docker.connect, self.container, net["name"],
+                                   aliases=net["aliases"])
         reason = await self._wait_candidate()
         if reason is None:
             self.result.update(ready=True, time_to_ready_s=round(time.monotonic() - t0, 3))
@@ -183,7 +189,7 @@ class Rollout(Fault):
     async def _roll_back(self) -> None:
         self.emit(EventKind.ROLLBACK_START, config=self.params["config"])
         for step in self._restore_steps:
-            await asyncio.to_thread(undo.run_step, step)
+            await self.act(undo.run_step, step)
         await self._wait_restored()
         self.result.update(rolled_back=True, t_restored=time.time())
         if self._record is not None and self.journal is not None:

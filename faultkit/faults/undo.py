@@ -6,6 +6,13 @@ nothing and says so) and returns one line describing what it did. A fault's norm
 and the sweep after a crashed harness run the *same* steps, so the sweep path is exercised
 by every ordinary test.
 
+A step whose Docker call fails in a way that may pass (``DockerError.transient``: a 5xx
+answer, the engine unreachable, a timeout) is run again, up to :data:`UNDO_ATTEMPTS`
+times within about :data:`UNDO_RETRY_S` seconds (waits 0.5, 1, 2, 4 s), each failure
+logged with the step; that is safe because every op is idempotent. A step that still
+fails raises, and its caller (the revert, the sweep) leaves the journal record
+unreverted, so the next sweep tries again.
+
 Ops (``host`` is a Docker engine URL, ``container`` a container name):
 
 ==================  ==========================================================================
@@ -24,20 +31,38 @@ Ops (``host`` is a Docker engine URL, ``container`` a container name):
 
 from __future__ import annotations
 
+import logging
 import subprocess
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from faultkit import netns
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential,
+)
+from tenacity.wait import wait_base
+
+from faultkit import hostpid, netns
 from faultkit.constants import LOCAL_DOCKER
 from faultkit.docker import DockerHost, docker_host, spec_from_json, spec_to_json
-from faultkit.errors import ContainerNotFound, FaultError
+from faultkit.errors import ContainerNotFound, DockerError, FaultError
+
+log = logging.getLogger(__name__)
 
 Step = dict[str, Any]
 StepRunner = Callable[[Mapping[str, Any]], str]
 
 #: op name → function; tests may register extra ops (a fake backend).
 OPS: dict[str, StepRunner] = {}
+#: how many times a step is tried when Docker fails transiently, and within how long (s)
+UNDO_ATTEMPTS = 5
+UNDO_RETRY_S = 10.0
+#: the wait between two attempts (tests replace it with ``wait_none()``)
+UNDO_WAIT: wait_base = wait_exponential(multiplier=0.5, max=4)
 
 
 def op(name: str) -> Callable[[StepRunner], StepRunner]:
@@ -49,12 +74,48 @@ def op(name: str) -> Callable[[StepRunner], StepRunner]:
 
 
 def run_step(step: Mapping[str, Any]) -> str:
-    """Execute one undo step; unknown ops raise :class:`FaultError`."""
+    """Execute one undo step, retried while Docker fails transiently; one line of what it did.
+
+    Unknown ops raise :class:`FaultError`; so does a step whose Docker call still fails
+    transiently after :data:`UNDO_ATTEMPTS` attempts. Other errors are raised at once.
+    """
     name = step.get("op")
     fn = OPS.get(str(name))
     if fn is None:
         raise FaultError(f"unknown undo op {name!r} in the fault journal (known: {sorted(OPS)})")
-    return fn(step)
+    what = describe_step(step)
+
+    def log_failure(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        log.warning("undo step %s failed (attempt %d of %d): %s; trying again in %.1f s",
+                    what, state.attempt_number, UNDO_ATTEMPTS, exc,
+                    state.next_action.sleep if state.next_action else 0.0)
+
+    retrying = Retrying(
+        stop=stop_after_attempt(UNDO_ATTEMPTS) | stop_after_delay(UNDO_RETRY_S),
+        wait=UNDO_WAIT, retry=retry_if_exception(_transient), before_sleep=log_failure,
+        reraise=True,
+    )
+    try:
+        line: str = retrying(fn, step)
+    except DockerError as exc:
+        if not exc.transient:
+            raise
+        tries = retrying.statistics.get("attempt_number", UNDO_ATTEMPTS)
+        raise FaultError(f"{exc} (undo step {what}: still failing after {tries} attempts)") \
+            from exc
+    return line
+
+
+def describe_step(step: Mapping[str, Any]) -> str:
+    """``unpause vllm-a``: the op and what it acts on, never its data (a spec holds env)."""
+    target = step.get("container") or "host"
+    extra = step.get("network") or step.get("table") or ""
+    return " ".join(str(part) for part in (step.get("op"), target, extra) if part)
+
+
+def _transient(exc: BaseException) -> bool:
+    return isinstance(exc, DockerError) and exc.transient
 
 
 def _host(step: Mapping[str, Any]) -> DockerHost:
@@ -69,6 +130,22 @@ def _running_pid(step: Mapping[str, Any]) -> int | None:
     except ContainerNotFound:
         return None
     return st.pid if st.running and st.pid else None
+
+
+def _netns_pid(step: Mapping[str, Any]) -> int | None:
+    """Like :func:`_running_pid`, for entering the container's netns: the engine must be on
+    this machine and the PID proven to be the container's (:mod:`faultkit.hostpid`)."""
+    host, name = _host(step), str(step["container"])
+    if not hostpid.is_local(host.url):
+        raise FaultError(f"cannot enter the netns of {name} on {host.url} from this machine; "
+                         "undo it on that host (its rules carry faultkit: comments)")
+    try:
+        attrs = host.inspect(name)
+    except ContainerNotFound:
+        return None
+    if not (attrs.get("State") or {}).get("Running"):
+        return None
+    return hostpid.proven_pid(attrs)
 
 
 @op("exec")
@@ -119,7 +196,7 @@ def _connect(step: Mapping[str, Any]) -> str:
 def _iptables_purge(step: Mapping[str, Any]) -> str:
     table, comment = str(step.get("table", "filter")), str(step["comment"])
     if step.get("container"):
-        pid = _running_pid(step)
+        pid = _netns_pid(step)
         if pid is None:
             return f"{step['container']} not running: its netns (and rules) are gone"
         where = str(step["container"])
@@ -131,7 +208,7 @@ def _iptables_purge(step: Mapping[str, Any]) -> str:
 
 @op("qdisc_delete")
 def _qdisc_delete(step: Mapping[str, Any]) -> str:
-    pid = _running_pid(step)
+    pid = _netns_pid(step)
     if pid is None:
         return f"{step['container']} not running: its netns (and qdiscs) are gone"
     deleted = [dev for dev in netns.interfaces(pid) if netns.delete_root_qdisc(pid, dev)]

@@ -32,6 +32,7 @@ from hypothesis.stateful import (
 
 from faultkit.constants import LABEL_SERVING_CONFIG, LOCAL_DOCKER
 from faultkit.docker import docker_host
+from faultkit.errors import FaultRefused
 from faultkit.faults import Fault, make_fault
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal
@@ -254,6 +255,11 @@ class RealFaultSequences(RuleBasedStateMachine):
                                   "loss": {"percent": 20}}[kind]
         name = "partition" if kind == "blackhole" else kind
         fault = make_fault(name, self.node, inventory=self.inv, journal=self.journal, **params)
+        if self.live:  # one fault per node: the second is refused and touches nothing
+            held = next(iter(self.live.values()))
+            with pytest.raises(FaultRefused, match=f"locked by fault {held.id}"):
+                self.loop.run_until_complete(fault.inject())
+            return
         self.loop.run_until_complete(fault.inject())
         self.live[kind] = fault
 
@@ -298,8 +304,10 @@ def test_state_machine_against_real_container(scratch, tmp_path: Path) -> None:
     ))
 
 
-@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_sigterm_and_ctrl_c_revert(signum: int, code: int, scratch, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("signum", "code"), [
+    (signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129),
+])
+def test_sigterm_sighup_and_ctrl_c_revert(signum: int, code: int, scratch, tmp_path: Path) -> None:
     inv, node = scratch
     inventory_file = write_inventory(inv, tmp_path / "inventory.yaml")
     before = snapshot(node)

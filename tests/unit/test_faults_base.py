@@ -219,9 +219,14 @@ class FaultSequences(RuleBasedStateMachine):
 
     @rule(key=st.sampled_from(["a", "b", "c"]))
     def inject(self, key: str) -> None:
-        if key in self.live or WORLD.get(key) == "broken":
-            return  # one fault per key, like one fault per node resource
-        fault = FakeFault(node(), journal=self.journal, key=key)
+        """One node per key; a second fault on a node whose fault is live is refused."""
+        fault = FakeFault(node(f"n-{key}"), journal=self.journal, key=key)
+        if key in self.live:
+            with pytest.raises(FaultRefused, match=f"locked by fault {self.live[key].id}"):
+                self.loop.run_until_complete(fault.inject())
+            return
+        if WORLD.get(key) == "broken":
+            return  # crashed, not swept yet
         self.loop.run_until_complete(fault.inject())
         self.live[key] = fault
 

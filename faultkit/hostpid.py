@@ -1,0 +1,104 @@
+"""Host PIDs of containers, proven to be the container's before the harness acts on one.
+
+``kill`` (SIGKILL from the host) and every fault that enters a container's network
+namespace (``nsenter -t PID``) act on the PID Docker reports for the container's main
+process. That number means something only in the Docker host's own PID namespace. On a
+``tcp://`` or ``ssh://`` engine, from inside another container, or with the engine in a
+VM (Docker Desktop, a socket forwarded from elsewhere), the same number names some
+other process of *this* machine: a bystander. So:
+
+- a fault that needs a host PID is refused up front unless the node's engine is local
+  (:func:`is_local`: a ``unix://`` socket);
+- the PID is used only after ``/proc/<pid>/cgroup`` names the container's full 64-hex id
+  (:func:`proven_pid`). Docker puts every process of a container in a cgroup named after
+  it (``/docker/<id>`` with the cgroupfs driver, ``/system.slice/docker-<id>.scope``
+  with systemd; cgroup v1 or v2), so the check holds wherever the PID is right and fails
+  wherever it names something else;
+- :func:`kill` opens a pidfd first, proves the PID, then signals through the pidfd, so a
+  PID reused meanwhile by another process is never hit.
+
+Refusals raise :class:`FaultRefused` (nothing was done) with what to do instead.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from faultkit.errors import FaultError, FaultRefused
+
+#: where the kernel's process table is read (tests point it at a fake)
+PROC = Path("/proc")
+
+
+def is_local(url: str) -> bool:
+    """Whether the Docker engine at ``url`` can be on this machine (a ``unix://`` socket)."""
+    return url.startswith("unix://")
+
+
+def remote_refusal(what: str, node: str, url: str, instead: str = "") -> FaultRefused:
+    """The refusal of ``what`` (it acts on a host PID) on ``node``, whose engine is ``url``."""
+    scheme = url.split("://", 1)[0]
+    return FaultRefused(
+        f"refused: {what} on {node!r} acts on a host PID (os.kill / nsenter -t PID) and needs "
+        f"the node's own host; not supported for {scheme}:// hosts yet ({url}). "
+        f"{instead + ' ' if instead else ''}Nothing was done."
+    )
+
+
+def proven_pid(attrs: Mapping[str, Any]) -> int:
+    """The host PID of the main process of the container ``attrs`` (``docker inspect``).
+
+    Raises :class:`FaultRefused` when ``/proc/<pid>/cgroup`` does not name the container's
+    id, :class:`FaultError` when the container has no process (not running).
+    """
+    name = str(attrs.get("Name") or "?").lstrip("/")
+    state = attrs.get("State") or {}
+    pid = int(state.get("Pid") or 0)
+    if pid <= 0:
+        raise FaultError(f"container {name!r} is not running (status "
+                         f"{state.get('Status', 'unknown')}): it has no process to act on")
+    _check(pid, str(attrs.get("Id") or ""), name)
+    return pid
+
+
+def kill(pid: int, container_id: str, sig: int = signal.SIGKILL, *, name: str = "?") -> None:
+    """Send ``sig`` to ``pid`` if it is (still) a process of ``container_id``.
+
+    Through a pidfd where the kernel has them (Linux 5.3+): it is opened before the check,
+    so the signal reaches the process that was checked or no process at all.
+    """
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # no pidfd: check, then signal by number
+        _check(pid, container_id, name)
+        os.kill(pid, sig)
+        return
+    try:
+        _check(pid, container_id, name)
+        signal.pidfd_send_signal(fd, sig)
+    finally:
+        os.close(fd)
+
+
+def _check(pid: int, container_id: str, name: str) -> None:
+    """Raise :class:`FaultRefused` unless ``/proc/<pid>/cgroup`` names ``container_id``."""
+    path = PROC / str(pid) / "cgroup"
+    try:
+        cgroups = path.read_text()
+    except OSError as exc:
+        found = f"it cannot be read ({exc.strerror or exc})"
+    else:
+        if len(container_id) == 64 and container_id in cgroups:
+            return
+        first = next((line for line in cgroups.splitlines() if line.strip()), "nothing")
+        found = f"it names {first.strip()!r}, not the container's id"
+    raise FaultRefused(
+        f"refused: host pid {pid} is not proven to be container {name!r} "
+        f"({container_id[:12] or 'no id'}): {path}: {found}. faultkit must run on the node's "
+        "Docker host itself, in its PID namespace (not inside a container, not against an "
+        "engine in a VM or behind a forwarded socket). Nothing was done."
+    )

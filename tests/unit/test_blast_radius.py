@@ -1,0 +1,264 @@
+"""Blast-radius refusals before acting, on fake `docker inspect` data (no Docker):
+host-PID faults only on the node's own host with a PID proven by /proc/<pid>/cgroup,
+network faults never in a shared network namespace, node_restart only on inventory nodes."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from faultkit import hostpid
+from faultkit.cli import cli
+from faultkit.docker import state_from_attrs
+from faultkit.errors import FaultError, FaultRefused
+from faultkit.faults import base, make_fault, undo
+from faultkit.inventory import Inventory
+from faultkit.journal import FaultJournal
+from tests.unit.faults_fake import node
+
+SOCK = "unix:///var/run/docker.sock"
+CID = "57bcf44c5334775ec266460cb636beb7bb6712995bf06efec2d9f1b3fa9de32c"
+OTHER = "0" * 64
+PID = 4242
+
+
+class FakeHost:
+    """A Docker host answering `inspect` from data; it records every call that would act."""
+
+    def __init__(self, url: str = SOCK, *, pid: int = PID, network_mode: str = "lab",
+                 running: list[str] | None = None) -> None:
+        self.url = url
+        self.pid = pid
+        self.network_mode = network_mode
+        self.running = running or []
+        self.acted: list[str] = []
+        self.labels_asked: list[str | None] = []
+
+    def inspect(self, name: str) -> dict[str, Any]:
+        return {"Id": CID, "Name": f"/{name}",
+                "State": {"Status": "running", "Running": True, "Pid": self.pid},
+                "HostConfig": {"NetworkMode": self.network_mode},
+                "NetworkSettings": {"Networks": {"lab": {}}}}
+
+    def state(self, name: str) -> Any:
+        return state_from_attrs(self.inspect(name))
+
+    def running_names(self, label: str | None = None) -> list[str]:
+        self.labels_asked.append(label)
+        return list(self.running)
+
+    def __getattr__(self, name: str) -> Any:  # pause, restart, disconnect, docker_kill, …
+        def act(*args: Any, **kwargs: Any) -> None:
+            self.acted.append(name)
+        return act
+
+
+@pytest.fixture
+def fake_proc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    proc = tmp_path / "proc"
+    monkeypatch.setattr(hostpid, "PROC", proc)
+    return proc
+
+
+def cgroup(proc: Path, pid: int, text: str) -> None:
+    (proc / str(pid)).mkdir(parents=True, exist_ok=True)
+    (proc / str(pid) / "cgroup").write_text(text)
+
+
+def use_host(monkeypatch: pytest.MonkeyPatch, host: FakeHost) -> FakeHost:
+    monkeypatch.setattr(base, "docker_host", lambda url: host)
+    return host
+
+
+def docker_node(name: str = "n1", host: str = SOCK, container: str | None = None,
+                **kw: Any) -> Any:
+    return node(name, docker={"host": host, "container": container or name}, **kw)
+
+
+# proving a host PID ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", [
+    f"12:memory:/docker/{CID}\n0::/docker/{CID}\n",                  # cgroupfs, v1 + v2
+    f"0::/system.slice/docker-{CID}.scope\n",                        # systemd, v2
+])
+def test_a_pid_whose_cgroup_names_the_container_is_proven(fake_proc: Path, text: str) -> None:
+    cgroup(fake_proc, PID, text)
+    assert hostpid.proven_pid(FakeHost().inspect("engine")) == PID
+
+
+@pytest.mark.parametrize(("text", "found"), [
+    ("0::/user.slice/session-3.scope\n", "it names '0::/user.slice/session-3.scope'"),
+    (f"0::/docker/{OTHER}\n", "not the container's id"),
+    (None, "cannot be read"),
+])
+def test_an_unproven_pid_is_refused(fake_proc: Path, text: str | None, found: str) -> None:
+    if text is not None:
+        cgroup(fake_proc, PID, text)
+    with pytest.raises(FaultRefused, match="not proven to be container 'engine'") as refused:
+        hostpid.proven_pid(FakeHost().inspect("engine"))
+    assert found in str(refused.value)
+    assert "Nothing was done" in str(refused.value)
+
+
+def test_a_container_without_a_process_is_an_error_not_a_refusal() -> None:
+    attrs = {"Id": CID, "Name": "/engine", "State": {"Status": "exited", "Pid": 0}}
+    with pytest.raises(FaultError, match="is not running") as failed:
+        hostpid.proven_pid(attrs)
+    assert not isinstance(failed.value, FaultRefused)
+
+
+def test_kill_signals_only_a_proven_pid(fake_proc: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        cgroup(fake_proc, child.pid, f"0::/docker/{OTHER}\n")
+        with pytest.raises(FaultRefused):
+            hostpid.kill(child.pid, CID, signal.SIGKILL, name="engine")
+        assert child.poll() is None  # the bystander lives
+        cgroup(fake_proc, child.pid, f"0::/docker/{CID}\n")
+        hostpid.kill(child.pid, CID, signal.SIGKILL, name="engine")
+        assert child.wait(10) == -signal.SIGKILL
+    finally:
+        if child.poll() is None:
+            child.kill()
+
+
+# host-PID faults need the node's own host -------------------------------------------------
+
+@pytest.mark.parametrize("url", ["tcp://10.0.0.2:2375", "ssh://gpu-box"])
+@pytest.mark.parametrize(("kind", "params"), [
+    ("kill", {}), ("loss", {}), ("bandwidth", {}), ("latency", {}),
+    ("partition", {"mode": "blackhole"}),
+])
+def test_host_pid_faults_are_refused_on_remote_hosts(url: str, kind: str,
+                                                     params: dict[str, Any]) -> None:
+    scheme = url.split(":")[0]
+    with pytest.raises(FaultRefused, match=f"not supported for {scheme}:// hosts yet"):
+        make_fault(kind, docker_node(host=url), dry_run=True, **params)
+
+
+def test_remote_hosts_keep_their_api_only_paths() -> None:
+    remote = docker_node(host="tcp://10.0.0.2:2375")
+    with pytest.raises(FaultRefused, match="Use kill docker_kill=true"):
+        make_fault("kill", remote, dry_run=True)
+    with pytest.raises(FaultRefused, match="Use partition mode=refuse"):
+        make_fault("partition", remote, dry_run=True, mode="blackhole")
+    make_fault("kill", remote, dry_run=True, docker_kill=True)
+    make_fault("partition", remote, dry_run=True, mode="refuse")
+    make_fault("pause", remote, dry_run=True)
+
+
+def test_cli_refuses_a_remote_kill_with_exit_2(tmp_path: Path) -> None:
+    inventory = tmp_path / "inv.yaml"
+    inventory.write_text(
+        "nodes:\n  - {name: r, engine: vllm, base_url: 'http://10.0.0.2:8000', model: m,\n"
+        "     docker: {host: 'tcp://10.0.0.2:2375', container: r}, faults: ['*']}\n")
+    result = CliRunner().invoke(cli, ["inject", "kill", "--node", "r", "--inventory",
+                                      str(inventory), "--journal-dir", str(tmp_path / "j")])
+    assert result.exit_code == 2, result.output
+    assert "not supported for tcp:// hosts yet" in result.output
+    assert not (tmp_path / "j").exists()
+
+
+async def test_kill_with_an_unproven_pid_is_refused_before_the_journal(
+    fake_proc: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    cgroup(fake_proc, PID, f"0::/docker/{OTHER}\n")  # the PID is someone else's here
+    host = use_host(monkeypatch, FakeHost())
+    fault = make_fault("kill", docker_node(), journal=FaultJournal(tmp_path))
+    with pytest.raises(FaultRefused, match="host pid 4242 is not proven"):
+        await fault.inject()
+    assert host.acted == []
+    assert FaultJournal(tmp_path).records() == []
+    assert FaultJournal(tmp_path).nodes.holders() == []
+
+
+# network faults never in a shared network namespace --------------------------------------
+
+@pytest.mark.parametrize(("mode", "shared"), [
+    ("host", "the host's own"), ("container:sidecar", "container 'sidecar'"),
+])
+@pytest.mark.parametrize(("kind", "params"), [
+    ("partition", {"mode": "refuse"}), ("partition", {"mode": "blackhole"}),
+    ("loss", {}), ("bandwidth", {}), ("latency", {}),
+])
+async def test_network_faults_refuse_a_shared_network_namespace(
+    fake_proc: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    mode: str, shared: str, kind: str, params: dict[str, Any],
+) -> None:
+    cgroup(fake_proc, PID, f"0::/docker/{CID}\n")
+    host = use_host(monkeypatch, FakeHost(network_mode=mode))
+    fault = make_fault(kind, docker_node(), journal=FaultJournal(tmp_path), **params)
+    with pytest.raises(FaultRefused, match=f"network mode '{mode}'") as refused:
+        await fault.inject()
+    assert f"its network namespace is {shared}" in str(refused.value)
+    assert host.acted == []
+    assert FaultJournal(tmp_path).records() == []
+
+
+async def test_netns_fault_with_an_unproven_pid_is_refused(
+    fake_proc: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    cgroup(fake_proc, PID, "0::/init.scope\n")
+    host = use_host(monkeypatch, FakeHost())
+    fault = make_fault("loss", docker_node(), journal=FaultJournal(tmp_path))
+    with pytest.raises(FaultRefused, match="host pid 4242 is not proven"):
+        await fault.inject()
+    assert host.acted == []
+    assert FaultJournal(tmp_path).records() == []
+
+
+def test_undo_never_enters_an_unproven_or_remote_netns(
+    fake_proc: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    step = {"op": "qdisc_delete", "host": SOCK, "container": "engine"}
+    cgroup(fake_proc, PID, "0::/init.scope\n")
+    monkeypatch.setattr(undo, "_host", lambda s: FakeHost())
+    with pytest.raises(FaultRefused, match="not proven"):
+        undo.run_step(step)
+    monkeypatch.setattr(undo, "_host", lambda s: FakeHost("tcp://10.0.0.2:2375"))
+    with pytest.raises(FaultError, match="cannot enter the netns of engine"):
+        undo.run_step({**step, "host": "tcp://10.0.0.2:2375"})
+
+
+# node_restart restarts inventory nodes only -----------------------------------------------
+
+def _host_inventory() -> Inventory:
+    return Inventory(nodes=[
+        docker_node("a"), docker_node("b"),
+        docker_node("c", host="tcp://10.0.0.2:2375", container="prometheus"),
+    ])
+
+
+@pytest.mark.parametrize(("params", "restarted", "left"), [
+    ({}, ["a", "b"], ["other-team", "prometheus"]),
+    ({"all_containers": True}, ["a", "b", "prometheus", "other-team"], None),
+])
+async def test_node_restart_restarts_only_inventory_nodes_unless_all_containers(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    params: dict[str, Any], restarted: list[str], left: list[str] | None,
+) -> None:
+    host = use_host(monkeypatch, FakeHost(running=["a", "b", "prometheus", "other-team"]))
+    inv = _host_inventory()
+    fault = make_fault("node_restart", "a", inventory=inv, journal=FaultJournal(tmp_path),
+                       label="tier=gpu", **params)
+    steps = await fault._prepare()  # read-only: what inject would restart and journal
+    assert fault.result["containers"] == restarted
+    assert fault.result.get("not_restarted") == left
+    assert [s["container"] for s in steps] == restarted
+    assert host.labels_asked == ["tier=gpu"]
+    assert host.acted == []
+
+
+def test_node_restart_describes_its_scope() -> None:
+    inv = _host_inventory()
+    plan = make_fault("node_restart", "a", inventory=inv, dry_run=True).describe()
+    assert "restart the inventory nodes' containers (a, b) on unix://" in plan
+    everything = make_fault("node_restart", "a", inventory=inv, dry_run=True,
+                            all_containers="true").describe()
+    assert "restart ALL containers on unix://" in everything
