@@ -1,12 +1,25 @@
 """The live status line: its model and text (exact, on a fake clock), the renderer on a fake
-terminal (``\\r``, erase, the cursor given back to pytest) and when it draws."""
+terminal (``\\r``, erase, the cursor given back to pytest), when it draws, the experiment
+feeding it, and the plugin in real pytest sessions — one on a pseudo-terminal, read back
+through a small terminal emulator — with nothing in captured output or JUnit XML."""
 
 from __future__ import annotations
 
+import asyncio
 import io
+import os
+import pty
 import re
+import select
+import struct
+import subprocess
+import sys
+import termios
 import time
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from fcntl import ioctl
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -404,6 +417,272 @@ def test_when_the_line_is_drawn(
         monkeypatch.setenv(key, value)
     stream = FakeTTY() if tty else io.StringIO()
     assert live_wanted(mode, stream, worker=worker, capture=capture, log_cli=log_cli) is wanted
+
+
+# --------------------------------------------------------------------------- the experiment
+
+
+async def test_an_experiment_feeds_its_phases_requests_and_observations(
+    tmp_path: Path,
+) -> None:
+    """A real run_action against a loopback server (no Docker, Prometheus unreachable)."""
+    from faultkit.inventory import Inventory, Node
+    from faultkit.load.fakeserver import serve
+    from faultkit.load.profile import LoadProfile
+    from faultkit.plugin.experiment import Experiment
+    from faultkit.rundir import RunDir
+
+    runner, port = await serve()
+    try:
+        node = Node(
+            name="n",
+            engine="vllm",
+            base_url=f"http://127.0.0.1:{port}",
+            model="ok",
+            slo={"recovery_hold_s": 0.5, "recovery_s_max": 5},
+        )
+        inventory = Inventory(nodes=[node], prometheus={"url": "http://127.0.0.1:1"})
+        status = LiveStatus("action[n]")
+        seen: list[Snapshot] = []
+        status.on_change = lambda: seen.append(status.snapshot())
+        exp = Experiment(
+            scenario="action",
+            node=node,
+            inventory=inventory,
+            run=RunDir(tmp_path),
+            load_profile=LoadProfile(rate=10, output_tokens=4, input_tokens=8),
+            live=status,
+        )
+
+        async def action(_: Experiment) -> None:
+            await asyncio.sleep(0.3)
+
+        await exp.run_action("noop", action, describe="nothing", baseline_s=1.0)
+        exp.check()
+    finally:
+        await runner.cleanup()
+    assert [s.phase for s in seen] == [
+        "preflight",
+        "baseline",
+        "inject",
+        "hold",
+        "revert",
+        "recovering",
+        "drain",
+        "measure",
+        "verdict",
+    ]
+    after_baseline = seen[2]
+    assert after_baseline.ok is not None and after_baseline.ok > 0, after_baseline
+    assert after_baseline.ready is True
+    assert after_baseline.prometheus_down is True  # http://127.0.0.1:1
+
+
+# --------------------------------------------------------------------------- the plugin in pytest
+
+SCENARIO = """
+import pytest
+
+PHASES = ["preflight", "baseline", "inject", "hold", "revert", "recovering", "drain",
+          "measure", "verdict"]
+
+
+class Record:
+    status = "ok"
+
+
+def drive(live, name):
+    for phase in PHASES:
+        live.phase(phase)
+        print(f"captured {name} {phase}")
+        live.on_record(Record())
+
+
+def test_one(faultkit_live):
+    drive(faultkit_live, "one")
+
+
+def test_two(faultkit_live):
+    drive(faultkit_live, "two")
+
+
+def test_three(faultkit_live):
+    drive(faultkit_live, "three")
+    assert False, "the scenario failed"
+"""
+
+#: what only the live line writes (pytest's own output never has it)
+LIVE_TEXT = re.compile(
+    r" · (setup|preflight|baseline|inject|hold|revert|recovering|drain|"
+    r"measure|verdict) \d"
+)
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    monkeypatch.setenv("FAULTKIT_HOME", str(pytester.path / "home"))
+    for name in ("FAULTKIT_LIVE", "PYTEST_XDIST_WORKER"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(test_live=SCENARIO)
+    return pytester
+
+
+def _args(pytester: pytest.Pytester, *extra: str) -> list[str]:
+    # --dry-run: the plugin sweeps no journal before the tests; junit_logging: the tests'
+    # captured output goes into the XML, where the live line must not be
+    return [
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:warnings",
+        "--dry-run",
+        f"--junitxml={pytester.path / 'junit.xml'}",
+        "-o",
+        "junit_logging=all",
+        *extra,
+    ]
+
+
+def _junit(pytester: pytest.Pytester) -> str:
+    text = (pytester.path / "junit.xml").read_text()
+    ET.fromstring(text)  # well-formed
+    return text
+
+
+def _check_junit_and_capture(pytester: pytest.Pytester, output: str) -> None:
+    junit = _junit(pytester)
+    assert "captured one verdict" in junit and "captured three preflight" in junit
+    assert not LIVE_TEXT.search(junit), junit
+    # the failed test's captured stdout section, as pytest prints it
+    section = output.split("Captured stdout call", 1)[1].split("short test summary", 1)[0]
+    assert "captured three measure" in section
+    assert not LIVE_TEXT.search(section), section
+
+
+def _run_on_a_terminal(pytester: pytest.Pytester, *args: str) -> tuple[int, str]:
+    """pytest in a subprocess whose stdout and stderr are a 100-column pseudo-terminal;
+    everything it wrote there, as written."""
+    main, sub = pty.openpty()
+    ioctl(sub, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PYTEST_", "FAULTKIT_")) and k not in ("CI", "COLUMNS", "LINES")
+    }
+    env.update(TERM="xterm", FAULTKIT_HOME=str(pytester.path / "home"), NO_COLOR="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *args],
+        cwd=pytester.path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=sub,
+        stderr=sub,
+    )
+    os.close(sub)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([main], [], [], 1.0)
+            if not ready:
+                if proc.poll() is not None:
+                    break
+                continue
+            try:
+                data = os.read(main, 65536)
+            except OSError:  # EIO: every writer has closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(main)
+    return code, b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_on_a_terminal_q_shows_one_dot_per_test_and_the_line_never_leaks(
+    project: pytest.Pytester,
+) -> None:
+    code, raw = _run_on_a_terminal(project, *_args(project, "-q"))
+    assert code == pytest.ExitCode.TESTS_FAILED, raw
+    # positive control: the line was drawn (default auto, on a terminal)
+    assert re.search(r"one · verdict \d+\.\d s · total [\d.]+ s · last 1 s: [89] ok, 0 failed", raw)
+    rows = screen(raw)
+    assert re.fullmatch(r"\.\.F +\[100%\]", rows[0]), rows
+    assert not any(LIVE_TEXT.search(row) for row in rows), rows
+    assert [row for row in rows if row][-1].startswith("1 failed, 2 passed"), rows
+    _check_junit_and_capture(project, "\n".join(rows))
+
+
+def test_on_a_terminal_v_keeps_each_result_on_its_test_s_row(project: pytest.Pytester) -> None:
+    code, raw = _run_on_a_terminal(project, *_args(project, "-v"))
+    assert code == pytest.ExitCode.TESTS_FAILED, raw
+    assert re.search(r"two · verdict \d+\.\d s · total", raw), raw
+    rows = screen(raw)
+    results = [row for row in rows if row.startswith("test_live.py::")]
+    assert [re.sub(r" +\[ *\d+%\]$", "", row) for row in results] == [
+        "test_live.py::test_one PASSED",
+        "test_live.py::test_two PASSED",
+        "test_live.py::test_three FAILED",
+    ], rows
+    assert not any(LIVE_TEXT.search(row) for row in rows), rows
+
+
+def test_off_draws_nothing_on_a_terminal(project: pytest.Pytester) -> None:
+    code, raw = _run_on_a_terminal(project, *_args(project, "-q", "--faultkit-live=off"))
+    assert code == pytest.ExitCode.TESTS_FAILED, raw
+    assert not LIVE_TEXT.search(raw), raw
+    assert "\x1b[A" not in raw
+
+
+def test_not_a_terminal_prints_nothing_live(project: pytest.Pytester) -> None:
+    result = project.runpytest(*_args(project, "-q"))
+    result.assert_outcomes(passed=2, failed=1)
+    assert not LIVE_TEXT.search(result.stdout.str()), result.stdout.str()
+    result.stdout.fnmatch_lines(["..F *[[]100%[]]"])
+    _check_junit_and_capture(project, result.stdout.str())
+
+
+def test_on_draws_whatever_the_output_and_still_not_into_captures(
+    project: pytest.Pytester,
+) -> None:
+    result = project.runpytest(*_args(project, "-q", "--faultkit-live=on"))
+    result.assert_outcomes(passed=2, failed=1)
+    assert LIVE_TEXT.search(result.stdout.str())  # drawn into pytest's (non-tty) output
+    _check_junit_and_capture(project, result.stdout.str())
+
+
+def test_an_xdist_worker_draws_nothing_even_with_on(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    result = project.runpytest(*_args(project, "-q", "--faultkit-live=on"))
+    result.assert_outcomes(passed=2, failed=1)
+    assert not LIVE_TEXT.search(result.stdout.str()), result.stdout.str()
+
+
+def test_the_environment_and_ini_choose_the_mode_and_a_bad_value_names_its_source(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAULTKIT_LIVE", "on")
+    result = project.runpytest(*_args(project, "-q"))
+    assert LIVE_TEXT.search(result.stdout.str())
+    result = project.runpytest(*_args(project, "-q", "--faultkit-live=off"))  # flag > env
+    assert not LIVE_TEXT.search(result.stdout.str())
+    monkeypatch.setenv("FAULTKIT_LIVE", "sometimes")
+    result = project.runpytest(*_args(project, "-q"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*$FAULTKIT_LIVE: 'sometimes' is not a live mode (one of: auto, on, off)*"]
+    )
+    monkeypatch.delenv("FAULTKIT_LIVE")
+    project.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\nfaultkit_live = on\n")
+    result = project.runpytest(*_args(project, "-q"))
+    assert LIVE_TEXT.search(result.stdout.str())
 
 
 def test_a_debugger_ends_the_line_and_pytest_s_pdb_traceback_is_written_clean() -> None:
