@@ -14,7 +14,8 @@ it every timeline event (``Experiment.emit``) and every ledger record of the nod
 (``BackgroundLoad(on_record=…)``). It is thread-safe and costs a lock per event and per
 record when nothing draws it. Durations are on the monotonic clock.
 
-:func:`segments` and :func:`compose` make the line's text from a :class:`Snapshot`;
+:func:`render` makes the line's text from a :class:`Snapshot` (:func:`segments`,
+:func:`compose`);
 :mod:`faultkit.plugin.terminal` draws it on pytest's terminal.
 
 Light (the standard library and the dependency-free ``faultkit.events`` and
@@ -26,9 +27,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from faultkit.events import EventKind
 from faultkit.progress import format_elapsed
@@ -36,7 +37,7 @@ from faultkit.progress import format_elapsed
 if TYPE_CHECKING:
     from faultkit.records import Event
 
-__all__ = ["PHASES", "SEP", "LiveStatus", "Snapshot", "compose", "segments"]
+__all__ = ["PHASES", "SEP", "LiveStatus", "Part", "Snapshot", "compose", "render", "segments"]
 
 #: the phases of a scenario, in order (a scenario may name its own)
 PHASES = (
@@ -211,35 +212,63 @@ class LiveStatus:
 # --------------------------------------------------------------------------- the line's text
 
 
-def segments(s: Snapshot) -> list[tuple[str, str]]:
-    """The parts of the line, each with its style (``""``, ``bold``, ``red``, ``yellow``)."""
-    parts = [(s.label, "")] if s.label else []
-    parts.append((f"{s.phase} {format_elapsed(s.phase_s)}", "bold"))
-    parts.append((f"total {format_elapsed(s.total_s)}", ""))
+class Part(NamedTuple):
+    """One part of the line: what it tells (``label``, ``phase``, ``total``, ``requests``,
+    ``node``, ``alerts``), its text and its style (``""``, ``bold``, ``red``, ``yellow``)."""
+
+    kind: str
+    text: str
+    style: str = ""
+
+
+#: what :func:`render` leaves out, in turn, when the line is too wide: the total time, then
+#: the test's name (``-v`` shows it on pytest's row just above)
+_DROPPABLE = ("total", "label")
+
+
+def render(s: Snapshot, width: int, *, markup: bool = False) -> str:
+    """The line for ``s`` in at most ``width`` columns: every part if they fit, else without
+    the parts of :data:`_DROPPABLE`, one by one, else cut (:func:`compose`)."""
+    parts = segments(s)
+    for n in range(len(_DROPPABLE) + 1):
+        kept = [p for p in parts if p.kind not in _DROPPABLE[:n]]
+        if sum(len(p.text) for p in kept) + len(SEP) * (len(kept) - 1) <= width:
+            return compose(kept, width, markup=markup)
+    return compose(kept, width, markup=markup)
+
+
+def segments(s: Snapshot) -> list[Part]:
+    """The parts of the line, in order."""
+    parts = [Part("label", s.label)] if s.label else []
+    parts.append(Part("phase", f"{s.phase} {format_elapsed(s.phase_s)}", "bold"))
+    parts.append(Part("total", f"total {format_elapsed(s.total_s)}"))
     if s.ok is not None:
-        parts.append((f"last 1 s: {s.ok} ok, {s.failed} failed", "red" if s.failed else ""))
+        text = f"last 1 s: {s.ok} ok, {s.failed} failed"
+        parts.append(Part("requests", text, "red" if s.failed else ""))
     if s.ready is not None:
-        parts.append(("node ready", "") if s.ready else ("node NOT READY", "red"))
+        parts.append(
+            Part("node", "node ready") if s.ready else Part("node", "node NOT READY", "red")
+        )
     if s.prometheus_down:
-        parts.append(("Prometheus down", "yellow"))
+        parts.append(Part("alerts", "Prometheus down", "yellow"))
     elif s.firing or s.pending:
         alerts = []
         if s.firing:
             alerts.append("firing: " + ", ".join(s.firing))
         if s.pending:
             alerts.append("pending: " + ", ".join(s.pending))
-        parts.append(("; ".join(alerts), "red" if s.firing else "yellow"))
+        parts.append(Part("alerts", "; ".join(alerts), "red" if s.firing else "yellow"))
     elif s.alerts_known:
-        parts.append(("no alerts", ""))
+        parts.append(Part("alerts", "no alerts"))
     return parts
 
 
-def compose(parts: list[tuple[str, str]], width: int, *, markup: bool = False) -> str:
+def compose(parts: Sequence[Part], width: int, *, markup: bool = False) -> str:
     """The parts joined by :data:`SEP`, cut with ``…`` to at most ``width`` characters;
     styled with ANSI codes when ``markup`` (the codes do not count towards ``width``)."""
     out: list[str] = []
     used = 0
-    for i, (text, style) in enumerate(parts):
+    for i, (_, text, style) in enumerate(parts):
         piece = (SEP if i else "") + text
         if used + len(piece) > width:
             room = width - used

@@ -42,7 +42,7 @@ from typing import TextIO
 
 import pytest
 
-from faultkit.plugin.live import LiveStatus, compose, segments
+from faultkit.plugin.live import LiveStatus, render
 from faultkit.progress import is_live
 
 __all__ = ["INTERVAL_S", "LiveHooks", "LiveLine", "live_wanted", "start_live"]
@@ -124,7 +124,7 @@ class LiveLine:
             if self._closed or self._holds or self._status is None:
                 return
             width = self.width() - 1  # never the last column: the terminal would wrap
-            text = compose(segments(self._status.snapshot()), width, markup=self.markup)
+            text = render(self._status.snapshot(), width, markup=self.markup)
             if text == self._shown:
                 return
             out = ""

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from faultkit.events import EventKind
-from faultkit.plugin.live import LiveStatus, Snapshot, compose, segments
+from faultkit.plugin.live import LiveStatus, Part, Snapshot, compose, render
 from faultkit.plugin.terminal import LiveLine, live_wanted
 from faultkit.records import Event
 
@@ -56,7 +56,7 @@ def firing(name: str, state: str = "firing", **labels: str) -> Event:
 
 
 def line(status: LiveStatus, width: int = 200) -> str:
-    return compose(segments(status.snapshot()), width)
+    return render(status.snapshot(), width)
 
 
 # --------------------------------------------------------------------------- the model and text
@@ -158,8 +158,38 @@ def test_the_record_window_stays_bounded_without_a_reader() -> None:
     assert len(status._finished) <= 101  # only the last second is kept
 
 
+def test_a_narrow_terminal_loses_the_total_time_then_the_name_then_the_end() -> None:
+    clock = FakeClock()
+    status = LiveStatus("kill[sim-vllm]", clock=clock)
+    status.phase("recovering")
+    clock.t += 31
+    status.on_record(Record("fail"))
+    status.on_event(ev(EventKind.HEALTH_FAIL, ok=False))
+    status.on_event(firing("FaultkitNodeDown"))
+    full = (
+        "kill[sim-vllm] · recovering 31 s · total 31 s · last 1 s: 0 ok, 1 failed"
+        " · node NOT READY · firing: FaultkitNodeDown"
+    )
+    assert line(status, 200) == full
+    assert line(status, len(full)) == full
+    no_total = full.replace(" · total 31 s", "")
+    assert line(status, len(full) - 1) == no_total
+    assert line(status, len(no_total)) == no_total
+    no_name = (
+        "recovering 31 s · last 1 s: 0 ok, 1 failed · node NOT READY · firing: FaultkitNodeDown"
+    )
+    assert line(status, len(no_total) - 1) == no_name
+    assert line(status, len(no_name)) == no_name
+    assert line(status, 40) == "recovering 31 s · last 1 s: 0 ok, 1 fai…"
+    assert len(line(status, 40)) == 40
+
+
 def test_a_long_line_is_cut_to_the_width_with_an_ellipsis() -> None:
-    parts = [("kill[sim-vllm]", ""), ("inject 1.0 s", "bold"), ("total 9.0 s", "")]
+    parts = [
+        Part("label", "kill[sim-vllm]"),
+        Part("phase", "inject 1.0 s", "bold"),
+        Part("total", "total 9.0 s"),
+    ]
     assert compose(parts, 100) == "kill[sim-vllm] · inject 1.0 s · total 9.0 s"
     assert compose(parts, 20) == "kill[sim-vllm] · in…"
     assert len(compose(parts, 20)) == 20
@@ -318,12 +348,15 @@ def test_on_an_empty_row_the_line_uses_it_and_erases_it() -> None:
 
 
 def test_the_line_is_cut_to_the_terminal_width_minus_one() -> None:
-    term = Term(width=30)
+    term = Term(pytest_row="", width=30)
     live = term.line()
     live.attach(LiveStatus("kill[sim-vllm]", clock=FakeClock()))
+    assert term.take() == "\rkill[sim-vllm] · setup 0.0 s\x1b[K"  # 28: the total went
+    term.width = 11
+    live.refresh()
     drawn = term.take()
-    assert drawn == "\n\rkill[sim-vllm] · setup 0.0 s…\x1b[K"
-    assert len(screen(drawn)[1]) == 29
+    assert drawn == "\rsetup 0.0…\x1b[K"
+    assert len(screen(drawn)[0]) == 10
 
 
 def test_no_line_when_pytest_s_row_fills_the_terminal() -> None:
