@@ -7,8 +7,8 @@ Prometheus, the reports) is imported by the fixtures and hooks that need it, whe
 run. And it does nothing unless the session uses faultkit (:func:`used_by_configuration`,
 :func:`uses_faultkit`): the rootdir's ini sets ``faultkit = true``, ``--inventory``,
 ``--node`` or ``--serving-config`` is given, or a collected test requests the
-``experiment`` or ``node`` fixture or carries a ``fault`` marker. Otherwise no report
-header, no journal sweep, no inventory loaded.
+``experiment``, ``node`` or ``faultkit_live`` fixture or carries a ``fault`` marker.
+Otherwise no report header, no journal sweep, no inventory loaded.
 
 Settings resolve as marker > command line > ``FAULTKIT_*`` environment > ini > default.
 
@@ -161,8 +161,8 @@ def used_by_configuration(config: pytest.Config) -> bool:
 
 
 def uses_faultkit(item: pytest.Item) -> bool:
-    """``item`` requests the ``experiment`` or ``node`` fixture, or carries a ``fault``
-    marker."""
+    """``item`` requests the ``experiment``, ``node`` or ``faultkit_live`` fixture, or
+    carries a ``fault`` marker."""
     fixtures = getattr(item, "fixturenames", ())
     return bool(FAULTKIT_FIXTURES.intersection(fixtures)) or (
         item.get_closest_marker("fault") is not None
