@@ -7,8 +7,8 @@ Prometheus, the reports) is imported by the fixtures and hooks that need it, whe
 run. And it does nothing unless the session uses faultkit (:func:`used_by_configuration`,
 :func:`uses_faultkit`): the rootdir's ini sets ``faultkit = true``, ``--inventory``,
 ``--node`` or ``--serving-config`` is given, or a collected test requests the
-``experiment`` or ``node`` fixture or carries a ``fault`` marker. Otherwise no report
-header, no journal sweep, no inventory loaded.
+``experiment``, ``node`` or ``faultkit_live`` fixture or carries a ``fault`` marker.
+Otherwise no report header, no journal sweep, no inventory loaded.
 
 Settings resolve as marker > command line > ``FAULTKIT_*`` environment > ini > default.
 
@@ -26,6 +26,11 @@ FAIL — status ``inconclusive`` / ``I`` / ``INCONCLUSIVE``, JUnit failure messa
 (:mod:`faultkit.plugin.status`). A scenario whose failures are all accepted findings of
 the node (``accepted_findings`` in the inventory) is ACCEPTED: a pass, shown as ``A`` /
 ``ACCEPTED`` with property ``faultkit_verdict=ACCEPTED``.
+
+While a scenario runs, a terminal shows its live status on one line under pytest's own —
+phase, elapsed time, requests ok/failed in the last second, node readiness, alerts firing —
+erased before pytest writes the test's result (:mod:`faultkit.plugin.live`,
+:mod:`faultkit.plugin.terminal`; ``--faultkit-live=auto|on|off``).
 """
 
 from __future__ import annotations
@@ -37,7 +42,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from faultkit.plugin.settings import Settings, resolve_settings
+from faultkit.plugin.live import LiveStatus
+from faultkit.plugin.settings import LIVE_MODES, Settings, resolve_settings
 from faultkit.plugin.status import (
     DryRunPlan,
     accepted_lines,
@@ -46,6 +52,7 @@ from faultkit.plugin.status import (
     record_verdict,
     verdict_status,
 )
+from faultkit.plugin.terminal import LiveLine, start_live
 
 if TYPE_CHECKING:
     from faultkit.errors import InventoryError
@@ -53,14 +60,15 @@ if TYPE_CHECKING:
     from faultkit.load.profile import LoadProfile
     from faultkit.plugin.experiment import Experiment
 
-__all__ = ["DryRunPlan", "Experiment", "Settings"]
+__all__ = ["DryRunPlan", "Experiment", "LiveStatus", "Settings"]
 
 _SETTINGS_KEY = pytest.StashKey[Settings]()
 _INVENTORY_KEY = pytest.StashKey["Inventory | InventoryError"]()
 _USED_KEY = pytest.StashKey[bool]()
+_LIVE_KEY = pytest.StashKey[LiveLine]()
 
 #: fixtures that mean a test uses the harness
-FAULTKIT_FIXTURES = frozenset({"experiment", "node"})
+FAULTKIT_FIXTURES = frozenset({"experiment", "node", "faultkit_live"})
 #: command-line options that mean the session uses faultkit
 _USE_OPTIONS = ("inventory", "node", "serving_config")
 
@@ -104,6 +112,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="print each scenario's fault plan and act on nothing",
     )
     parser.addini("faultkit_dry_run", type="bool", default=False, help="dry run (see --dry-run)")
+    live_help = (
+        "a running scenario's live status line (phase, elapsed, requests, node, alerts): "
+        "auto = on a terminal (not CI, not -s, not log_cli, not an xdist worker), "
+        "on = whatever the output, off = never (default: auto)"
+    )
+    group.addoption(
+        "--faultkit-live", dest="faultkit_live", default=None, choices=LIVE_MODES, help=live_help
+    )
+    parser.addini("faultkit_live", help=live_help, default=None)
     parser.addini(
         "faultkit",
         type="bool",
@@ -144,8 +161,8 @@ def used_by_configuration(config: pytest.Config) -> bool:
 
 
 def uses_faultkit(item: pytest.Item) -> bool:
-    """``item`` requests the ``experiment`` or ``node`` fixture, or carries a ``fault``
-    marker."""
+    """``item`` requests the ``experiment``, ``node`` or ``faultkit_live`` fixture, or
+    carries a ``fault`` marker."""
     fixtures = getattr(item, "fixturenames", ())
     return bool(FAULTKIT_FIXTURES.intersection(fixtures)) or (
         item.get_closest_marker("fault") is not None
@@ -316,12 +333,17 @@ def runs_dir(faultkit_settings: Settings) -> Path:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Once collection shows that a test uses the harness: the session uses faultkit, and
-    the journal is swept before that test runs (:func:`sweep_left_faults`)."""
+    """Once collection shows that a test uses the harness: the session uses faultkit, the
+    journal is swept before that test runs (:func:`sweep_left_faults`), and the live status
+    line is set up (between tests, as it must be: :func:`faultkit.plugin.terminal.start_live`)."""
     if not _items_use_faultkit(session.items):
         return
     session.config.stash[_USED_KEY] = True
     sweep_left_faults(session.config)
+    if not session.config.option.collectonly:
+        line = start_live(session.config, settings_of(session.config).live)
+        if line is not None:
+            session.config.stash[_LIVE_KEY] = line
 
 
 def sweep_left_faults(config: pytest.Config) -> None:
@@ -381,6 +403,23 @@ def load_profile(faultkit_settings: Settings, request: pytest.FixtureRequest) ->
 
 
 @pytest.fixture
+def faultkit_live(request: pytest.FixtureRequest) -> Iterator[LiveStatus]:
+    """This test's live status (:class:`~faultkit.plugin.live.LiveStatus`), shown on the
+    terminal while the test runs when the session draws live lines. The ``experiment``
+    fixture feeds it; a scenario may set a phase of its own (``faultkit_live.phase(…)``)."""
+    status = LiveStatus(label=request.node.name.removeprefix("test_"))
+    line = request.config.stash.get(_LIVE_KEY, None)
+    if line is None:
+        yield status
+        return
+    line.attach(status)
+    try:
+        yield status
+    finally:
+        line.detach(status)
+
+
+@pytest.fixture
 def experiment(
     request: pytest.FixtureRequest,
     node: Node,
@@ -388,6 +427,7 @@ def experiment(
     faultkit_settings: Settings,
     runs_dir: Path,
     load_profile: LoadProfile,
+    faultkit_live: LiveStatus,
 ) -> Iterator[Experiment]:
     """An :class:`Experiment` on ``node``; its incident report is rendered at teardown."""
     from faultkit.plugin.experiment import Experiment
@@ -402,6 +442,7 @@ def experiment(
         load_profile=load_profile,
         dry_run=faultkit_settings.dry_run,
         case=_case_id(request.node),
+        live=faultkit_live,
     )
     request.node.user_properties.append(("faultkit_run_dir", str(exp.run.path)))
     attach(request.node, exp)

@@ -28,6 +28,7 @@ from faultkit.events import EventKind
 from faultkit.inventory import Inventory, Node, SLOSettings, config_hash
 from faultkit.load import BackgroundLoad, LoadProfile
 from faultkit.plugin.evidence import container_events
+from faultkit.plugin.live import LiveStatus
 from faultkit.plugin.status import DryRunPlan
 from faultkit.records import Event, JsonlWriter
 from faultkit.rundir import RunDir
@@ -72,6 +73,9 @@ class Experiment:
     _timeline: JsonlWriter | None = None
     _container_before: dict[str, Any] | None = None
     t_start: float = field(default_factory=time.time)
+    #: what the terminal's live line shows (the plugin's ``faultkit_live``); fed by every
+    #: timeline event, every ledger record of the node's load, and the phases of ``_run``
+    live: LiveStatus = field(default_factory=LiveStatus)
 
     # ------------------------------------------------------------------ basics
     @property
@@ -84,6 +88,7 @@ class Experiment:
             self._timeline = self.run.timeline_writer()
         self._timeline.write(event)
         self.events.append(event)
+        self.live.on_event(event)
 
     def note(self, kind: str, **data: Any) -> None:
         self.emit(Event(t=time.time(), source="harness", kind=kind, node=self.node.name, data=data))
@@ -173,6 +178,7 @@ class Experiment:
         if self.dry_run:
             self.note(EventKind.DRY_RUN, plan=describe)
             raise DryRunPlan(describe)
+        self.live.phase("preflight")
         self._container_before = self._container_state()
         prom = Prometheus(self.inventory.prometheus.url)
         deadline = recovery_deadline_s or self.slo.recovery_s_max + 15
@@ -188,12 +194,18 @@ class Experiment:
             await stack.enter_async_context(Observer(self.node, prom, self))
             if load:
                 self.load = await stack.enter_async_context(
-                    BackgroundLoad(self.node, self.load_profile, ledger_path=self.run.ledger_jsonl)
+                    BackgroundLoad(
+                        self.node,
+                        self.load_profile,
+                        ledger_path=self.run.ledger_jsonl,
+                        on_record=self.live.on_record,
+                    )
                 )
             for other in neighbours:
                 await stack.enter_async_context(
                     BackgroundLoad(other, self.load_profile, ledger_path=self.run.ledger_jsonl)
                 )
+            self.live.phase("baseline")
             self.note(EventKind.BASELINE_START, seconds=baseline_s)
             t_baseline = time.time()
             await asyncio.sleep(baseline_s)
@@ -202,13 +214,16 @@ class Experiment:
                 t_baseline, time.time(),
             )
             if unsteady:
+                self.live.phase("drain")
                 await stack.aclose()
                 raise self._abort("not in steady state before injection: " + "; ".join(unsteady))
             if running is False:
+                self.live.phase("drain")
                 await stack.aclose()
                 before = self._container_before or {}
                 status = before.get("error") or f"status {before.get('status')}"
                 raise self._abort(f"the node's container is not running ({status})")
+            self.live.phase("inject")  # the fault's own events move it on: hold, revert
             async with fault:
                 if during is not None:
                     await during(self)
@@ -218,7 +233,9 @@ class Experiment:
             self._write_run_info(
                 fault_result={k: v for k, v in self.fault_result.items() if k != "records"}
             )
+            self.live.phase("recovering")
             await self._wait_recovered(deadline)
+            self.live.phase("drain")
         self.note(EventKind.SCENARIO_END)
         return self._finish(prom)
 
@@ -252,6 +269,7 @@ class Experiment:
         self.note(EventKind.RECOVERY_DEADLINE, seconds=deadline_s)
 
     def _finish(self, prom: Prometheus) -> Measurement:
+        self.live.phase("measure")
         ledger = self.run.ledger()
         t_end = time.time()
         self._record_container_events(t_end)
@@ -319,6 +337,7 @@ class Experiment:
         and write verdict.json."""
         if self.measurement is None:
             raise RuntimeError("run a fault before checking (Experiment.run_fault)")
+        self.live.phase("verdict")
         judged = judge(
             self.measurement, checks if checks is not None else checks_from_slo(self.slo)
         )
@@ -340,6 +359,7 @@ class Experiment:
             self._timeline = None
         if not (self.run.measurement_json.exists() or self.run.verdict_json.exists()):
             return
+        self.live.phase("report")
         from reports.render import render_incident
 
         render_incident(self.run.path)

@@ -21,12 +21,20 @@ class Settings:
     load_profile: str | None
     serving_config: str | None
     dry_run: bool
+    #: the live status line: ``auto`` (on a terminal), ``on`` or ``off`` (faultkit.plugin.live)
+    live: str = "auto"
 
 
-def _pick(config: pytest.Config, env: Mapping[str, str], name: str) -> tuple[Any, str]:
+#: the values ``--faultkit-live`` / ``$FAULTKIT_LIVE`` / ini ``faultkit_live`` accept
+LIVE_MODES = ("auto", "on", "off")
+
+
+def _pick(
+    config: pytest.Config, env: Mapping[str, str], name: str, flag: str | None = None
+) -> tuple[Any, str]:
     value = config.getoption(f"faultkit_{name}", default=None)
     if value is not None:
-        return value, f"--{name.replace('_', '-')}"
+        return value, flag or f"--{name.replace('_', '-')}"
     env_name = f"FAULTKIT_{name.upper()}"
     if env.get(env_name):
         return env[env_name], f"${env_name}"
@@ -48,6 +56,12 @@ def resolve_settings(config: pytest.Config, env: Mapping[str, str]) -> Settings:
     profile, _ = _pick(config, env, "load_profile")
     dry, _ = _pick(config, env, "dry_run")
     candidate, _ = _pick(config, env, "serving_config")
+    live, live_source = _pick(config, env, "live", "--faultkit-live")
+    live = str(live).strip().lower() if live is not None else "auto"
+    if live not in LIVE_MODES:
+        raise pytest.UsageError(
+            f"{live_source}: {live!r} is not a live mode (one of: {', '.join(LIVE_MODES)})"
+        )
     # the entry points' default (the testbed's inventory), the same as the CLI's
     from faultkit.commands.input import DEFAULT_INVENTORY
 
@@ -63,4 +77,5 @@ def resolve_settings(config: pytest.Config, env: Mapping[str, str]) -> Settings:
         load_profile=str(profile) if profile else None,
         serving_config=str(candidate) if candidate else None,
         dry_run=_truthy(dry),
+        live=live,
     )
