@@ -112,8 +112,16 @@ class Ledger:
 
             self._columnar = ArrowLedgerWriter(columnar_path)
         self._on_record = on_record
+        self._observers: list[Callable[[RequestRecord], object]] = []
         self.path = path
         self.columnar_path = columnar_path
+
+    def add_observer(self, observer: Callable[[RequestRecord], object]) -> None:
+        """Also call ``observer(record)`` for every terminal record (before ``on_record``).
+
+        For the harness's own running figures; an observer must not raise.
+        """
+        self._observers.append(observer)
 
     def start(self, request_id: str, t_invoke: float) -> None:
         """Register request ``request_id`` as invoked at epoch ``t_invoke``."""
@@ -148,6 +156,8 @@ class Ledger:
             self._writer.write(record)
         if self._columnar is not None:
             self._columnar.write(record)
+        for observer in self._observers:
+            observer(record)
         if self._on_record is not None:
             try:
                 self._on_record(record)
