@@ -206,8 +206,10 @@ class ArrowLedgerWriter:
             self._sync()
         except Exception as exc:
             self._error = self._error or exc
-        finally:
+        try:
             self._fh.close()
+        except OSError as exc:
+            self._error = self._error or exc
 
 
 # ---------------------------------------------------------------------- reading
