@@ -27,6 +27,7 @@ from faultkit.errors import FaultkitError
 from faultkit.events import EventKind
 from faultkit.inventory import Inventory, Node, SLOSettings, config_hash
 from faultkit.load import BackgroundLoad, LoadProfile
+from faultkit.load.ledgerfile import ArrowLedgerWriter
 from faultkit.plugin.evidence import container_events
 from faultkit.plugin.status import DryRunPlan
 from faultkit.records import Event, JsonlWriter
@@ -48,6 +49,13 @@ from slo.prom import Prometheus
 from slo.types import Measurement, Verdict
 
 log = logging.getLogger(__name__)
+
+
+def _close_columnar(writer: ArrowLedgerWriter) -> None:
+    try:
+        writer.close()
+    except Exception as exc:  # a copy for tools: the run goes on without it
+        log.warning("columnar ledger %s is incomplete: %s", writer.path, exc)
 
 During = Callable[["Experiment"], Awaitable[None]]
 
@@ -186,13 +194,20 @@ class Experiment:
             self.note(EventKind.EVIDENCE_GAP, reason=reason)
         async with contextlib.AsyncExitStack() as stack:
             await stack.enter_async_context(Observer(self.node, prom, self))
+            # closed after every load below has drained: it holds each one's records
+            columnar = self._columnar_ledger() if load or neighbours else None
+            if columnar is not None:
+                stack.callback(_close_columnar, columnar)
+            on_record = columnar.write if columnar is not None else None
             if load:
                 self.load = await stack.enter_async_context(
-                    BackgroundLoad(self.node, self.load_profile, ledger_path=self.run.ledger_jsonl)
+                    BackgroundLoad(self.node, self.load_profile,
+                                   ledger_path=self.run.ledger_jsonl, on_record=on_record)
                 )
             for other in neighbours:
                 await stack.enter_async_context(
-                    BackgroundLoad(other, self.load_profile, ledger_path=self.run.ledger_jsonl)
+                    BackgroundLoad(other, self.load_profile,
+                                   ledger_path=self.run.ledger_jsonl, on_record=on_record)
                 )
             self.note(EventKind.BASELINE_START, seconds=baseline_s)
             t_baseline = time.time()
@@ -221,6 +236,18 @@ class Experiment:
             await self._wait_recovered(deadline)
         self.note(EventKind.SCENARIO_END)
         return self._finish(prom)
+
+    def _columnar_ledger(self) -> ArrowLedgerWriter | None:
+        """The run's columnar ledger (``ledger.arrows``), or None if it cannot be created.
+
+        A copy for tools, next to ``ledger.jsonl``, which the measurement reads: a problem
+        with it is logged and never fails the scenario.
+        """
+        try:
+            return ArrowLedgerWriter(self.run.ledger_arrows)
+        except Exception as exc:
+            log.warning("no columnar ledger for this run: %s", exc)
+            return None
 
     def _abort(self, reason: str) -> NotJudgeable:
         """End the run before injecting: INCONCLUSIVE, with ``reason`` as the missing evidence."""

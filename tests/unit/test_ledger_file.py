@@ -255,3 +255,40 @@ def test_a_bounded_ledger_still_finds_violations(tmp_path: Path) -> None:
     assert sum("finished but was not in flight" in p for p in problems) == 2
     assert "request lost was invoked but has no terminal record" in problems
     assert ledger.counts.finished == 1
+
+
+# ---------------------------------------------------------------------- a scenario's ledgers
+
+
+async def test_loads_sharing_one_columnar_ledger_as_a_scenario_does(tmp_path: Path) -> None:
+    """``Experiment`` feeds one ``ledger.arrows`` from every background load (the node's
+    and its neighbours') through ``on_record`` and closes it after they drained: the file
+    then holds the same records as ``ledger.jsonl``, cancelled stragglers included."""
+    import asyncio
+
+    from faultkit.load import BackgroundLoad, LoadProfile, Target
+    from faultkit.load.fakeserver import serve
+
+    runner, port = await serve()
+    url = f"http://127.0.0.1:{port}"
+    jsonl, columnar = tmp_path / "ledger.jsonl", tmp_path / "ledger.arrows"
+    try:
+        writer = ArrowLedgerWriter(columnar, batch_rows=5)
+        profile = LoadProfile(rate=60, concurrency=4, output_tokens=3)
+        loads = [
+            BackgroundLoad(Target(name, url, model), profile, ledger_path=jsonl,
+                           on_record=writer.write, drain_timeout_s=0.1)
+            for name, model in (("node", "ok"), ("neighbour", "slow,delay=0.5"))
+        ]  # fmt: skip
+        for load in loads:
+            await load.__aenter__()
+        await asyncio.sleep(0.4)
+        for load in loads:
+            await load.__aexit__(None, None, None)
+        writer.close()
+    finally:
+        await runner.cleanup()
+    on_disk = list(iter_records(columnar))
+    assert on_disk == read_ledger(jsonl)  # one finish order, both files
+    assert {r.node for r in on_disk} == {"node", "neighbour"}
+    assert any(r.error_class == "cancelled" for r in on_disk)
