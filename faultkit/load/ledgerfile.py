@@ -245,7 +245,7 @@ def iter_batches(
 ) -> Iterator[pa.RecordBatch]:
     """The ledger's record batches, in file order, with only ``columns`` (default: all).
 
-    An Arrow ledger is memory-mapped and read batch by batch (memory: one batch); a torn
+    An Arrow ledger is read batch by batch (memory: about one batch); a torn
     last batch (a crash mid-append) ends the stream and is described in ``problems``. A
     JSON-lines ledger is read line by line and cut into batches of ``rows`` records.
     ``path`` may be a run directory (:func:`resolve_ledger`).
@@ -256,7 +256,7 @@ def iter_batches(
         for batch in batches_of(records, rows):
             yield batch.select(list(columns)) if columns is not None else batch
         return
-    with pa.memory_map(str(path)) as source:
+    with pa.OSFile(str(path)) as source:
         try:
             schema = pa.ipc.open_stream(source).schema
         except (pa.ArrowInvalid, OSError) as exc:
