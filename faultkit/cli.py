@@ -26,6 +26,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "testbed": ("testbed.cli:testbed", "bring the local lab up / down / show its status"),
     "inventory": ("faultkit.commands.inventory:inventory", "check an inventory file"),
     "load": ("faultkit.commands.load:load", "run streaming load and print TTFT/TPOT figures"),
+    "ledger": (
+        "faultkit.commands.ledger:ledger",
+        "print a ledger as JSON lines, or summarise it from its columns",
+    ),
     "inject": ("faultkit.commands.inject:inject", "run one fault against a node for a while"),
     "sweep": ("faultkit.commands.sweep:sweep", "revert every fault a killed harness left"),
     "rules": (

@@ -19,7 +19,8 @@ Tree::
     │   └── FaultUnsupported      the kernel / engine lacks what the fault needs
     ├── JournalError              the fault journal is unreadable or locked
     └── LoadError                 the load generator could not run (e.g. endpoint unreachable)
-        └── LedgerInvariantError  a request lacks exactly one terminal record (a harness bug)
+        ├── LedgerInvariantError  a request lacks exactly one terminal record (a harness bug)
+        └── LedgerFileError       a ledger file cannot be written or read
 
 The packages above the core raise their own subclasses of :class:`FaultkitError`, kept
 next to their owners: ``slo.errors`` (Prometheus), ``reports.errors`` (``ReportError``,
@@ -148,3 +149,12 @@ class LedgerInvariantError(LoadError):
             f"ledger invariant violated for {len(violations)} request(s): {shown}. "
             "The load figures of this run cannot be trusted; please report it as a faultkit bug"
         )
+
+
+class LedgerFileError(LoadError):
+    """A ledger file (``ledger.arrows`` / ``ledger.jsonl``) cannot be written or read."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")

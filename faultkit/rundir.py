@@ -6,6 +6,7 @@
                         node config hash, Prometheus URL and scrape interval, start/end
     timeline.jsonl      Event per line (faults, observer, load, harness)
     ledger.jsonl        RequestRecord per line
+    ledger.arrows       the same records, columnar (Arrow IPC stream; faultkit.load.ledgerfile)
     prometheus.json     {"series": [{"name", "promql", "labels", "values": [[t, v], ...]}],
                          "alerts": [{"alertname", "state", "activeAt", "t_seen", ...}]}
     container.json      {"before": state, "after": state, "log_tail": str}
@@ -76,6 +77,10 @@ class RunDir:
     @property
     def ledger_jsonl(self) -> Path:
         return self.path / LEDGER_JSONL
+
+    @property
+    def ledger_arrows(self) -> Path:
+        return self.path / "ledger.arrows"
 
     @property
     def prometheus_json(self) -> Path:

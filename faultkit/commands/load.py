@@ -1,6 +1,10 @@
 """``faultkit load``: streaming load against an OpenAI-compatible endpoint, with a summary.
 
 Target a node of the inventory (``--node``) or any endpoint (``--endpoint URL --model M``).
+The run keeps no record in memory, whatever its length: records stream to a columnar
+ledger file (``--columnar FILE``, else a temporary file removed at the end) and the summary
+is computed from that file (``load.colstats.summarize_file``: the same figures as
+``stats.summarize``). ``--ledger FILE`` also writes the JSON lines, for humans.
 Exit status: 0 when the run completed (failed requests are *measured*, not an error),
 1 when the endpoint cannot be reached at all (pre-flight ``GET /v1/models`` refused or
 timed out, or the first requests all refused), 3 when the ledger invariant was violated.
@@ -14,6 +18,8 @@ import csv
 import json
 import os
 import sys
+import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +36,10 @@ from faultkit.load import (
     LoadResult,
     LoadSummary,
     Target,
-    summarize,
 )
+from faultkit.load.colstats import summarize_file
 from faultkit.load.generator import LATENESS_BOUND_S
+from faultkit.load.ledger import LedgerCounts
 from faultkit.load.profile import MAX_RATE_RPS
 from faultkit.load.stats import percentile, ttft_s
 from faultkit.progress import Progress, format_elapsed, is_live
@@ -81,7 +88,11 @@ _SECONDS = FiniteFloat(gt=0, unit="s")
 @click.option("--tpot-max", type=_SECONDS, help="goodput threshold on TPOT (s)")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write summary JSON")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="append summary CSV row")
-@click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), help="raw records")
+@click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False),
+              help="raw records as JSON lines (appended)")
+@click.option("--columnar", "columnar_path", type=click.Path(dir_okay=False),
+              help="raw records as a columnar ledger (Arrow stream; a new file; see "
+                   "`faultkit ledger`); default: a temporary file")
 def load(**opts: Any) -> None:
     """Run streaming load and print TTFT / TPOT percentiles and throughput.
 
@@ -109,21 +120,29 @@ def load(**opts: Any) -> None:
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    columnar = Path(opts["columnar_path"]) if opts["columnar_path"] else None
+    if columnar is not None and columnar.exists():
+        raise click.UsageError(f"--columnar {columnar}: the file exists (a ledger is never "
+                               "overwritten); remove it or give a new path")
     preflight(target, timeout_s=profile.connect_timeout_s)
     ledger_path = Path(opts["ledger_path"]) if opts["ledger_path"] else None
     live = _live_wanted(opts["json_path"])
-    result, unreachable = asyncio.run(_run(target, profile, ledger_path, live=live))
-    if unreachable:
-        raise LoadError(
-            f"{target.api_root}: the first {UNREACHABLE_AFTER} requests could not connect "
-            f"({unreachable}); is the server up and listening there?"
+    with tempfile.TemporaryDirectory(prefix="faultkit-load-") as tmp:
+        ledger_file = columnar or Path(tmp) / "ledger.arrows"
+        result, unreachable = asyncio.run(
+            _run(target, profile, ledger_path, live=live, columnar_path=ledger_file)
         )
-    summary = summarize(
-        result.records,
-        duration_s=result.duration_s,
-        ttft_max_s=opts["ttft_max"],
-        tpot_max_s=opts["tpot_max"],
-    )
+        if unreachable:
+            raise LoadError(
+                f"{target.api_root}: the first {UNREACHABLE_AFTER} requests could not connect "
+                f"({unreachable}); is the server up and listening there?"
+            )
+        summary = summarize_file(
+            ledger_file,
+            duration_s=result.duration_s,
+            ttft_max_s=opts["ttft_max"],
+            tpot_max_s=opts["tpot_max"],
+        )
     click.echo(format_summary(summary, profile, late_sends=result.late_sends))
     if opts["json_path"]:
         _write_json(Path(opts["json_path"]), target, profile, result, summary)
@@ -179,8 +198,15 @@ def _live_wanted(json_path: str | None) -> bool:
 
 
 async def _run(
-    target: Target, profile: LoadProfile, ledger_path: Path | None, *, live: bool = False
+    target: Target,
+    profile: LoadProfile,
+    ledger_path: Path | None,
+    *,
+    live: bool = False,
+    columnar_path: Path | None = None,
 ) -> tuple[LoadResult, str | None]:
+    """Run the load with a bounded-memory ledger (no record kept in memory): records go to
+    ``columnar_path`` (and ``ledger_path``, JSON lines) as they finish."""
     first: list[str] = []
 
     def watch(record: RequestRecord) -> None:
@@ -191,7 +217,9 @@ async def _run(
             if len(first) == UNREACHABLE_AFTER and set(first) <= _UNREACHABLE:
                 gen.cancel_in_flight()
 
-    ledger = Ledger(ledger_path, on_record=watch)
+    ledger = Ledger(
+        ledger_path, on_record=watch, keep_records=False, columnar_path=columnar_path
+    )
     gen = LoadGenerator(target, profile, ledger=ledger)
     task = asyncio.create_task(gen.run())
     progress = asyncio.create_task(_progress(gen, profile)) if live else None
@@ -223,14 +251,26 @@ def progress_status(
 ) -> str:
     """The live line's sub-status: requests done / planned (or elapsed / duration), ok and
     failed so far, in flight, and the TTFT p50 of the recent ok requests."""
-    done = len(records)
     ok = [r for r in records if r.status == "ok"]
+    counts = LedgerCounts(finished=len(records), ok=len(ok))
+    return counts_status(counts, ok[-_RECENT:], in_flight, elapsed_s, profile)
+
+
+def counts_status(
+    counts: LedgerCounts,
+    recent_ok: Iterable[RequestRecord],
+    in_flight: int,
+    elapsed_s: float,
+    profile: LoadProfile,
+) -> str:
+    """:func:`progress_status` from a ledger's running counts and its latest ok records."""
+    done = counts.finished
     where = f"{done}/{profile.requests} requests" if profile.requests else f"{done} requests"
     if profile.duration_s:
         where += f"  {format_elapsed(elapsed_s)} / {format_elapsed(profile.duration_s)}"
-    p50 = percentile([v for r in ok[-_RECENT:] if (v := ttft_s(r)) is not None], 50)
+    p50 = percentile([v for r in recent_ok if (v := ttft_s(r)) is not None], 50)
     return (
-        f"{where}  ok {len(ok)}  failed {done - len(ok)}  in flight {in_flight}"
+        f"{where}  ok {counts.ok}  failed {done - counts.ok}  in flight {in_flight}"
         f"  TTFT p50 {_ms(p50)}"
     )
 
@@ -244,10 +284,14 @@ async def _progress(gen: LoadGenerator, profile: LoadProfile) -> None:
         contextlib.suppress(asyncio.CancelledError),  # cancelled = the run ended: not a failure
     ):
         while True:
-            records = list(gen.ledger.records)
+            ledger = gen.ledger
             s.update(
-                progress_status(
-                    records, len(gen.ledger.in_flight()), gen.clock.now() - start, profile
+                counts_status(
+                    ledger.counts,
+                    list(ledger.recent_ok),
+                    len(ledger.in_flight()),
+                    gen.clock.now() - start,
+                    profile,
                 )
             )
             await asyncio.sleep(0.5)

@@ -8,6 +8,10 @@
 * ``stats`` — TTFT / TPOT / ITL / E2E and throughput as pure functions over records
   (:func:`summarize`, :func:`percentile`, …).
 * ``sse`` — the stream parser and its classification rules.
+* ``columnar``, ``ledgerfile`` — the columnar ledger file (``ledger.arrows``): schema,
+  writer, readers; ``quantiles``, ``colstats`` — exact summaries and windows computed from
+  that file in bounded memory (docs/ledger.md). Import them from their modules: they
+  need pyarrow, which the rest of the package does not load.
 """
 
 from faultkit.load.background import BackgroundLoad

@@ -27,6 +27,7 @@ import os
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -53,6 +54,9 @@ class LoadResult:
 
     ``late_sends``: open-loop requests sent more than :data:`LATENESS_BOUND_S` after their
     scheduled arrival (``t_invoke − t_scheduled``); always 0 in a closed loop.
+    ``records`` is empty when the ledger kept none (``Ledger(keep_records=False)``): read
+    them from ``ledger_file``, the columnar ledger (or None), then; ``requests`` counts
+    them either way.
     """
 
     records: list[RequestRecord]
@@ -61,6 +65,8 @@ class LoadResult:
     warmup_records: list[RequestRecord] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     late_sends: int = 0
+    requests: int = 0
+    ledger_file: Path | None = None
 
     @property
     def duration_s(self) -> float:
@@ -120,6 +126,9 @@ class LoadGenerator:
         self._active: set[asyncio.Task[object]] = set()
         self._issued = 0
         self._deadline: float | None = None
+        self._late = _Lateness()
+        if profile.open_loop:
+            self.ledger.add_observer(self._late.add)
 
     def stop(self) -> None:
         """Stop issuing new requests; those in flight continue."""
@@ -156,14 +165,14 @@ class LoadGenerator:
         for line in violations:
             log.error("LEDGER INVARIANT VIOLATED: %s", line)
         records = list(self.ledger.records)
-        late = _late_sends(records) if self.profile.open_loop else []
-        if late:
+        late = self._late
+        if late.count:
             log.warning(
                 "%d request(s) sent more than %.0f ms after their scheduled arrival "
                 "(worst %.0f ms): the client could not keep the schedule",
-                len(late),
+                late.count,
                 LATENESS_BOUND_S * 1000,
-                max(late) * 1000,
+                late.worst * 1000,
             )
         return LoadResult(
             records=records,
@@ -171,7 +180,9 @@ class LoadGenerator:
             t_end=self.clock.epoch(t_end),
             warmup_records=warm,
             violations=violations,
-            late_sends=len(late),
+            late_sends=late.count,
+            requests=self.ledger.counts.finished,
+            ledger_file=self.ledger.columnar_path,
         )
 
     def _take(self, *, clock_deadline: bool = True) -> int | None:
@@ -257,16 +268,22 @@ class LoadGenerator:
         await _settle(list(tasks))
 
 
-def _late_sends(records: Sequence[RequestRecord]) -> list[float]:
-    """How late (s) each request sent beyond :data:`LATENESS_BOUND_S` was."""
-    out = []
-    for r in records:
+class _Lateness:
+    """Counts open-loop sends later than :data:`LATENESS_BOUND_S`, record by record."""
+
+    __slots__ = ("count", "worst")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.worst = 0.0
+
+    def add(self, r: RequestRecord) -> None:
         if r.t_scheduled is None or r.error_class == "shed_client":
-            continue
+            return
         late = r.t_invoke - r.t_scheduled
         if late > LATENESS_BOUND_S:
-            out.append(late)
-    return out
+            self.count += 1
+            self.worst = max(self.worst, late)
 
 
 async def _wait_event(event: asyncio.Event, seconds: float) -> bool:

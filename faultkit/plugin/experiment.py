@@ -27,10 +27,11 @@ from faultkit.errors import FaultkitError
 from faultkit.events import EventKind
 from faultkit.inventory import Inventory, Node, SLOSettings, config_hash
 from faultkit.load import BackgroundLoad, LoadProfile
+from faultkit.load.ledgerfile import ArrowLedgerWriter
 from faultkit.plugin.evidence import container_events
 from faultkit.plugin.live import LiveStatus
 from faultkit.plugin.status import DryRunPlan
-from faultkit.records import Event, JsonlWriter
+from faultkit.records import Event, JsonlWriter, RequestRecord
 from faultkit.rundir import RunDir
 from slo.accepted import apply_accepted
 from slo.capture import capture, cross_check
@@ -49,6 +50,13 @@ from slo.prom import Prometheus
 from slo.types import Measurement, Verdict
 
 log = logging.getLogger(__name__)
+
+
+def _close_columnar(writer: ArrowLedgerWriter) -> None:
+    try:
+        writer.close()
+    except Exception as exc:  # a copy for tools: the run goes on without it
+        log.warning("columnar ledger %s is incomplete: %s", writer.path, exc)
 
 During = Callable[["Experiment"], Awaitable[None]]
 
@@ -192,18 +200,24 @@ class Experiment:
             self.note(EventKind.EVIDENCE_GAP, reason=reason)
         async with contextlib.AsyncExitStack() as stack:
             await stack.enter_async_context(Observer(self.node, prom, self))
+            # closed after every load below has drained: it holds each one's records
+            columnar = self._columnar_ledger() if load or neighbours else None
+            if columnar is not None:
+                stack.callback(_close_columnar, columnar)
+            on_record = columnar.write if columnar is not None else None
             if load:
                 self.load = await stack.enter_async_context(
                     BackgroundLoad(
                         self.node,
                         self.load_profile,
                         ledger_path=self.run.ledger_jsonl,
-                        on_record=self.live.on_record,
+                        on_record=_each(self.live.on_record, on_record),
                     )
                 )
             for other in neighbours:
                 await stack.enter_async_context(
-                    BackgroundLoad(other, self.load_profile, ledger_path=self.run.ledger_jsonl)
+                    BackgroundLoad(other, self.load_profile,
+                                   ledger_path=self.run.ledger_jsonl, on_record=on_record)
                 )
             self.live.phase("baseline")
             self.note(EventKind.BASELINE_START, seconds=baseline_s)
@@ -238,6 +252,18 @@ class Experiment:
             self.live.phase("drain")
         self.note(EventKind.SCENARIO_END)
         return self._finish(prom)
+
+    def _columnar_ledger(self) -> ArrowLedgerWriter | None:
+        """The run's columnar ledger (``ledger.arrows``), or None if it cannot be created.
+
+        A copy for tools, next to ``ledger.jsonl``, which the measurement reads: a problem
+        with it is logged and never fails the scenario.
+        """
+        try:
+            return ArrowLedgerWriter(self.run.ledger_arrows)
+        except Exception as exc:
+            log.warning("no columnar ledger for this run: %s", exc)
+            return None
 
     def _abort(self, reason: str) -> NotJudgeable:
         """End the run before injecting: INCONCLUSIVE, with ``reason`` as the missing evidence."""
@@ -470,3 +496,16 @@ def _harness_version() -> str:
         return version("faultkit")
     except PackageNotFoundError:
         return "unknown"
+
+
+def _each(
+    *callbacks: Callable[[RequestRecord], object] | None,
+) -> Callable[[RequestRecord], None]:
+    """One ``on_record`` callback that calls every given one (``None``s skipped), in order."""
+    present = [c for c in callbacks if c is not None]
+
+    def call(record: RequestRecord) -> None:
+        for callback in present:
+            callback(record)
+
+    return call
