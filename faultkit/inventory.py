@@ -8,6 +8,11 @@ in one mapping (YAML would silently keep the last: ``protected: true`` then
 node: two nodes naming the same container are an error, or a protected node could be hit
 through its alias.
 
+A node is an engine (``kind: engine``, the default) or a gateway (``kind: gateway``,
+``engine: litellm``) that routes one model alias to the engine nodes its ``upstreams``
+names. An upstream must be another node of the same inventory, and not a gateway itself
+(gateways are not chained); each broken ``upstreams`` entry is reported at its own line.
+
 Example::
 
     prometheus:
@@ -26,6 +31,13 @@ Example::
         accepted_findings:              # known failures that do not fail the run, until…
           - {scenario: bad_input, check: malformed_rejected_4xx,
              reason: "engine answers a message without role with 500", expires: 2027-06-30}
+      - name: gw
+        kind: gateway
+        engine: litellm
+        base_url: http://127.0.0.1:4000
+        model: chat                     # the alias clients ask for
+        health_path: /health/readiness
+        upstreams: [vllm-a]
     serving_configs:
       vllm-a-good: {image: vllm/vllm-openai:v0.26.0, command: [...], memory: 24g}
 """
@@ -55,7 +67,11 @@ from faultkit.constants import LOCAL_DOCKER
 from faultkit.errors import InventoryError
 from faultkit.kinds import FAULT_KINDS
 
-Engine = Literal["vllm", "sglang", "llamacpp", "tgi", "sim"]
+Engine = Literal["vllm", "sglang", "llamacpp", "tgi", "sim", "litellm"]
+#: What a node is: an inference engine, or a gateway routing to engine nodes.
+NodeKind = Literal["engine", "gateway"]
+#: The engines that are gateways (``kind: gateway``), and only those.
+GATEWAY_ENGINES = frozenset({"litellm"})
 RestartPolicy = Literal["no", "on-failure", "always", "unless-stopped"]
 
 _MEMORY_RE = re.compile(r"^\d+(\.\d+)?[bkmg]?$", re.IGNORECASE)
@@ -128,6 +144,7 @@ class Node(_Model):
     """One inference server the harness may load, observe and (if allowed) break."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    kind: NodeKind = "engine"
     engine: Engine
     base_url: str
     model: str
@@ -142,6 +159,10 @@ class Node(_Model):
     )
     personality: Literal["vllm", "sglang"] | None = Field(
         None, description="for engine 'sim': which engine's metrics and health it imitates"
+    )
+    upstreams: list[str] = Field(
+        default_factory=list,
+        description="for kind 'gateway': the names of the engine nodes it routes to",
     )
     slo: dict[str, Any] = Field(default_factory=dict)
     faults: list[str] = Field(default_factory=list)
@@ -165,6 +186,23 @@ class Node(_Model):
         if unknown:
             raise ValueError(f"unknown fault {unknown[0]!r} (allowed: *, {', '.join(FAULT_KINDS)})")
         return value
+
+    @model_validator(mode="after")
+    def _kind_fits(self) -> Node:
+        if self.kind == "gateway":
+            if self.engine not in GATEWAY_ENGINES:
+                raise ValueError(
+                    f"a gateway's engine must be {' or '.join(sorted(GATEWAY_ENGINES))} "
+                    f"(got {self.engine!r})"
+                )
+            if not self.upstreams:
+                raise ValueError("a gateway needs upstreams: the names of the nodes it routes to")
+        else:
+            if self.engine in GATEWAY_ENGINES:
+                raise ValueError(f"engine {self.engine!r} is a gateway: set kind: gateway")
+            if self.upstreams:
+                raise ValueError("only a gateway (kind: gateway) has upstreams")
+        return self
 
     @property
     def profile_engine(self) -> str:
@@ -249,6 +287,9 @@ class Inventory(_Model):
             first, second = clashes[0]
             raise ValueError(_clash_message(self.nodes[first].name, self.nodes[second].name,
                                             _container_key(self.nodes[second])))
+        broken = upstream_problems([(n.name, n.kind, n.upstreams) for n in self.nodes])
+        if broken:
+            raise ValueError(broken[0][2])
         for node in self.nodes:
             if node.serving_config and node.serving_config not in self.serving_configs:
                 raise ValueError(
@@ -335,7 +376,11 @@ def parse_inventory(text: str, *, source: str = "<string>") -> Inventory:
             [f"{source}:1: the inventory must be a mapping with a 'nodes' list (got {kind})"],
         )
     lines = _line_index(root)
-    problems = _duplicate_keys(root, source) + _raw_container_clashes(data, source, lines)
+    problems = (
+        _duplicate_keys(root, source)
+        + _raw_container_clashes(data, source, lines)
+        + _raw_upstream_problems(data, source, lines)
+    )
     if problems:
         raise InventoryError(source, problems)
     try:
@@ -404,6 +449,79 @@ def _raw_container_clashes(data: Mapping[str, Any], source: str,
         problems.append(f"{where} {_dotted(loc)}: "
                         + _clash_message(names[first], names[later], keys[later]))
     return problems
+
+
+#: (name, kind, upstreams) of a node, as far as the upstream checks need it
+GatewayEntry = tuple[str, str, list[str]]
+
+
+def upstream_problems(entries: list[GatewayEntry]) -> list[tuple[int, int, str]]:
+    """``(node index, upstream index, message)`` for every gateway upstream that is not
+    another engine node of the inventory: unknown, the gateway itself, a gateway, or
+    listed twice. Entries of engine nodes are not looked at."""
+    kinds = {name: kind for name, kind, _ in entries}
+    have = ", ".join(name for name, kind, _ in entries if kind != "gateway") or "none"
+    problems = []
+    for i, (name, kind, upstreams) in enumerate(entries):
+        if kind != "gateway":
+            continue
+        seen: set[str] = set()
+        for j, upstream in enumerate(upstreams):
+            if upstream == name:
+                message = f"gateway {name!r} lists itself as an upstream; list engine nodes"
+            elif upstream not in kinds:
+                message = (
+                    f"gateway {name!r} lists upstream {upstream!r}, which is not a node "
+                    f"of this inventory (engine nodes: {have})"
+                )
+            elif kinds[upstream] == "gateway":
+                message = (
+                    f"gateway {name!r} lists upstream {upstream!r}, which is a gateway "
+                    "itself; gateways are not chained: list its upstreams instead"
+                )
+            elif upstream in seen:
+                message = f"gateway {name!r} lists upstream {upstream!r} twice; give it once"
+            else:
+                seen.add(upstream)
+                continue
+            problems.append((i, j, message))
+    return problems
+
+
+def _raw_upstream_problems(
+    data: Mapping[str, Any], source: str, lines: Mapping[Loc, int]
+) -> list[str]:
+    """:func:`upstream_problems` in the raw YAML data, each at its ``upstreams`` entry's line.
+
+    Malformed entries are skipped: validation reports them.
+    """
+    nodes = data.get("nodes")
+    if not isinstance(nodes, list):
+        return []
+    entries = [_raw_gateway_entry(entry) for entry in nodes]
+    problems = []
+    for i, j, message in upstream_problems(entries):
+        loc: Loc = ("nodes", i, "upstreams", j)
+        line = _nearest_line(loc, lines)
+        where = f"{source}:{line}" if line else source
+        problems.append(f"{where} {_dotted(loc)}: {message}")
+    return problems
+
+
+def _raw_gateway_entry(entry: object) -> GatewayEntry:
+    """A raw ``nodes[i]`` entry's (name, kind, upstreams); ``?``, ``engine`` or no upstreams
+    where malformed (a list with a non-string item included: indices must match lines)."""
+    if not isinstance(entry, Mapping):
+        return "?", "engine", []
+    name, kind, upstreams = entry.get("name"), entry.get("kind", "engine"), entry.get("upstreams")
+    listed: list[str] = []
+    if isinstance(upstreams, list) and all(isinstance(u, str) for u in upstreams):
+        listed = list(upstreams)
+    return (
+        name if isinstance(name, str) else "?",
+        kind if isinstance(kind, str) else "engine",
+        listed,
+    )
 
 
 def _raw_key(entry: object) -> ContainerKey:

@@ -2,9 +2,9 @@
 
 A metric an engine does not expose is ``None``; callers then fall back to client-side
 measurement (llama.cpp has no latency histograms and no request counters). Names follow
-ENGINES.md (vLLM v0.26, SGLang, llama.cpp ``--metrics``, TGI); a rename upstream is one
-edit here. Simulated nodes speak the metrics of their ``personality``
-(``Node.profile_engine``).
+ENGINES.md (vLLM v0.26, SGLang, llama.cpp ``--metrics``, TGI) and docs/gateway.md (the
+LiteLLM gateway); a rename upstream is one edit here. Simulated nodes speak the metrics of
+their ``personality`` (``Node.profile_engine``).
 
 A node's series are picked by ``job="<node.prometheus.job>"`` plus the inventory's
 ``node.prometheus.selector`` (extra label matchers such as ``model_name="x"``).
@@ -46,6 +46,8 @@ class EngineProfile:
 
 
 _HTTP = 'handler=~"/v1/(chat/)?completions"'
+#: LiteLLM serves the OpenAI routes with and without the /v1 prefix.
+_LITELLM_ROUTE = 'route=~"(/v1)?/(chat/)?completions"'
 
 PROFILES: dict[str, EngineProfile] = {
     "vllm": EngineProfile(
@@ -111,6 +113,30 @@ PROFILES: dict[str, EngineProfile] = {
         generation_tokens=Metric("tgi_request_generated_tokens_sum"),
         process_start=None,
         reset_counter=Metric("tgi_request_count"),
+    ),
+    # LiteLLM's proxy (a gateway, kind: gateway), 1.108.7 with the `prometheus` callback:
+    # names as scraped from its /metrics/ (docs/gateway.md). Series are per deployment
+    # (`model_id` = the upstream node's name); the route matcher leaves out the proxy's own
+    # health checks, which are counted too (route="None").
+    "litellm": EngineProfile(
+        engine="litellm",
+        running=Metric("litellm_in_flight_requests"),  # HTTP requests on the worker, any route
+        waiting=None,  # no queue gauge: the proxy queues nothing itself
+        kv_usage=None,
+        preemptions=None,
+        # the upstream's TTFT as the gateway sees it (streams only), gateway overhead excluded
+        ttft_hist="litellm_llm_api_time_to_first_token_metric",
+        itl_hist=None,  # litellm_deployment_latency_per_output_token is E2E/tokens, not ITL
+        e2e_hist="litellm_request_total_latency_metric",
+        requests_total=Metric("litellm_proxy_total_requests_metric_total", _LITELLM_ROUTE),
+        errors_total=Metric(
+            "litellm_proxy_failed_requests_metric_total",
+            _LITELLM_ROUTE + ',exception_status!~"4.."',
+        ),
+        prompt_tokens=Metric("litellm_input_tokens_metric_total"),
+        generation_tokens=Metric("litellm_output_tokens_metric_total"),
+        process_start=Metric("process_start_time_seconds"),
+        reset_counter=Metric("litellm_proxy_total_requests_metric_total"),
     ),
 }
 

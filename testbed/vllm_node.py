@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -48,9 +47,42 @@ from pathlib import Path
 from typing import Any
 
 from faultkit.progress import step
-from testbed._shell import OnLine, stream
+from testbed._shell import OnLine
 from testbed.errors import TestbedError
 from testbed.paths import cache_dir
+from testbed.venvs import (
+    MARKER,
+    SYSTEM_PREFIXES,
+    is_cached,
+    python_runtime,
+    run,
+    runtime_python,
+    site_packages,
+    spec_hash,
+)
+
+#: The public surface (``MARKER``, ``is_cached``, ``python_runtime``, ``spec_hash`` come
+#: from :mod:`testbed.venvs`).
+__all__ = [
+    "ENTRYPOINT_IN_CONTAINER",
+    "MARKER",
+    "MODEL_IN_CONTAINER",
+    "MODEL_NAME",
+    "VENV_IN_CONTAINER",
+    "VLLM_VERSION",
+    "WRAPPER_DIR_IN_CONTAINER",
+    "ensure_vllm_env",
+    "ensure_vllm_model",
+    "env_spec",
+    "find_host_library",
+    "is_cached",
+    "model_dir",
+    "python_runtime",
+    "spec_hash",
+    "venv_dir",
+    "vllm_container_env",
+    "vllm_container_mounts",
+]
 
 Progress = Callable[[str], None]
 
@@ -70,7 +102,7 @@ MODEL_NAME = "tiny-vllm"
 
 HELPERS_DIR = Path(__file__).resolve().parent / "vllm"
 MODEL_SCRIPT = HELPERS_DIR / "make_model.py"
-MARKER = ".faultkit-ready"
+_OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 #: Bump when the install recipe below changes, so cached venvs are rebuilt.
 _RECIPE = 2
 
@@ -100,25 +132,8 @@ print(json.dumps(out))
 # ----------------------------------------------------------------------------- runtime
 
 
-#: A venv built on the system Python (Debian bookworm's 3.11) uses the image's own copy.
-_SYSTEM_PREFIXES = frozenset({Path("/usr"), Path("/")})
-
-
-def python_runtime() -> Path:
-    """The Python installation the venv is built on (mounted into the container as is)."""
-    return Path(sys.base_prefix).resolve()
-
-
 def _runtime_python() -> Path:
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    for name in (version, "python3"):
-        candidate = python_runtime() / "bin" / name
-        if candidate.exists():
-            return candidate
-    raise TestbedError(
-        f"no python interpreter under {python_runtime()}/bin: the vLLM node's virtualenv is "
-        "built on the Python that runs faultkit; run faultkit from a regular CPython install"
-    )
+    return runtime_python("the vLLM node's virtualenv")
 
 
 def venv_dir() -> Path:
@@ -144,55 +159,9 @@ def env_spec() -> dict[str, Any]:
     }
 
 
-def spec_hash(spec: dict[str, Any]) -> str:
-    """A short stable hash of a JSON-able spec."""
-    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def is_cached(directory: Path, wanted: str) -> bool:
-    """True when ``directory`` carries a marker holding exactly ``wanted``."""
-    marker = directory / MARKER
-    try:
-        return marker.read_text().strip() == wanted
-    except OSError:
-        return False
-
-
-def _site_packages(venv: Path) -> Path:
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    return venv / "lib" / version / "site-packages"
-
-
 def _run(argv: list[str], what: str, log: Path, *, on_line: OnLine | None = None) -> str:
-    """Run a command; raise TestbedError with the log's tail if it fails.
-
-    With ``on_line`` the output (stdout and stderr merged) is streamed: each line goes to
-    ``on_line`` as it is printed and to the log as it is written.
-    """
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    log.parent.mkdir(parents=True, exist_ok=True)
-    if on_line is not None:
-        try:
-            with log.open("ab") as fh:
-                fh.write(f"$ {' '.join(argv)}\n".encode())
-                code, output = stream(argv, sink=fh, on_line=on_line, env=env)
-                fh.write(b"\n")
-        except FileNotFoundError as exc:
-            raise TestbedError(f"{what}: command not found: {argv[0]}") from exc
-        if code != 0:
-            tail = "\n".join(output.strip().splitlines()[-12:])
-            raise TestbedError(f"{what} failed (exit {code}; full log: {log}):\n{tail}")
-        return output
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
-    except FileNotFoundError as exc:
-        raise TestbedError(f"{what}: command not found: {argv[0]}") from exc
-    with log.open("a") as fh:
-        fh.write(f"$ {' '.join(argv)}\n{proc.stdout}{proc.stderr}\n")
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-12:])
-        raise TestbedError(f"{what} failed (exit {proc.returncode}; full log: {log}):\n{tail}")
-    return proc.stdout
+    """:func:`testbed.venvs.run` with the Hugging Face hub switched off."""
+    return run(argv, what, log, on_line=on_line, env=_OFFLINE)
 
 
 # ----------------------------------------------------------------------------- env
@@ -268,7 +237,7 @@ def ensure_vllm_env(progress: Progress) -> Path:
 
 def _write_dist_info_shim(venv: Path) -> None:
     """Make ``importlib.metadata.version("vllm")`` work (vLLM's CLI asks for it)."""
-    shim = _site_packages(venv) / f"vllm-{VLLM_VERSION}+cpu.dist-info"
+    shim = site_packages(venv) / f"vllm-{VLLM_VERSION}+cpu.dist-info"
     shim.mkdir(parents=True, exist_ok=True)
     (shim / "METADATA").write_text(
         f"Metadata-Version: 2.1\nName: vllm\nVersion: {VLLM_VERSION}+cpu\n"
@@ -360,7 +329,7 @@ def vllm_container_mounts() -> dict[str, dict[str, str]]:
         str(HELPERS_DIR): {"bind": WRAPPER_DIR_IN_CONTAINER, "mode": "ro"},
     }
     runtime = python_runtime()
-    if runtime not in _SYSTEM_PREFIXES:  # never mount over the image's own /usr
+    if runtime not in SYSTEM_PREFIXES:  # never mount over the image's own /usr
         mounts[str(runtime)] = {"bind": str(runtime), "mode": "ro"}
     return mounts
 
