@@ -12,6 +12,9 @@ permission rules as the journal), so a holder that dies frees them at once. The 
 of a node is its container on its Docker host (two inventories naming one container by
 two names still share one lock), or its name for a node without ``docker:``.
 
+Request faults (``flood``, ``oversized_context``) take no lock: they only send traffic and
+leave nothing on the node to put back, so they combine with a fault that does.
+
 A node's lock is its *fault* lock. A ``rollout`` is the one fault that others run on top
 of (``faultkit gate`` and ``--serving-config`` run their scenarios against a rolled-out
 candidate), so it holds the fault lock only while injecting (``until="inject"``: nothing

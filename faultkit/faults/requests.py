@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 
 from faultkit.errors import DockerError
 from faultkit.faults.base import Fault
+from faultkit.faults.locks import NodeLock
 from faultkit.faults.params import Param, ParamSpec
 from faultkit.load.generator import LoadGenerator, LoadResult
 from faultkit.load.profile import MAX_RATE_RPS, LoadProfile, Target
@@ -47,6 +48,12 @@ class _LoadFault(Fault):
 
     def _profile(self) -> LoadProfile:
         raise NotImplementedError
+
+    def node_locks(self) -> list[NodeLock]:
+        """None: a request fault only sends traffic and changes nothing on the node that a
+        revert would put back, so it runs beside a fault that does (a flood while memory
+        is squeezed is one experiment)."""
+        return []
 
     async def _prepare(self) -> list[dict[str, Any]]:
         if self.node.docker is not None:

@@ -230,3 +230,15 @@ def test_the_journal_records_the_node_locks_for_the_sweep(tmp_path: Path) -> Non
     assert record.node_locks == ["node n1"]
     assert JournalRecord.from_json({**record.to_json(), "node_locks": []}).node_locks == []
     asyncio.run(fault.revert())
+
+
+def test_request_faults_take_no_node_lock() -> None:
+    """A flood or oversized prompts change nothing on the node: they combine with a fault
+    that does (the memory-squeeze experiment floods the node it squeezes)."""
+    inv = Inventory(nodes=[node("a", docker={"host": "unix:///var/run/docker.sock",
+                                              "container": "a"})])
+    for kind in ("flood", "oversized_context"):
+        assert make_fault(kind, "a", inventory=inv, dry_run=True).node_locks() == []
+    assert [lock.key for lock in make_fault("pause", "a", inventory=inv,
+                                            dry_run=True).node_locks()] == [
+        lock_key(inv.node("a"))]
