@@ -34,7 +34,8 @@ def testbed(ctx: click.Context, inventory_path: Path) -> None:
     "skip",
     multiple=True,
     type=click.Choice(sorted(SKIPPABLE_NODES)),
-    help="leave a heavy node out (e.g. the real vLLM node: ~1.3 GiB, ~30 s per start); "
+    help="leave a heavy node out (the real vLLM node: ~1.3 GiB, ~30 s per start; the "
+    "LiteLLM gateway: a ~760 MiB virtualenv, ~2 min to build once); "
     "run scenarios with --node for the others then",
 )
 @click.pass_obj

@@ -26,6 +26,7 @@ from testbed import llama
 from testbed._shell import Progress
 from testbed.engine import ensure_docker_engine
 from testbed.errors import TestbedError
+from testbed.gateway_config import RouterPolicy
 from testbed.images import ensure_base_image
 from testbed.paths import INVENTORY, home, state_dir
 from testbed.prometheus import ensure_prometheus, is_ready, stop_prometheus
@@ -33,9 +34,30 @@ from testbed.prometheus import ensure_prometheus, is_ready, stop_prometheus
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LAB_NETWORK = "faultkit-lab"
 LAB_LABELS = {LABEL_OWNER: "testbed"}
-#: Nodes ``testbed up --skip NAME`` may leave out (the heavy ones).
-SKIPPABLE_NODES = frozenset({"vllm"})
-DEFAULT_CONTAINER_PORTS = {"llamacpp": 8080, "vllm": 8000, "sglang": 30000, "tgi": 80}
+#: Nodes ``testbed up --skip NAME`` may leave out (the heavy ones: the real vLLM node, and
+#: the LiteLLM gateway, whose virtualenv takes ~2 min to build the first time).
+SKIPPABLE_NODES = frozenset({"vllm", "gateway"})
+DEFAULT_CONTAINER_PORTS = {
+    "llamacpp": 8080, "vllm": 8000, "sglang": 30000, "tgi": 80, "litellm": 4000,
+}  # fmt: skip
+
+
+#: The lab gateway's router (docs/gateway.md has what each knob does, as measured): two
+#: retries, an upstream cooled down at its 2nd failure, for 10 s; 30 s per attempt.
+LAB_GATEWAY_POLICY = RouterPolicy(num_retries=2, allowed_fails=1, cooldown_s=10.0, timeout_s=30.0)
+
+
+def container_address(inventory: Inventory, node: Node) -> str:
+    """The URL another lab container reaches ``node`` at: its container name (Docker's DNS
+    on the ``faultkit-lab`` network; it survives a restart, an IP may not) and the port the
+    engine listens on inside its container. The inventory's ``base_url`` is the host's
+    view (127.0.0.1 and the published port), which means the gateway container itself."""
+    if node.docker is None or not node.serving_config:
+        raise TestbedError(
+            f"node {node.name!r} has no lab container: a lab gateway cannot reach it"
+        )
+    port = container_port(node, inventory.serving_config(node.serving_config))
+    return f"http://{node.docker.container}:{port}"
 
 
 def container_port(node: Node, config: ServingConfig) -> int:
@@ -48,8 +70,15 @@ def container_port(node: Node, config: ServingConfig) -> int:
     return DEFAULT_CONTAINER_PORTS.get(engine, 8000)
 
 
-def lab_mounts(node: Node, progress: Progress) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
-    """What the lab mounts into a node's container beyond its serving config (volumes, env)."""
+def lab_mounts(
+    node: Node, progress: Progress, inventory: Inventory | None = None
+) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """What the lab mounts into a node's container beyond its serving config (volumes, env).
+
+    A gateway (``engine: litellm``) needs ``inventory``: its proxy config is written from
+    its upstreams, each named by :func:`container_address`. The lab's gateway is open
+    (no master key: ``require_key=False``): it is published on 127.0.0.1 only.
+    """
     if node.engine == "llamacpp":
         return (
             {
@@ -73,6 +102,21 @@ def lab_mounts(node: Node, progress: Progress) -> tuple[dict[str, dict[str, str]
         vllm_node.ensure_vllm_env(progress)
         vllm_node.ensure_vllm_model(progress)
         return vllm_node.vllm_container_mounts(), vllm_node.vllm_container_env()
+    if node.engine == "litellm":
+        from testbed import litellm_node
+
+        if inventory is None:
+            raise TestbedError(f"gateway {node.name!r}: its upstreams come from the inventory")
+        lab = inventory
+        volumes, env, _command = litellm_node.litellm_lab_setup(
+            lab,
+            node,
+            progress,
+            policy=LAB_GATEWAY_POLICY,
+            address=lambda n: container_address(lab, n),
+            require_key=False,
+        )
+        return volumes, env
     raise TestbedError(f"the testbed cannot run engine {node.engine!r} (node {node.name!r})")
 
 
@@ -101,12 +145,14 @@ class Lab:
         self.progress = progress
 
     def lab_nodes(self, skip: frozenset[str] = frozenset()) -> list[Node]:
-        """The inventory's nodes the lab runs (those with a container and a serving config)."""
-        return [
+        """The inventory's nodes the lab runs (those with a container and a serving config),
+        gateways after the engine nodes they route to."""
+        nodes = [
             n
             for n in self.inventory.nodes
             if n.docker is not None and n.serving_config and n.name not in skip
         ]
+        return sorted(nodes, key=lambda n: n.kind == "gateway")
 
     # up -------------------------------------------------------------------------------
     def up(self, skip: frozenset[str] = frozenset()) -> float:
@@ -153,8 +199,13 @@ class Lab:
     def _ensure_node(self, host: DockerHost, node: Node, image: str) -> None:
         assert node.docker is not None and node.serving_config
         config = self.inventory.serving_config(node.serving_config)
-        volumes, env = lab_mounts(node, self.progress)
-        wanted = config_hash(config, [volumes, env, node.base_url])
+        volumes, env = lab_mounts(node, self.progress, self.inventory)
+        extra: list[object] = [volumes, env, node.base_url]
+        if node.engine == "litellm":  # the mounted proxy config is part of what it runs
+            from testbed.litellm_node import config_file
+
+            extra.append(config_file(node.name).read_text())
+        wanted = config_hash(config, extra)
         name = node.docker.container
         if host.exists(name):
             state = host.state(name)

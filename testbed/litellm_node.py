@@ -10,7 +10,7 @@ What the lab calls (all idempotent; the venv is cached under ``$FAULTKIT_HOME``)
   :func:`proxy_command` — what the node's container needs: ``docker`` SDK ``volumes=``,
   environment, and the command line.
 * :func:`litellm_lab_setup` — the three together, in the shape ``testbed.lab.lab_mounts``
-  returns (not wired into ``testbed up`` yet).
+  returns (``testbed up`` calls it for ``engine: litellm`` nodes).
 
 Decisions, each forced by something found on this machine (docs/gateway.md has the how):
 
@@ -78,6 +78,7 @@ __all__ = [
     "VENV_IN_CONTAINER",
     "check_no_stray_pth",
     "config_dir",
+    "config_file",
     "ensure_litellm_env",
     "env_spec",
     "is_cached",
@@ -196,13 +197,18 @@ def config_dir(node_name: str) -> Path:
     return state_dir(f"gateway/{node_name}")
 
 
+def config_file(node_name: str) -> Path:
+    """A gateway node's proxy config file (:func:`write_gateway_config` writes it)."""
+    return config_dir(node_name) / CONFIG_FILE
+
+
 def write_gateway_config(node_name: str, spec: GatewaySpec) -> Path:
     """Write ``spec``'s proxy config to :func:`config_dir` and return the file.
 
     Written to a temporary file and renamed, so a proxy never reads half a config; the
     file is world-readable (the container may not run as the host user).
     """
-    path = config_dir(node_name) / CONFIG_FILE
+    path = config_file(node_name)
     staging = path.with_name(CONFIG_FILE + ".tmp")
     staging.write_text(render_yaml(litellm_config(spec)))
     staging.chmod(0o644)
@@ -275,6 +281,7 @@ def litellm_lab_setup(
     *,
     policy: RouterPolicy | None = None,
     address: Callable[[Node], str] | None = None,
+    require_key: bool = True,
 ) -> tuple[dict[str, dict[str, str]], dict[str, str], list[str]]:
     """Everything the lab needs to run gateway ``node``: (volumes, env, command).
 
@@ -290,6 +297,6 @@ def litellm_lab_setup(
             f"(kind: {node.kind}, engine: {node.engine})"
         )
     ensure_litellm_env(progress)
-    spec = gateway_spec(inventory, node, policy=policy, address=address)
+    spec = gateway_spec(inventory, node, policy=policy, address=address, require_key=require_key)
     write_gateway_config(node.name, spec)
     return litellm_container_mounts(node.name), litellm_container_env(), proxy_command()

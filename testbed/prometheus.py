@@ -24,6 +24,10 @@ from testbed._shell import Progress, ensure_commands, run
 from testbed.errors import TestbedError
 from testbed.paths import state_dir
 
+#: Engines whose metrics are not at ``/metrics``: LiteLLM's proxy answers ``/metrics`` with a
+#: 307 to ``/metrics/`` (docs/gateway.md); scrape the real path rather than a redirect.
+METRICS_PATHS = {"litellm": "/metrics/"}
+
 FALLBACK_RULES = """\
 groups:
   - name: faultkit-testbed
@@ -46,7 +50,7 @@ def scrape_config(inventory: Inventory) -> dict[str, object]:
         jobs.append(
             {
                 "job_name": node.prometheus.job,
-                "metrics_path": "/metrics",
+                "metrics_path": METRICS_PATHS.get(node.engine, "/metrics"),
                 "static_configs": [{"targets": [target], "labels": {"node": node.name}}],
             }
         )
