@@ -61,6 +61,11 @@ class RequestRecord:
     ``t_invoke``; earlier when the client was late), in a closed loop equal to
     ``t_invoke``; None in ledgers written before it existed. ``error_body`` is True when a
     non-200 response carried an OpenAI-style error body (see :func:`is_clean_rejection`).
+    ``served_by`` is, for a gateway target, the value of the response header that names
+    the upstream which answered (LiteLLM: ``x-litellm-model-id``, the upstream node's
+    name; :data:`faultkit.load.profile.SERVED_BY_HEADERS`); None when the target is not a
+    gateway, no response came, or the answer did not carry it (LiteLLM's own error after
+    its retries names no upstream).
     """
 
     id: str
@@ -84,6 +89,7 @@ class RequestRecord:
     itl_s: tuple[float, ...] = ()
     t_scheduled: float | None = None
     error_body: bool = False
+    served_by: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

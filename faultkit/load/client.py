@@ -73,6 +73,8 @@ class _Progress:
     t_first_byte: float | None = None
     http_status: int | None = None
     error_body: bool = False
+    #: the target's ``served_by_header`` on the response (which upstream answered)
+    served_by: str | None = None
     #: waiting for a free connection in the session's pool (see ``pool_trace_config``)
     pool_wait: bool = False
     outcome: StreamOutcome = field(default_factory=StreamOutcome)
@@ -191,6 +193,8 @@ class RequestRunner:
                 ) as resp:
                     progress.t_first_byte = self.clock.mono()
                     progress.http_status = resp.status
+                    if self.target.served_by_header:
+                        progress.served_by = _header(resp, self.target.served_by_header)
                     if resp.status != 200:
                         error_class, detail, progress.error_body = await _http_error(resp)
                         return "fail", error_class, detail
@@ -276,6 +280,7 @@ class RequestRunner:
             itl_s=tuple(out.itl_s),
             t_scheduled=epoch(progress.t_scheduled),
             error_body=progress.error_body,
+            served_by=progress.served_by,
         )
 
 
@@ -468,3 +473,9 @@ def _parse_whole(raw: bytes, t: float) -> StreamOutcome:
         out.t_first_token = out.t_last_token = t
         out.content_chunks = 1
     return out
+
+
+def _header(resp: aiohttp.ClientResponse, name: str) -> str | None:
+    """Response header ``name`` (at most 120 characters), or None when absent or empty."""
+    value = resp.headers.get(name)
+    return value[:120] if value else None

@@ -10,12 +10,17 @@ from typing import Any, Literal
 
 from faultkit.inventory import Node
 
-__all__ = ["ENGINES_WITH_IGNORE_EOS", "MAX_RATE_RPS", "LoadProfile", "Target"]
+__all__ = ["ENGINES_WITH_IGNORE_EOS", "MAX_RATE_RPS", "SERVED_BY_HEADERS", "LoadProfile", "Target"]
 
 Endpoint = Literal["chat", "completion"]
 
 #: Engines whose OpenAI routes accept the non-standard ``ignore_eos`` sampling flag.
 ENGINES_WITH_IGNORE_EOS: frozenset[str] = frozenset({"vllm", "sglang", "sim", "llamacpp"})
+
+#: Gateway engines → the response header naming the upstream that answered a request
+#: (LiteLLM 1.108: ``x-litellm-model-id``, the deployment id, which the lab's config sets
+#: to the upstream node's name; docs/gateway.md). Recorded as ``RequestRecord.served_by``.
+SERVED_BY_HEADERS: Mapping[str, str] = {"litellm": "x-litellm-model-id"}
 
 #: The highest open-loop rate (requests/s) a run may ask for. The generator is one asyncio
 #: event loop on one client core; on that core it completes about 2,900 req/s with a new
@@ -194,18 +199,25 @@ def _convert(key: str, value: str) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """An OpenAI-compatible server to load. ``api_key`` is kept in memory only."""
+    """An OpenAI-compatible server to load. ``api_key`` is kept in memory only.
+
+    ``served_by_header``: the response header whose value is recorded as
+    ``RequestRecord.served_by`` (which upstream answered, behind a gateway); None = none.
+    """
 
     name: str
     base_url: str
     model: str
     engine: str | None = None
     api_key: str | None = field(default=None, repr=False)
+    served_by_header: str | None = None
 
     @classmethod
     def from_node(cls, node: Node) -> Target:
-        """The node's endpoint; the API key is read now from the env var it names."""
-        return cls(node.name, node.base_url, node.model, node.engine, node.api_key())
+        """The node's endpoint; the API key is read now from the env var it names. A
+        gateway node records which upstream served each request (:data:`SERVED_BY_HEADERS`)."""
+        header = SERVED_BY_HEADERS.get(node.engine) if node.kind == "gateway" else None
+        return cls(node.name, node.base_url, node.model, node.engine, node.api_key(), header)
 
     @property
     def api_root(self) -> str:

@@ -70,6 +70,7 @@ records_st = st.builds(
     itl_s=st.lists(st.floats(0, 100, allow_nan=False), max_size=8).map(tuple),
     t_scheduled=_opt_float,
     error_body=st.booleans(),
+    served_by=st.none() | st.sampled_from(["llama", "sim-vllm"]),
 )
 
 

@@ -415,3 +415,49 @@ async def test_too_many_open_files_is_client_exhausted(server: str) -> None:
     assert len(classes) == 8
     assert "client_exhausted" in classes
     assert set(classes) <= {"client_exhausted", "timeout_first_token"}
+
+
+async def _gateway(request: web.Request) -> web.StreamResponse:
+    """A gateway's answers: 200 naming its upstream, or its own 500 naming none."""
+    model = (await request.json())["model"]
+    if model == "all-failed":
+        body = '{"error": {"message": "Connection error. LiteLLM Retried: 2 times"}}'
+        return web.Response(status=500, text=body, content_type="application/json")
+    answer = {"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}
+    return web.json_response(answer, headers={"x-litellm-model-id": "sim-sglang"})
+
+
+@pytest.fixture
+async def gateway() -> AsyncIterator[str]:
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", _gateway)
+    runner = web.AppRunner(app, shutdown_timeout=0.2)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    await runner.cleanup()
+
+
+async def test_served_by_records_the_gateways_upstream_header(gateway: str) -> None:
+    profile = LoadProfile.from_dict({"concurrency": 1, "requests": 1, "stream": False, **FAST})
+    target = Target("gw", gateway, "chat", "litellm", served_by_header="x-litellm-model-id")
+    (ok,) = (await LoadGenerator(target, profile).run()).records
+    assert (ok.status, ok.served_by) == ("ok", "sim-sglang")
+    failed_target = Target("gw", gateway, "all-failed", "litellm",
+                           served_by_header="x-litellm-model-id")
+    (failed,) = (await LoadGenerator(failed_target, profile).run()).records
+    assert (failed.status, failed.http_status, failed.served_by) == ("fail", 500, None)
+    plain = Target("gw", gateway, "chat", "litellm")  # no header asked for: nothing recorded
+    (unrecorded,) = (await LoadGenerator(plain, profile).run()).records
+    assert unrecorded.served_by is None
+
+
+def test_a_gateway_node_asks_for_litellms_upstream_header() -> None:
+    from faultkit.inventory import Node
+
+    gw = Node(name="gw", kind="gateway", engine="litellm", base_url="http://127.0.0.1:4000",
+              model="chat", upstreams=["a"])
+    engine = Node(name="a", engine="vllm", base_url="http://127.0.0.1:8000", model="m")
+    assert Target.from_node(gw).served_by_header == "x-litellm-model-id"
+    assert Target.from_node(engine).served_by_header is None
