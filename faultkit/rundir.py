@@ -39,6 +39,8 @@ PROMETHEUS_JSON = "prometheus.json"
 CONTAINER_JSON = "container.json"
 MEASUREMENT_JSON = "measurement.json"
 VERDICT_JSON = "verdict.json"
+#: test_upstream_failure only: how the gateway routed around the dead upstream (slo.routing)
+ROUTE_AROUND_JSON = "route_around.json"
 INCIDENT_MD = "incident.md"
 TIMELINE_PNG = "timeline.png"
 GATE_JSON = "gate.json"
@@ -97,6 +99,10 @@ class RunDir:
     @property
     def verdict_json(self) -> Path:
         return self.path / VERDICT_JSON
+
+    @property
+    def route_around_json(self) -> Path:
+        return self.path / ROUTE_AROUND_JSON
 
     @property
     def incident_md(self) -> Path:

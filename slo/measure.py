@@ -289,22 +289,30 @@ def measure(
     t_window_end: float | None = None,
     server_cross_check: dict[str, Any] | None = None,
     ttft_objective_s: float | None = None,
+    effect_node: str | None = None,
 ) -> Measurement:
     """t_effect, detection, recovery, loss and SLIs of the first fault injected on ``node``.
 
+    ``effect_node``: the fault was injected on that node instead (an upstream behind the
+    gateway ``node``): t_effect, the revert and harness interventions come from its fault
+    events and Docker events; detection, recovery, loss and SLIs stay ``node``'s.
     ``t_window_end`` defaults to the latest time in the ledger or timeline.
     ``server_cross_check`` (from :func:`slo.capture.cross_check`) is stored as given.
     ``ttft_objective_s``: user-facing TTFT above it counts a successful request as slow.
     """
     requests = [r for r in ledger if r.node == node and r.kind != "probe"]
-    effect = effect_of(timeline, node)
+    faulted = effect_node or node
+    effect = effect_of(timeline, faulted)
     t_effect = effect.t
-    t_revert = fault_time(timeline, node, EventKind.REVERT_END)
+    t_revert = fault_time(timeline, faulted, EventKind.REVERT_END)
     times = [r.t_end for r in requests] + [e.t for e in timeline]
     end = t_window_end if t_window_end is not None else max(times, default=t_effect)
     requests = [r for r in requests if arrival(r) <= end]
     timeline = [e for e in timeline if e.t <= end]
     notes: list[str] = []
+    if faulted != node:
+        notes.append(f"the fault was injected on {faulted}, which {node} depends on: "
+                     f"t_effect is {faulted}'s, everything else is measured on {node}")
 
     t_detect, signal, detail, by_signal, detect_notes = detect(timeline, node, t_effect)
     notes.extend(detect_notes)
@@ -320,7 +328,7 @@ def measure(
         span = end - t_effect
         notes.append(f"not recovered by the end of the window ({span:.1f} s after t_effect)")
     intervened = [f"{e.data.get('action')}: {e.data.get('why')}"
-                  for e in fault_events(timeline, node, EventKind.HARNESS_INTERVENED)]
+                  for e in fault_events(timeline, faulted, EventKind.HARNESS_INTERVENED)]
 
     loss_end = t_recovered if t_recovered is not None else end
     in_flight = [r for r in requests if r.t_invoke < t_effect < r.t_end]

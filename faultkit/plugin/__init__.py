@@ -13,7 +13,8 @@ Otherwise no report header, no journal sweep, no inventory loaded.
 Settings resolve as marker > command line > ``FAULTKIT_*`` environment > ini > default.
 
 Scenarios ask for ``node`` (parametrised over every inventory node whose allowlist
-permits the test's ``@pytest.mark.fault(kind)``, so ids read ``test_kill[sim-vllm]``) and
+permits the test's ``@pytest.mark.fault(kind)``, so ids read ``test_kill[sim-vllm]``; with
+``@pytest.mark.node_kind("gateway")`` only over the nodes of that kind) and
 ``experiment`` (load + fault + observer + measurement + incident report for that node).
 
 Before the first test that uses the harness runs, the journal is swept (faults a killed
@@ -144,6 +145,11 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
+        "node_kind(kind): only nodes of this kind (engine, gateway), e.g. a scenario that "
+        "judges a gateway while it breaks one of its upstreams",
+    )
+    config.addinivalue_line(
+        "markers",
         "load_profile(text): background load for this scenario, e.g. 'rate=50,duration_s=20'",
     )
     config.stash[_USED_KEY] = used_by_configuration(config)
@@ -263,6 +269,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     nodes = [
         n for n in selected_nodes(metafunc.config, inventory) if kind is None or n.allows(kind)
     ]
+    node_kind = metafunc.definition.get_closest_marker("node_kind")
+    if node_kind is not None:
+        nodes = [n for n in nodes if n.kind in node_kind.args]
     only = metafunc.definition.get_closest_marker("nodes")
     if only is not None:
         nodes = [n for n in nodes if n.name in only.args]

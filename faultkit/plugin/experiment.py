@@ -80,6 +80,8 @@ class Experiment:
     load: BackgroundLoad | None = None
     _timeline: JsonlWriter | None = None
     _container_before: dict[str, Any] | None = None
+    #: the node the fault was injected on when it is not ``node`` (``run_fault(on=…)``)
+    fault_node: Node | None = None
     t_start: float = field(default_factory=time.time)
     #: what the terminal's live line shows (the plugin's ``faultkit_live``); fed by every
     #: timeline event, every ledger record of the node's load, and the phases of ``_run``
@@ -113,18 +115,23 @@ class Experiment:
         load: bool = True,
         neighbours: Sequence[Node] = (),
         recovery_deadline_s: float | None = None,
+        on: Node | None = None,
     ) -> Measurement:
         """Baseline under load, inject ``kind`` for ``hold_s`` (or while ``during`` runs),
         revert, wait for recovery (to the node's recovery objective + margin), measure.
 
         ``neighbours`` get background load too (same ledger), to show a failure stays contained.
+        ``on``: inject the fault on that node instead (an upstream of the gateway under
+        test; its own fault allowlist applies): the load, the observer and the judgement
+        stay on this experiment's node, t_effect is ``on``'s (``measure(effect_node=…)``).
         """
         from faultkit.faults import make_fault
 
         params = dict(params or {})
+        self.fault_node = on if on is not None and on.name != self.node.name else None
         fault = make_fault(
             kind,
-            self.node,
+            on or self.node,
             inventory=self.inventory,
             timeline=self.emit,
             dry_run=self.dry_run,
@@ -280,7 +287,7 @@ class Experiment:
     async def _wait_recovered(self, deadline_s: float) -> None:
         """Keep observing until recovered and held for ``recovery_hold_s`` (or the deadline)."""
         try:
-            t_effect = effect_of(self.events, self.node.name).t
+            t_effect = effect_of(self.events, self._effect_node).t
         except MeasurementInputError:
             return
         hold = self.slo.recovery_hold_s
@@ -319,6 +326,7 @@ class Experiment:
             t_window_end=t_end,
             server_cross_check=check,
             ttft_objective_s=self.slo.ttft_s,
+            effect_node=self.fault_node.name if self.fault_node else None,
         )
         self.run.write_json(self.run.measurement_json, self.measurement.to_json())
         self.run.write_json(
@@ -332,19 +340,26 @@ class Experiment:
         self._write_run_info(t_end=t_end)
         return self.measurement
 
+    @property
+    def _effect_node(self) -> str:
+        """The node whose fault events give t_effect (the faulted node)."""
+        return (self.fault_node or self.node).name
+
     def _record_container_events(self, t_end: float) -> None:
-        """Put Docker's own container events for the run on the timeline (see ``evidence``)."""
-        if self.node.docker is None:
-            return
-        try:
-            events = docker_host(self.node.docker.host).events(
-                self.node.docker.container, self.t_start, t_end
-            )
-        except FaultkitError as exc:
-            log.warning("could not read Docker events: %s", exc)
-            return
-        for event in container_events(events, self.node.name):
-            self.emit(event)
+        """Put Docker's own container events for the run on the timeline (see ``evidence``):
+        the node's, and the faulted node's when the fault was injected elsewhere."""
+        for node in (self.node, self.fault_node):
+            if node is None or node.docker is None:
+                continue
+            try:
+                events = docker_host(node.docker.host).events(
+                    node.docker.container, self.t_start, t_end
+                )
+            except FaultkitError as exc:
+                log.warning("could not read Docker events of %s: %s", node.name, exc)
+                continue
+            for event in container_events(events, node.name):
+                self.emit(event)
 
     # ------------------------------------------------------------------ judging
     def default_checks(self) -> Checks:

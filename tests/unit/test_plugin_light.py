@@ -108,6 +108,22 @@ def test_the_scenarios_still_collect(tmp_path: Path) -> None:
     assert not (tmp_path / "home").exists()  # collecting sweeps nothing
 
 
+def test_on_the_testbed_the_gateway_gets_only_its_scenarios(tmp_path: Path) -> None:
+    """The gateway allows only ``kill``: the fault scenarios it is parametrised over are
+    ``test_kill`` (the gateway dies) and ``test_upstream_failure`` (``node_kind``: gateways
+    only), besides the smoke checks, which inject nothing."""
+    code, output, _ = _pytest(REPO, tmp_path / "home", "--co", "-q", "scenarios")
+    assert code == pytest.ExitCode.OK, output
+    ids = sorted(line.split("::", 1)[1] for line in output.splitlines() if "[gateway" in line)
+    assert ids == [
+        "test_is_scraped_by_prometheus[gateway]",
+        "test_kill[gateway]",
+        "test_streams_a_completion[gateway]",
+        "test_upstream_failure[gateway]",
+    ], output
+    assert "test_upstream_failure[" not in output.replace("test_upstream_failure[gateway]", "")
+
+
 def test_the_unit_tests_do_not_sweep_the_journal(tmp_path: Path) -> None:
     """``pytest tests/unit`` (this repository's ini sets ``faultkit = true``: header shown)
     runs no scenario, so it leaves FAULTKIT_HOME alone. One cheap test is selected, so the

@@ -347,3 +347,23 @@ def test_users_held_by_the_outage_are_slowed_even_within_the_objective() -> None
     m = measure([*ledger, held], outage_timeline(), NODE, ttft_objective_s=2.5)
     assert m.t_recovered == pytest.approx(1015.2)
     assert m.slow_total == 1 and m.affected_total == m.lost_total + 1
+
+
+def test_a_fault_on_an_upstream_gives_t_effect_and_the_rest_is_the_gateways() -> None:
+    """measure(effect_node=…): the kill hit the upstream 'up'; the gateway NODE is judged."""
+    upstream_events = [
+        dataclasses.replace(e, node="up") for e in outage_timeline(alert=False, up=False)
+        if e.source != "observer"
+    ]
+    gateway_probes = [ev(1000.0, "observer", "health_ok", ok=True)]  # always ready
+    ledger = outage_ledger(down_from=1010.0, down_to=1010.3)  # a short burst of failures
+    timeline = sorted(upstream_events + gateway_probes, key=lambda e: e.t)
+    m = measure(ledger, timeline, NODE, recovery_hold_s=5, effect_node="up")
+    assert (m.t_effect, m.effect_evidence) == (1010.0, "docker_event")
+    assert m.t_revert == 1015.0
+    assert m.lost_total == 4  # 3 refused in the burst + the stream in flight
+    assert m.t_recovered == pytest.approx(1010.3)
+    assert m.detect_signal is None  # the gateway was never down
+    assert any("injected on up" in note for note in m.notes)
+    with pytest.raises(MeasurementInputError):  # without effect_node: no fault on NODE
+        measure(ledger, timeline, NODE)

@@ -1,0 +1,136 @@
+"""Routing around a dead upstream: when a gateway stopped sending users to it.
+
+A pure function over the gateway's ledger (``RequestRecord.served_by``: the upstream its
+answer named, LiteLLM's ``x-litellm-model-id``). A gateway request **hit the dead
+upstream** when, arriving at or after ``t_effect``, it
+
+* failed and its answer named that upstream (a stream cut by the dying upstream), or
+* failed naming no upstream at all, not on the client's side (the gateway's own error
+  after its retries: while one upstream is down, those attempts were on it; a transport
+  error to the gateway itself counts too — it is a user lost either way).
+
+**t_routed** is the start of the first stretch of at least ``stretch_s`` seconds, from
+``t_effect`` on, in which requests arrived and none of them hit the dead upstream: the
+arrival of the first request after the last hit before such a stretch (``t_effect`` if
+none hit). ``route_around_s = t_routed − t_effect``. None when no such stretch lies
+within the window (the gateway kept sending users to it, or the window ended).
+
+What the client cannot see: an attempt on the dead upstream that the gateway retried on
+a live one and then served (the user got an answer, later). A success naming the upstream
+after ``t_effect`` means it serves again (it was restarted): not a hit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from faultkit.records import CLIENT_SIDE, RequestRecord
+
+__all__ = ["RouteAround", "hit_dead_upstream", "route_around"]
+
+#: failures that say nothing about where the gateway sent the request
+_NOT_ROUTED = CLIENT_SIDE | {"cancelled"}
+
+
+def _arrival(r: RequestRecord) -> float:
+    return r.t_scheduled if r.t_scheduled is not None else r.t_invoke
+
+
+def hit_dead_upstream(r: RequestRecord, upstream: str) -> bool:
+    """``r`` failed on ``upstream``, or failed naming no upstream (module docstring)."""
+    if r.status == "ok" or r.error_class in _NOT_ROUTED:
+        return False
+    return r.served_by in (upstream, None)
+
+
+@dataclass(frozen=True, slots=True)
+class RouteAround:
+    """How the gateway routed around ``upstream`` after ``t_effect``."""
+
+    upstream: str
+    t_effect: float
+    stretch_s: float
+    t_routed: float | None
+    #: requests that hit the dead upstream from t_effect to the window end, by arrival
+    hits: int
+    t_last_hit: float | None
+    #: requests from t_effect on that the upstream served (named it and succeeded)
+    served_by_upstream_after: int
+    #: requests from t_effect on, and how many named no upstream at all
+    requests: int
+    unnamed: int
+
+    @property
+    def route_around_s(self) -> float | None:
+        return None if self.t_routed is None else self.t_routed - self.t_effect
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "upstream": self.upstream,
+            "t_effect": self.t_effect,
+            "stretch_s": self.stretch_s,
+            "t_routed": self.t_routed,
+            "route_around_s": self.route_around_s,
+            "hits": self.hits,
+            "t_last_hit": self.t_last_hit,
+            "served_by_upstream_after": self.served_by_upstream_after,
+            "requests": self.requests,
+            "unnamed": self.unnamed,
+        }
+
+
+def route_around(
+    records: Sequence[RequestRecord],
+    node: str,
+    upstream: str,
+    t_effect: float,
+    t_end: float,
+    *,
+    stretch_s: float = 3.0,
+) -> RouteAround:
+    """:class:`RouteAround` of gateway ``node``'s requests (``records`` may hold others)."""
+    mine = sorted(
+        (
+            r
+            for r in records
+            if r.node == node and r.kind != "probe" and t_effect <= _arrival(r) <= t_end
+        ),
+        key=_arrival,
+    )
+    hits = [r for r in mine if hit_dead_upstream(r, upstream)]
+    t_routed: float | None = None
+    start = t_effect  # candidate start of a clean stretch
+    for r in mine:
+        t = _arrival(r)
+        if hit_dead_upstream(r, upstream):
+            if t - start >= stretch_s and _arrived_in(mine, start, t):
+                t_routed = start
+                break
+            start = _next_arrival(mine, t, t_end)  # the next arrival starts a candidate
+    else:
+        if t_end - start >= stretch_s and _arrived_in(mine, start, t_end):
+            t_routed = start
+    return RouteAround(
+        upstream=upstream,
+        t_effect=t_effect,
+        stretch_s=stretch_s,
+        t_routed=t_routed,
+        hits=len(hits),
+        t_last_hit=max((_arrival(r) for r in hits), default=None),
+        served_by_upstream_after=sum(
+            1 for r in mine if r.status == "ok" and r.served_by == upstream
+        ),
+        requests=len(mine),
+        unnamed=sum(1 for r in mine if r.served_by is None),
+    )
+
+
+def _next_arrival(records: Sequence[RequestRecord], after: float, t_end: float) -> float:
+    """The first arrival strictly after ``after`` (``t_end`` if none)."""
+    return next((_arrival(r) for r in records if _arrival(r) > after), t_end)
+
+
+def _arrived_in(records: Sequence[RequestRecord], start: float, end: float) -> bool:
+    return any(start <= _arrival(r) < end for r in records)
