@@ -216,6 +216,39 @@ def test_a_hang_counts_every_user_who_arrived_during_it(
     assert m["slis"]["fault"]["user_ttft_p95_s"] > 5.0, m["slis"]["fault"]
 
 
+#: The LiteLLM gateway's scenarios (its allowlist is [kill]): each must run and PASS.
+GATEWAY_IDS = (
+    "test_streams_a_completion[gateway]",
+    "test_is_scraped_by_prometheus[gateway]",
+    "test_kill[gateway]",
+    "test_upstream_failure[gateway]",
+)
+
+
+def test_the_gateway_ran_only_its_scenarios_and_routed_around_the_dead_upstream(
+    suite: tuple[int, dict[str, Outcome], str],
+) -> None:
+    """test_kill[gateway]: the gateway itself dies and comes back. test_upstream_failure:
+    sim-vllm dies behind it; at most 3 users lost (2 retries, docs/gateway.md) and no
+    request fails on sim-vllm for 3 s within cooldown (10 s) + 5 s."""
+    _, outcomes, _ = suite
+    ran = sorted(t for t in outcomes if "[gateway" in t)
+    assert ran == sorted(GATEWAY_IDS), ran
+    for test_id in GATEWAY_IDS:
+        assert not outcomes[test_id].skipped, (test_id, outcomes[test_id].message)
+    outcome = outcomes["test_upstream_failure[gateway]"]
+    assert outcome.run_dir is not None
+    routing = json.loads((outcome.run_dir / "route_around.json").read_text())
+    assert routing["upstream"] == "sim-vllm", routing
+    assert routing["route_around_s"] is not None and routing["route_around_s"] <= 15.0, routing
+    m = outcome.measurement()
+    assert m is not None and m["effect_evidence"] == "docker_event", m
+    assert m["lost_total"] <= 3, m
+    ledger = [json.loads(line) for line in (outcome.run_dir / "ledger.jsonl").open()]
+    served = {r["served_by"] for r in ledger if r["status"] == "ok"}
+    assert served == {"llama", "sim-vllm", "sim-sglang"}, served
+
+
 def test_failed_rollouts_were_detected_and_rolled_back(
     suite: tuple[int, dict[str, Outcome], str], lab: Lab
 ) -> None:

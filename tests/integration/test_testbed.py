@@ -114,6 +114,42 @@ def test_sigkill_of_main_process_is_restarted_by_docker(lab: Lab, lab_inventory:
 
 def test_status_reports_ready_and_scraped(lab: Lab) -> None:
     rows = {r.name: r for r in lab.status()}
-    assert rows["llama"].ready == "ready"
-    assert rows["llama"].target == "up"
-    assert rows["llama"].state == "running"
+    for name in ("llama", "gateway"):
+        assert rows[name].ready == "ready", rows[name]
+        assert rows[name].target == "up", rows[name]
+        assert rows[name].state == "running", rows[name]
+
+
+def test_the_gateway_routes_to_its_three_upstreams_by_container_name(
+    lab_inventory: Inventory,
+) -> None:
+    """faultkit-gateway (LiteLLM) reaches llama, sim-vllm and sim-sglang on faultkit-lab;
+    x-litellm-model-id names the upstream node that answered."""
+    gateway = lab_inventory.node("gateway")
+    seen: set[str] = set()
+    for _ in range(30):
+        r = httpx.post(
+            f"{gateway.base_url}/v1/chat/completions",
+            json={"model": gateway.model, "max_tokens": 4,
+                  "messages": [{"role": "user", "content": "hi"}]},
+            timeout=30,
+        )
+        assert r.status_code == 200, r.text[:300]
+        seen.add(r.headers["x-litellm-model-id"])
+        if seen == set(gateway.upstreams):
+            break
+    assert seen == set(gateway.upstreams), seen
+    assert httpx.get(f"{gateway.base_url}/health/liveliness", timeout=5).status_code == 200
+
+
+def test_prometheus_scrapes_the_gateways_litellm_metrics(lab_inventory: Inventory) -> None:
+    url = lab_inventory.prometheus.url
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        series = _query(url, 'litellm_proxy_total_requests_metric_total{job="gateway"}')
+        if series:
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail("no litellm_proxy_total_requests_metric_total for job gateway")
+    assert _query(url, 'up{job="gateway"}')[0]["value"][1] == "1"  # type: ignore[index]
