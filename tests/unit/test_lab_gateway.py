@@ -29,12 +29,13 @@ def fk_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def test_the_gateway_node_routes_to_three_engine_nodes_and_allows_only_kill() -> None:
+def test_the_gateway_node_routes_to_three_engine_nodes_and_allows_kill() -> None:
     inventory = load_inventory(INVENTORY)
     gateway = inventory.node("gateway")
     assert (gateway.kind, gateway.engine) == ("gateway", "litellm")
     assert gateway.upstreams == ["llama", "sim-vllm", "sim-sglang"]
-    assert gateway.faults == ["kill"]
+    # node_restart: only so test_node_restart[llama] (every node on the host) is not refused
+    assert gateway.faults == ["kill", "node_restart"]
     assert gateway.base_url == "http://127.0.0.1:18004"
     ports = [n.base_url.rsplit(":", 1)[1] for n in inventory.nodes]
     assert len(ports) == len(set(ports)), ports
@@ -85,3 +86,10 @@ def test_the_gateway_can_be_skipped_and_starts_after_its_upstreams() -> None:
     lab = Lab(INVENTORY, progress=lambda _m: None)
     assert "gateway" not in [n.name for n in lab.lab_nodes(frozenset({"gateway"}))]
     assert lab.lab_nodes()[-1].name == "gateway"
+
+
+def test_node_restart_on_the_lab_host_is_not_refused_because_of_the_gateway() -> None:
+    from faultkit.faults.process import NodeRestart
+
+    inventory = load_inventory(INVENTORY)
+    NodeRestart.check_blast_radius(inventory.node("llama"), inventory, {})  # does not raise
