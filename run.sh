@@ -49,7 +49,7 @@ setup() {
 }
 
 testbed_up() {
-  say "bringing the testbed up (first time: base image, llama.cpp build, vLLM env: ~10 min)"
+  say "bringing the testbed up (first time: base image, llama.cpp build, vLLM and LiteLLM envs: ~12 min)"
   "$VENV/bin/faultkit" testbed up
 }
 
