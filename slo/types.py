@@ -15,36 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 # CheckResult and Verdict live in slo.verdict; re-exported for existing imports
+from faultkit.windows import WindowSLIs as WindowSLIs
 from slo.verdict import CheckResult as CheckResult
 from slo.verdict import Verdict as Verdict
 
 #: the monitoring signal that detected a fault (the harness's probe is not one)
 DetectSignal = Literal["alert", "up"]
-
-
-@dataclass(frozen=True, slots=True)
-class WindowSLIs:
-    """Client-side SLIs of the requests that *arrived* (were scheduled) in one window."""
-
-    start: float
-    end: float
-    requests: int = 0
-    ok: int = 0
-    failed: int = 0
-    error_ratio: float | None = None  # None when no requests
-    ttft_p50_s: float | None = None
-    ttft_p95_s: float | None = None
-    ttft_p99_s: float | None = None
-    #: TTFT from the user's scheduled arrival (open loop), not from the send
-    user_ttft_p50_s: float | None = None
-    user_ttft_p95_s: float | None = None
-    user_ttft_p99_s: float | None = None
-    tpot_p50_s: float | None = None
-    tpot_p95_s: float | None = None
-    e2e_p50_s: float | None = None
-    e2e_p95_s: float | None = None
-    e2e_p99_s: float | None = None
-    output_tokens_per_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

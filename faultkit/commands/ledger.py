@@ -25,10 +25,12 @@ from typing import Any
 import click
 
 from faultkit.commands.input import FiniteFloat
+from faultkit.commands.summary_text import errors_and_goodput, ms
 from faultkit.durations import parse_duration
-from faultkit.load.colstats import WindowFigures, fixed_windows, summarize_file
+from faultkit.load.colstats import fixed_windows, summarize_file
 from faultkit.load.ledgerfile import iter_records
 from faultkit.load.stats import Distribution, LoadSummary
+from faultkit.windows import WindowSLIs
 
 _LEDGER = click.Path(exists=True, path_type=Path)
 _SECONDS = FiniteFloat(gt=0, unit="s")
@@ -102,17 +104,10 @@ def _warn(problems: list[str]) -> None:
         click.secho(f"warning: {line}", fg="yellow", err=True)
 
 
-def _ms(value: float | None) -> str:
-    if value is None:
-        return "—"
-    ms = value * 1000
-    return f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms"
-
-
 def _dist(name: str, d: Distribution) -> str:
     return (
-        f"{name:<10} n {d.count:<10} p50 {_ms(d.p50):>9}  p95 {_ms(d.p95):>9}  "
-        f"p99 {_ms(d.p99):>9}  p99.9 {_ms(d.p999):>9}  max {_ms(d.max):>9}"
+        f"{name:<10} n {d.count:<10} p50 {ms(d.p50):>9}  p95 {ms(d.p95):>9}  "
+        f"p99 {ms(d.p99):>9}  p99.9 {ms(d.p999):>9}  max {ms(d.max):>9}"
     )
 
 
@@ -129,15 +124,11 @@ def format_ledger_summary(s: LoadSummary) -> str:
         _dist("ITL", s.itl),
         _dist("E2E", s.e2e),
     ]
-    if s.errors_by_class:
-        by_class = ", ".join(f"{name} {n}" for name, n in s.errors_by_class.items())
-        lines.append(f"Errors by class: {by_class}")
-    if s.thresholds:
-        lines.append(f"Goodput: {s.goodput_rps:.1f} req/s ({100 * s.goodput_ratio:.1f} %)")
+    lines += errors_and_goodput(s)
     return "\n".join(lines)
 
 
-def format_windows(windows: list[WindowFigures]) -> str:
+def format_windows(windows: list[WindowSLIs]) -> str:
     """One line per window: offset, requests, error ratio, TTFT and E2E percentiles."""
     t0 = windows[0].start
     lines = [
@@ -147,8 +138,8 @@ def format_windows(windows: list[WindowFigures]) -> str:
     for w in windows:
         ratio = "—" if w.error_ratio is None else f"{100 * w.error_ratio:.1f}%"
         lines.append(
-            f"{w.start - t0:>8.0f} {w.requests:>9} {ratio:>7}  {_ms(w.ttft_p50_s):>9} "
-            f"{_ms(w.ttft_p95_s):>9} {_ms(w.ttft_p99_s):>9}  {_ms(w.e2e_p50_s):>9} "
-            f"{_ms(w.e2e_p99_s):>9}"
+            f"{w.start - t0:>8.0f} {w.requests:>9} {ratio:>7}  {ms(w.ttft_p50_s):>9} "
+            f"{ms(w.ttft_p95_s):>9} {ms(w.ttft_p99_s):>9}  {ms(w.e2e_p50_s):>9} "
+            f"{ms(w.e2e_p99_s):>9}"
         )
     return "\n".join(lines)

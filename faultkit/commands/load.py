@@ -27,6 +27,7 @@ import click
 import httpx
 
 from faultkit.commands.input import FiniteFloat, inventory_option
+from faultkit.commands.summary_text import errors_and_goodput, ms
 from faultkit.errors import LoadError
 from faultkit.inventory import load_inventory
 from faultkit.load import (
@@ -271,7 +272,7 @@ def counts_status(
     p50 = percentile([v for r in recent_ok if (v := ttft_s(r)) is not None], 50)
     return (
         f"{where}  ok {counts.ok}  failed {done - counts.ok}  in flight {in_flight}"
-        f"  TTFT p50 {_ms(p50)}"
+        f"  TTFT p50 {ms(p50)}"
     )
 
 
@@ -297,13 +298,6 @@ async def _progress(gen: LoadGenerator, profile: LoadProfile) -> None:
             await asyncio.sleep(0.5)
 
 
-def _ms(value: float | None) -> str:
-    if value is None:
-        return "—"
-    ms = value * 1000
-    return f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms"
-
-
 def format_summary(s: LoadSummary, profile: LoadProfile, *, late_sends: int = 0) -> str:
     """The human summary, in the layout of the issue.
 
@@ -318,13 +312,13 @@ def format_summary(s: LoadSummary, profile: LoadProfile, *, late_sends: int = 0)
         shape = f"Concurrency: {profile.workers}"
     lines = [
         f"Requests: {s.requests}   {shape}   Duration: {s.duration_s:.1f} s",
-        f"TTFT  p50 {_ms(s.ttft.p50)}  p95 {_ms(s.ttft.p95)}  p99 {_ms(s.ttft.p99)}",
+        f"TTFT  p50 {ms(s.ttft.p50)}  p95 {ms(s.ttft.p95)}  p99 {ms(s.ttft.p99)}",
     ]
     if profile.open_loop:
         u = s.user_ttft
-        lines.append(f"TTFT from arrival  p50 {_ms(u.p50)}  p95 {_ms(u.p95)}  p99 {_ms(u.p99)}")
+        lines.append(f"TTFT from arrival  p50 {ms(u.p50)}  p95 {ms(u.p95)}  p99 {ms(u.p99)}")
     lines += [
-        f"TPOT  p50 {_ms(s.tpot.p50)}   p95 {_ms(s.tpot.p95)}",
+        f"TPOT  p50 {ms(s.tpot.p50)}   p95 {ms(s.tpot.p95)}",
         f"Throughput: {s.output_token_rate_tps:.0f} tok/s   "
         f"Request rate: {s.request_rate_rps:.1f} req/s   Errors: {100 * s.error_rate:.1f} %",
     ]
@@ -333,11 +327,7 @@ def format_summary(s: LoadSummary, profile: LoadProfile, *, late_sends: int = 0)
             f"   Sent late (> {LATENESS_BOUND_S * 1000:.0f} ms): {late_sends}" if late_sends else ""
         )
         lines.append(f"Shed by client: {s.shed_client}{late}")
-    if s.errors_by_class:
-        by_class = ", ".join(f"{name} {n}" for name, n in s.errors_by_class.items())
-        lines.append(f"Errors by class: {by_class}")
-    if s.thresholds:
-        lines.append(f"Goodput: {s.goodput_rps:.1f} req/s ({100 * s.goodput_ratio:.1f} %)")
+    lines += errors_and_goodput(s)
     return "\n".join(lines)
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +32,10 @@ import pyarrow.compute as pc
 from faultkit.load.ledgerfile import iter_batches
 from faultkit.load.quantiles import StreamingDistribution, exact_percentiles
 from faultkit.load.stats import LoadSummary
+from faultkit.windows import WindowSLIs
 
 __all__ = [
     "WINDOW_ROWS",
-    "WindowFigures",
     "fixed_windows",
     "summarize_file",
     "window_figures",
@@ -274,38 +273,6 @@ def _meets(rows: _Rows, limits: dict[str, float]) -> B:
 # ---------------------------------------------------------------------- windows
 
 
-@dataclass(frozen=True, slots=True)
-class WindowFigures:
-    """Client-side SLIs of the requests that *arrived* in ``[start, end)`` (epoch seconds).
-
-    The fields and definitions of ``slo.types.WindowSLIs``, as ``slo.measure.window_slis``
-    computes them: latencies over ok requests, ``error_ratio`` = failed / requests (None
-    without requests), ``output_tokens_per_s`` = ok requests' output tokens / window length.
-    """
-
-    start: float
-    end: float
-    requests: int = 0
-    ok: int = 0
-    failed: int = 0
-    error_ratio: float | None = None
-    ttft_p50_s: float | None = None
-    ttft_p95_s: float | None = None
-    ttft_p99_s: float | None = None
-    user_ttft_p50_s: float | None = None
-    user_ttft_p95_s: float | None = None
-    user_ttft_p99_s: float | None = None
-    tpot_p50_s: float | None = None
-    tpot_p95_s: float | None = None
-    e2e_p50_s: float | None = None
-    e2e_p95_s: float | None = None
-    e2e_p99_s: float | None = None
-    output_tokens_per_s: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 _WINDOW_FIELDS = ("arrival", "ok", "ttft", "user_ttft", "tpot", "e2e", "tokens")
 
 
@@ -328,7 +295,7 @@ def _arrivals(path: Path) -> Iterator[F64]:
         yield _Rows(batch).arrival()
 
 
-def window_figures(path: Path, bounds: Sequence[tuple[float, float]]) -> list[WindowFigures]:
+def window_figures(path: Path, bounds: Sequence[tuple[float, float]]) -> list[WindowSLIs]:
     """The SLIs of each ``(start, end)`` window of the ledger at ``path``, in order given."""
     if not bounds:
         return []
@@ -338,7 +305,7 @@ def window_figures(path: Path, bounds: Sequence[tuple[float, float]]) -> list[Wi
     for arrival in _arrivals(path):
         ordered = np.sort(arrival)
         counts += np.searchsorted(ordered, ends, "left") - np.searchsorted(ordered, starts, "left")
-    out: dict[int, WindowFigures] = {}
+    out: dict[int, WindowSLIs] = {}
     for group in _groups(np.argsort(starts, kind="stable"), counts):
         lo, hi = float(starts[group].min()), float(ends[group].max())
         parts: dict[str, list[npt.NDArray[Any]]] = {k: [] for k in _WINDOW_FIELDS}
@@ -371,7 +338,7 @@ def _groups(order: npt.NDArray[np.intp], counts: npt.NDArray[np.int64]) -> Itera
         yield group
 
 
-def _one_window(data: dict[str, npt.NDArray[Any]], start: float, end: float) -> WindowFigures:
+def _one_window(data: dict[str, npt.NDArray[Any]], start: float, end: float) -> WindowSLIs:
     """One window's SLIs from its requests' columns (every row arrived in the window)."""
     good = data["ok"]
     requests, ok = len(good), int(good.sum())
@@ -384,7 +351,7 @@ def _one_window(data: dict[str, npt.NDArray[Any]], start: float, end: float) -> 
     tpot = pcts("tpot", (50, 95))
     span = end - start
     tokens = int(data["tokens"][good].sum())
-    return WindowFigures(
+    return WindowSLIs(
         start=start,
         end=end,
         requests=requests,
@@ -408,7 +375,7 @@ def _one_window(data: dict[str, npt.NDArray[Any]], start: float, end: float) -> 
 
 def fixed_windows(
     path: Path, width_s: float, *, origin: float | None = None
-) -> list[WindowFigures]:
+) -> list[WindowSLIs]:
     """Equal windows of ``width_s`` seconds from ``origin`` (default: the first arrival)
     to past the last arrival: a soak's SLIs over time."""
     if not width_s > 0:
