@@ -16,12 +16,21 @@ alert_pending      alertname, labels, activeAt, for_s, t_state (activeAt)
 alert_firing       … t_state = activeAt + for_s (when Prometheus moved it to firing), never
                    later than the moment seen
 alert_resolved     … t_state = the moment it was first seen missing from /api/v1/alerts
-prometheus_down    detail — Prometheus unreachable (written once per outage); _up again
+prometheus_down    detail, since — Prometheus unreachable long enough for evidence to be lost
+                   (below; written once per outage); prometheus_up again
 =================  ==========================================================================
 
 ``Event.t`` is always the epoch moment the observer *saw* the change; the ``t_state`` /
 ``t_sample`` fields carry the moment Prometheus says it happened. Only alerts whose
 labels name the node (``node=<name>``) or its job (``job=<job>``) are recorded.
+
+**When Prometheus is down.** One look that fails (a query timing out on a busy machine) loses
+no evidence by itself: the next look's ``up[10s]`` returns every sample of the gap with its
+own scrape time, and alerts carry Prometheus' own ``activeAt``. So ``prometheus_down`` is
+written when evidence can be lost: Prometheus has not answered once since the observer
+started, or has not answered for :data:`PROMETHEUS_GAP_S` (8 s, inside the 10 s the ``up``
+range looks back), or the last look, at the end of the window, failed. What a shorter gap
+can hide is an alert that fired *and* resolved inside it; detection then rests on ``up``.
 
 Probes and Prometheus looks run on independent cadences, so a hung Prometheus never
 delays readiness probing. Probes are sent on a fixed cadence whether or not the previous
@@ -54,6 +63,12 @@ from slo.errors import PrometheusError
 from slo.profiles import node_selector
 from slo.prom import Alert, Prometheus
 
+#: the ``up`` range each look asks for (s): a gap between answered looks shorter than this
+#: loses no sample
+UP_LOOKBACK_S = 10.0
+#: no answer from Prometheus for this long (s) is an outage: samples may be lost
+PROMETHEUS_GAP_S = UP_LOOKBACK_S - 2.0
+
 
 class EventSink(Protocol):
     def write(self, obj: Event) -> None: ...
@@ -85,6 +100,8 @@ class Observer:
         self._alerts: dict[tuple[str, ...], tuple[str, Alert]] = {}
         self._for_s: dict[str, float] = {}
         self._prom_down = False
+        self._prom_answered: float | None = None  # when Prometheus last answered a look
+        self._prom_failing_since: float | None = None
         self._task: asyncio.Task[None] | None = None
         self._probes_in_flight: set[asyncio.Task[None]] = set()
         self._newest_judged = float("-inf")  # send time of the newest probe judged
@@ -109,6 +126,8 @@ class Observer:
         await asyncio.gather(*self._probes_in_flight, return_exceptions=True)
         with contextlib.suppress(Exception):
             await self.poll_once()  # a last look at the end of the window
+        if self._prom_failing_since is not None and not self._prom_down:
+            self._prometheus_down(time.time(), "the last look, at the end of the window, failed")
         if self._client is not None:
             await self._client.aclose()
 
@@ -182,7 +201,8 @@ class Observer:
         sel = node_selector(self.node)
         try:
             alerts = self.prometheus.alerts()
-            up = self.prometheus.query_samples(f"up{{{sel}}}[10s]") if sel else []
+            up = (self.prometheus.query_samples(f"up{{{sel}}}[{UP_LOOKBACK_S:g}s]")
+                  if sel else [])
         except PrometheusError as exc:
             return seen, None, None, str(exc)
         return seen, alerts, up, ""
@@ -191,15 +211,23 @@ class Observer:
         self, seen: float, alerts: list[Alert] | None, up: list[Any] | None, error: str
     ) -> None:
         if alerts is None or up is None:
-            if not self._prom_down:
-                self._prom_down = True
-                self._emit(EventKind.PROMETHEUS_DOWN, seen, {"detail": error})
+            if self._prom_failing_since is None:
+                self._prom_failing_since = seen
+            gap = seen - (self._prom_answered if self._prom_answered is not None else seen)
+            if not self._prom_down and (self._prom_answered is None or gap >= PROMETHEUS_GAP_S):
+                self._prometheus_down(seen, error)
             return
+        self._prom_answered, self._prom_failing_since = seen, None
         if self._prom_down:
             self._prom_down = False
             self._emit(EventKind.PROMETHEUS_UP, seen, {})
         self._on_up(seen, up)
         self._on_alerts(seen, alerts)
+
+    def _prometheus_down(self, seen: float, detail: str) -> None:
+        self._prom_down = True
+        since = self._prom_failing_since if self._prom_failing_since is not None else seen
+        self._emit(EventKind.PROMETHEUS_DOWN, seen, {"detail": detail, "since": since})
 
     def _on_up(self, seen: float, series: list[Any]) -> None:
         for s in series:

@@ -9,6 +9,7 @@ from aiohttp import web
 
 from faultkit.inventory import Node
 from faultkit.records import Event
+from slo.errors import PrometheusUnavailable
 from slo.observer import Observer
 from slo.prom import Alert, Series
 
@@ -121,3 +122,66 @@ async def test_a_hung_probe_never_delays_the_next_and_a_stale_answer_changes_not
     assert len(sent_during_hang) >= 3  # a probe every 0.05 s although each hung 0.5 s
     # the hung probes timed out *after* the OK one answered, and were ignored
     assert max(p.t for p in sent_during_hang) < ok.t
+
+
+def _look(obs: Observer, seen: float, ok: bool) -> None:
+    """One Prometheus look as the observer judges it: answered (no alerts, no samples) or not."""
+    if ok:
+        obs._on_prometheus(seen, [], [], "")
+    else:
+        obs._on_prometheus(seen, None, None, "no answer within 5.0 s")
+
+
+def test_a_short_prometheus_gap_is_not_an_outage() -> None:
+    """One slow look loses nothing: the next look's up range covers the gap."""
+    sink = Sink()
+    obs = Observer(node(), None, sink)
+    _look(obs, 100.0, True)
+    for t in (100.25, 105.3, 107.9):  # failing for 7.9 s < PROMETHEUS_GAP_S
+        _look(obs, t, False)
+    _look(obs, 108.0, True)
+    assert [e.kind for e in sink.events] == []
+
+
+def test_a_long_prometheus_gap_is_an_outage_written_once_then_up() -> None:
+    sink = Sink()
+    obs = Observer(node(), None, sink)
+    _look(obs, 100.0, True)
+    for t in (100.25, 104.0, 108.0, 108.25):  # 8 s without an answer: samples may be lost
+        _look(obs, t, False)
+    _look(obs, 109.0, True)
+    assert [(e.kind, e.t) for e in sink.events] == [("prometheus_down", 108.0),
+                                                  ("prometheus_up", 109.0)]
+    assert sink.events[0].data["since"] == 100.25
+
+
+def test_prometheus_never_answering_is_an_outage_at_once() -> None:
+    sink = Sink()
+    obs = Observer(node(), None, sink)
+    _look(obs, 100.0, False)
+    assert [(e.kind, e.t) for e in sink.events] == [("prometheus_down", 100.0)]
+
+
+async def test_a_failed_last_look_is_an_outage() -> None:
+    """The end of the window cannot be observed: the run must not pass on it."""
+
+    class FailsAfterTheFirstLook:
+        def __init__(self) -> None:
+            self.looks = 0
+
+        def alerts(self) -> list[Alert]:
+            self.looks += 1
+            if self.looks > 1:
+                raise PrometheusUnavailable("http://127.0.0.1:1", "refused")
+            return []
+
+        def query_samples(self, promql: str) -> list[Series]:
+            return []
+
+        def rules(self, kind: str) -> list[dict[str, object]]:
+            return []
+
+    sink = Sink()
+    async with Observer(node(), FailsAfterTheFirstLook(), sink, interval_s=0.5):  # type: ignore[arg-type]
+        pass
+    assert [e.kind for e in sink.events if e.kind.startswith("prometheus")] == ["prometheus_down"]
