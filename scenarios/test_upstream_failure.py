@@ -107,7 +107,9 @@ def routed_around_within(result: RouteAround, seconds: float) -> Checks:
 async def test_upstream_failure(experiment: Experiment, faultkit_inventory: Inventory) -> None:
     upstream = upstream_to_kill(faultkit_inventory, experiment.node)
     if upstream is None:
-        pytest.skip(f"{experiment.node.name}: needs two upstreams, one of them killable")
+        raise experiment.not_judgeable(
+            f"{experiment.node.name}: needs two upstreams, one of them killable"
+        )
     await experiment.run_fault("kill", hold_s=0, on=upstream)
     routing = routing_of(experiment, upstream)
     experiment.note("route_around", **routing.to_json())

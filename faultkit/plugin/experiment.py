@@ -272,6 +272,12 @@ class Experiment:
             log.warning("no columnar ledger for this run: %s", exc)
             return None
 
+    def not_judgeable(self, reason: str) -> NotJudgeable:
+        """For a scenario that cannot run its experiment on this node: ``raise
+        experiment.not_judgeable(why)`` ends it INCONCLUSIVE (a failure that says what is
+        missing), never a skip, which would read as green."""
+        return self._abort(reason)
+
     def _abort(self, reason: str) -> NotJudgeable:
         """End the run before injecting: INCONCLUSIVE, with ``reason`` as the missing evidence."""
         self.note(EventKind.EVIDENCE_GAP, reason=reason)

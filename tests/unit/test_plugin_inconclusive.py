@@ -7,6 +7,7 @@ pytester session whose conftest attaches a fake experiment to the item exactly a
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -251,3 +252,23 @@ def test_incident_reports_are_listed_for_every_outcome(session: pytest.Pytester)
             "runs/test_prometheus_down.md",
         ]
     )
+
+
+def test_a_scenario_that_cannot_run_its_experiment_is_inconclusive_not_skipped(
+    tmp_path: Path,
+) -> None:
+    """``raise experiment.not_judgeable(why)``: the verdict on disk is INCONCLUSIVE with
+    the reason as the missing evidence (a skip would read as green)."""
+    from faultkit.load import LoadProfile
+    from faultkit.plugin.experiment import Experiment, NotJudgeable
+    from faultkit.rundir import RunDir
+    from tests.unit.test_secrets import _inventory
+
+    inv = _inventory()
+    exp = Experiment(scenario="s", node=inv.nodes[0], inventory=inv, run=RunDir(tmp_path),
+                     load_profile=LoadProfile())
+    with pytest.raises(NotJudgeable):
+        raise exp.not_judgeable("needs two upstreams")
+    verdict = json.loads((tmp_path / "verdict.json").read_text())
+    assert verdict["outcome"] == "INCONCLUSIVE"
+    assert verdict["inconclusive"] == ["needs two upstreams"]
