@@ -51,6 +51,14 @@ class DelayProxy:
                 await asyncio.wait_for(self._server.wait_closed(), 2)
             self._server = None
 
+    def pass_through(self) -> None:
+        """Stop delaying: bytes read from now on are forwarded at once (queued ones keep
+        their due time, at most one delay away). A revert calls this first, so the fault
+        ends for every connection at once, including keep-alive ones still open through
+        the proxy."""
+        self.delay_s = 0.0
+        self.jitter_s = 0.0
+
     def _delay(self) -> float:
         jitter = self._rng.uniform(-self.jitter_s, self.jitter_s) if self.jitter_s else 0.0
         return max(0.0, self.delay_s + jitter)

@@ -271,6 +271,14 @@ class Fault:
     async def _after_undo(self) -> None:
         return None
 
+    async def _after_revert_end(self) -> None:
+        """After ``revert_end``: let go of what the fault no longer acts through.
+
+        For work that takes time but is no longer the fault (a pass-through proxy draining
+        its last connections); ``t_revert`` must not include it. Errors are logged only.
+        """
+        return None
+
     # lifecycle ----------------------------------------------------------------------
     @property
     def active(self) -> bool:
@@ -371,6 +379,10 @@ class Fault:
         if self._ended is not None:
             self._ended.set()
         self.emit(EventKind.REVERT_END, **({"errors": errors} if errors else {}))
+        try:
+            await self._after_revert_end()
+        except Exception as exc:
+            log.warning("%s: cleaning up after the revert failed: %s", self.id, exc)
         if errors:
             raise FaultError(
                 f"{self.describe()}: revert incomplete ({'; '.join(errors)}); "

@@ -17,7 +17,10 @@ Mechanisms (``result["mode"]`` and the events' ``mode`` say which one ran):
   which forwards to the container's bridge IP and port (so its own upstream connection is
   never redirected). Only *new* connections take the redirect; keep-alive connections
   opened before the injection keep the direct path. The delay is one-way, on the node's
-  answers, as netem on the container's egress would be.
+  answers, as netem on the container's egress would be. The revert first turns the proxy
+  into a pass-through (no connection is delayed after ``revert_start``), then removes the
+  REDIRECT; ``revert_end`` does not wait for the proxy's lingering keep-alive connections
+  to drain (that happens after it, bounded at 10 s).
 
 Every rule carries ``-m comment --comment faultkit:<fault-id>``; every qdisc handle fa17:.
 Needs root on a local Docker host.
@@ -326,8 +329,21 @@ class Latency(_NetnsFault):
             )
         return str(ips[0]), container_port
 
+    async def _before_undo(self) -> None:
+        # the delay ends for every connection when the revert starts, keep-alive ones
+        # opened through the proxy included; the REDIRECT goes next (undo steps)
+        if self._proxy is not None:
+            self._proxy.pass_through()
+
     async def _after_undo(self) -> None:
         if self._proxy is not None:
+            self._proxy.pass_through()  # an inject that failed half-way skips _before_undo
             self.result["proxied_connections"] = self._proxy.connections
-            await self._proxy.stop()
-            self._proxy = None
+
+    async def _after_revert_end(self) -> None:
+        # a keep-alive connection opened through the proxy (a scraper's, a probe's) stays
+        # open after the REDIRECT is gone, and stop() lets it drain for up to 10 s: that
+        # wait is a pass-through, no longer the fault, so it comes after revert_end
+        if self._proxy is not None:
+            proxy, self._proxy = self._proxy, None
+            await proxy.stop()

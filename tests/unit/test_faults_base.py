@@ -269,3 +269,20 @@ TestFaultSequences.settings = settings(
     max_examples=40, stateful_step_count=15, deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+async def test_after_revert_end_runs_after_revert_end_is_dated(tmp_path: Path) -> None:
+    """Cleanup that is no longer the fault (a proxy's drain) must not delay t_revert."""
+    events: list[Event] = []
+    seen: list[list[str]] = []
+
+    class Draining(FakeFault):
+        async def _after_revert_end(self) -> None:
+            seen.append([e.kind for e in events])
+            await asyncio.sleep(0.3)
+
+    fault = Draining(node(), journal=FaultJournal(tmp_path), timeline=events.append)
+    async with fault:
+        pass
+    assert seen == [["inject_start", "inject_end", "revert_start", "revert_end"]]
+    assert [e.kind for e in events] == ["inject_start", "inject_end", "revert_start", "revert_end"]
