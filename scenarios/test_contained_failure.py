@@ -40,6 +40,7 @@ def neighbours_unaffected(experiment: Experiment, others: list[Node]) -> Checks:
     return check(fn)
 
 
+@pytest.mark.exclusive
 @pytest.mark.per_docker_host
 @pytest.mark.fault("kill")
 async def test_contained_failure(experiment: Experiment, faultkit_inventory) -> None:  # type: ignore[no-untyped-def]

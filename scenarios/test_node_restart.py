@@ -8,6 +8,7 @@ from faultkit.plugin import Experiment
 
 
 @pytest.mark.slow
+@pytest.mark.exclusive
 @pytest.mark.per_docker_host
 @pytest.mark.fault("node_restart")
 async def test_node_restart(experiment: Experiment) -> None:

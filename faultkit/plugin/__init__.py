@@ -141,6 +141,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gate: part of the pre-promotion gate (`faultkit gate`)")
     config.addinivalue_line("markers", "slow: takes more than a minute")
     config.addinivalue_line(
+        "markers",
+        "exclusive: acts on or loads several nodes at once: never run beside another "
+        "scenario (see faultkit.lanes)",
+    )
+    config.addinivalue_line(
         "markers", "per_docker_host: run once per Docker host (its first node), not per node"
     )
     config.addinivalue_line(
