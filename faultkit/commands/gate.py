@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
-import json
 import os
 import signal
 import subprocess
@@ -33,6 +32,7 @@ from typing import Any
 import click
 
 from faultkit.commands.gate_decision import config_diff, decide, read_junit
+from faultkit.commands.gate_feed import FeedState, watching
 from faultkit.commands.input import inventory_option
 from faultkit.commands.interrupt import until_interrupted
 from faultkit.errors import FaultkitError, FaultRefused
@@ -180,7 +180,7 @@ async def run_scenarios(
     feed = GateDir(out).feed_jsonl
     feed.write_text("")
     env = {**os.environ, "FAULTKIT_GATE_FEED": str(feed)}
-    state = _FeedState(progress)
+    state = FeedState(progress)
     if progress.live:
         log = GateDir(out).pytest_log
         proc = await asyncio.create_subprocess_exec(
@@ -188,7 +188,7 @@ async def run_scenarios(
         )
         with progress.step(f"running the gate scenarios (pytest output: {log})") as step:
             state.step = step
-            async with _ended_on_cancel(proc), _watching(feed, state):
+            async with _ended_on_cancel(proc), watching(feed, state):
                 assert proc.stdout is not None
                 with log.open("wb") as sink:
                     async for line in proc.stdout:
@@ -196,7 +196,7 @@ async def run_scenarios(
                         step.update(line.decode(errors="replace"))
                 return await proc.wait()
     proc = await asyncio.create_subprocess_exec(*argv, env=env)
-    async with _ended_on_cancel(proc), _watching(feed, state):
+    async with _ended_on_cancel(proc), watching(feed, state):
         return await proc.wait()
 
 
@@ -226,70 +226,6 @@ async def end_scenarios(proc: asyncio.subprocess.Process, grace_s: float) -> int
             _say(f"the scenario run did not end {grace_s:g} s after SIGINT: killing it")
             proc.kill()
     return await proc.wait()
-
-
-@contextlib.asynccontextmanager
-async def _watching(feed: Path, state: _FeedState) -> AsyncIterator[None]:
-    """Follow ``feed`` while the body runs; read what is left of it once the body ends."""
-    watcher = asyncio.create_task(_watch_feed(feed, state))
-    try:
-        yield
-    finally:
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
-        state.read(feed)
-
-
-class _FeedState:
-    """What has been read of the feed file, and printing each new event once."""
-
-    def __init__(self, progress: Progress) -> None:
-        self.progress = progress
-        self.offset = 0
-        self.total = 0
-        self.finished = 0
-        self.step: Any = None
-
-    def read(self, feed: Path) -> None:
-        try:
-            with feed.open("rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
-        except OSError:
-            return
-        complete = data[: data.rfind(b"\n") + 1]
-        self.offset += len(complete)
-        for raw in complete.splitlines():
-            try:
-                event = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(event, dict):
-                self.show(event)
-
-    def show(self, event: dict[str, Any]) -> None:
-        if event.get("event") == "collected":
-            names = [str(n) for n in event.get("names") or ()]
-            self.total = len(names)
-            self.progress(f"{len(names)} gate scenario{'s' * (len(names) != 1)}:")
-            for name in names:
-                self.progress(f"  · {name}")
-        elif event.get("event") == "result":
-            self.finished += 1
-            mark = "✓" if event.get("passed") else "✗"
-            duration = event.get("duration_s")
-            took = f" ({duration:.1f} s)" if isinstance(duration, int | float) else ""
-            self.progress(
-                f"{mark} [{self.finished}/{self.total or '?'}] {event.get('name')}: "
-                f"{event.get('word')}{took}"
-            )
-
-
-async def _watch_feed(feed: Path, state: _FeedState) -> None:
-    while True:
-        state.read(feed)
-        await asyncio.sleep(0.3)
 
 
 @click.command()
