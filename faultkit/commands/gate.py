@@ -1,16 +1,19 @@
 """``faultkit gate``: the pre-promotion gate for a candidate serving config.
 
-Rolls the candidate onto the node, runs the scenarios marked ``gate`` against it (a
-``pytest`` subprocess: the same scenarios users run), writes JUnit XML, ``gate.json`` and
-``gate.md``, and exits 0 on pass, 1 on fail. Only PASS and ACCEPTED (a FAIL made only of
-the node's accepted findings) pass: a scenario that failed, was INCONCLUSIVE (evidence
-missing) or was skipped fails the gate, each listed on its own line with its reasons; ACCEPTED
-ones are listed as accepted (:func:`decide`). The previous config is restored unless the
-gate passed *and* ``--promote`` was given; an interrupted gate (Ctrl-C, SIGTERM, SIGHUP:
-:mod:`faultkit.commands.interrupt`) first interrupts the scenario run as Ctrl-C would and
-waits for it (``SCENARIO_GRACE_S``, then kills it), sweeps what it left applied, restores
-the previous config and exits 128 + the signal's number. What a killed gate left behind
-is reverted by ``faultkit sweep``.
+Measures the current config's steady state, rolls the candidate onto the node, judges the
+candidate's steady state on the node's SLOs before any fault (:mod:`.gate_steady`), runs
+the scenarios marked ``gate`` against it (a ``pytest`` subprocess: the same scenarios users
+run), compares the two steady states, writes JUnit XML, ``gate.json`` and ``gate.md``, and
+exits 0 on pass, 1 on fail. The gate stops at the first phase that fails. Only PASS and
+ACCEPTED (a FAIL made only of the node's accepted findings) pass: a steady state that
+breaches an SLO or cannot be judged, a scenario that failed, was INCONCLUSIVE (evidence
+missing) or was skipped, and a regression beyond the tolerance each fail the gate, with
+their reasons; ACCEPTED scenarios are listed as accepted (:func:`decide`). The previous
+config is restored unless the gate passed *and* ``--promote`` was given; an interrupted
+gate (Ctrl-C, SIGTERM, SIGHUP: :mod:`faultkit.commands.interrupt`) first interrupts the
+scenario run as Ctrl-C would and waits for it (``SCENARIO_GRACE_S``, then kills it), sweeps
+what it left applied, restores the previous config and exits 128 + the signal's number.
+What a killed gate left behind is reverted by ``faultkit sweep``.
 """
 
 from __future__ import annotations
@@ -33,12 +36,19 @@ import click
 
 from faultkit.commands.gate_decision import config_diff, decide, read_junit
 from faultkit.commands.gate_feed import FeedState, watching
-from faultkit.commands.input import inventory_option
+from faultkit.commands.gate_steady import (
+    DEFAULT_STEADY_S,
+    SteadyPhase,
+    describe_profile,
+    gate_load_profile,
+)
+from faultkit.commands.input import BadInput, FiniteFloat, inventory_option
 from faultkit.commands.interrupt import until_interrupted
 from faultkit.errors import FaultkitError, FaultRefused
 from faultkit.faults import make_fault
 from faultkit.faults.rollout import Rollout
 from faultkit.inventory import Inventory, Node, load_inventory
+from faultkit.load.profile import LoadProfile
 from faultkit.progress import Progress
 from faultkit.records import Event, JsonlWriter
 from faultkit.rundir import GateDir, RunDir
@@ -74,6 +84,7 @@ async def _run_gate(
     out: Path,
     promote: bool,
     pytest_args: tuple[str, ...],
+    steady: SteadyPhase,
 ) -> dict[str, Any]:
     timeline = JsonlWriter(GateDir(out).timeline_jsonl)
 
@@ -93,6 +104,9 @@ async def _run_gate(
         "junit_xml": str(GateDir(out).junit_xml),
         "started_at": time.time(),
     }
+    if not steady.checked:
+        _say("steady state not checked (--steady-s 0)")
+    await steady.measure_current(node.serving_config)  # before try: nothing to roll back yet
     _say(f"rolling {config!r} onto {node.name} ({rollout.describe()})")
     try:
         await rollout.inject()
@@ -108,6 +122,10 @@ async def _run_gate(
                 rollout=rollout.result,
             )
             return data
+        data["rollout"] = rollout.result
+        if why := await steady.check_candidate(config):
+            data.update(decision="fail", why=why)
+            return data  # the gate stops at its first failing phase: no scenario runs
         _say(f"{config} is serving; running the gate scenarios")
         argv = [
             sys.executable,
@@ -142,7 +160,8 @@ async def _run_gate(
             decision=decision.decision, why=decision.why, not_passed=list(decision.not_passed),
             accepted=list(decision.accepted),
         )
-        data["rollout"] = rollout.result
+        if data["decision"] == "pass" and (why := steady.regression_why()):
+            data.update(decision="fail", why=f"{why} (the gate scenarios passed)")
         if data["decision"] == "pass" and promote:
             assert isinstance(rollout, Rollout)
             rollout.promote()
@@ -156,6 +175,7 @@ async def _run_gate(
             _say(f"restoring {node.serving_config or 'the previous config'} on {node.name}")
             await rollout.revert()
             data["rolled_back"] = True
+        data["steady_state"] = steady.to_json()
         timeline.close()
 
 
@@ -247,6 +267,16 @@ async def end_scenarios(proc: asyncio.subprocess.Process, grace_s: float) -> int
     help="check the inputs and print the plan (config diff, each gate scenario's fault plan); "
     "roll out nothing, run nothing, write nothing",
 )
+@click.option(
+    "--steady-s",
+    "steady_s",
+    type=FiniteFloat(ge=0, le=3600, unit="s"),
+    default=DEFAULT_STEADY_S,
+    show_default=True,
+    help="seconds of the scenarios' background load, no fault, on the current config before "
+    "the rollout and on the candidate before any scenario (judged on the node's SLOs, then "
+    "compared); 0 = steady state not checked",
+)
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def gate(
     inventory_path: Path,
@@ -255,9 +285,11 @@ def gate(
     promote: bool,
     out_dir: Path,
     dry_run: bool,
+    steady_s: float,
     pytest_args: tuple[str, ...],
 ) -> None:
-    """Gate CONFIG on NODE: roll it out, run the `gate` scenarios, pass/fail, roll back.
+    """Gate CONFIG on NODE: roll it out, check its steady state, run the `gate` scenarios,
+    pass/fail, roll back.
 
     Exit code 0 = pass, 1 = fail, 2 = bad input. Writes gate.md, gate.json and junit.xml.
     """
@@ -271,8 +303,14 @@ def gate(
             f"node {node_name!r} does not allow the rollout fault "
             "(protected, or 'rollout' missing from its faults allowlist)"
         )
+    try:
+        profile, source = gate_load_profile(pytest_args)
+    except ValueError as exc:
+        raise BadInput(f"the gate's load profile: {exc}") from None
+    steady = SteadyPhase(node, inventory.slo_for(node), steady_s, profile, say=_say,
+                         profile_source=source)
     if dry_run:
-        sys.exit(_dry_run(inventory, node, config, pytest_args))
+        sys.exit(_dry_run(inventory, node, config, pytest_args, steady_s, profile))
     swept = sweep(inventory=inventory)
     if swept:
         _say("reverted leftovers of a killed harness: " + "; ".join(swept))
@@ -281,7 +319,7 @@ def gate(
     out.mkdir(parents=True)
     try:
         data, signum = asyncio.run(until_interrupted(
-            _run_gate(inventory, node, config, out, promote, pytest_args)))
+            _run_gate(inventory, node, config, out, promote, pytest_args, steady)))
     except FaultRefused:
         raise  # bad input, nothing was done: exit 2 (faultkit.cli), not a failed gate
     except FaultkitError as exc:
@@ -300,11 +338,14 @@ def gate(
     sys.exit(0 if data["decision"] == "pass" else 1)
 
 
-def _dry_run(inventory: Inventory, node: Node, config: str, pytest_args: tuple[str, ...]) -> int:
+def _dry_run(inventory: Inventory, node: Node, config: str, pytest_args: tuple[str, ...],
+             steady_s: float, profile: LoadProfile) -> int:
     """Print what the gate would do; the scenarios run under the plugin's ``--dry-run``,
     which prints each fault plan and acts on nothing. Returns pytest's exit code."""
+    steady = (f"steady state ({steady_s:g} s, {describe_profile(profile)}) of each config, "
+              if steady_s else "steady state not checked, ")
     click.echo(f"gate plan (dry run): roll {config!r} onto {node.name} "
-               f"(now {node.serving_config!r}), run the 'gate' scenarios, roll back")
+               f"(now {node.serving_config!r}), {steady}run the 'gate' scenarios, roll back")
     for line in config_diff(inventory, node.serving_config, config):
         click.echo(f"  {line.rstrip()}")
     click.echo(f"scenarios: {scenarios_dir()}")
