@@ -297,7 +297,7 @@ class SteadyPhase:
         self.node, self.slo, self.seconds, self.profile = node, slo, seconds, profile
         self.profile_source, self.say = profile_source, say
         self.current: SteadyState | None = None
-        self.current_why = "not measured: the gate stopped before"
+        self.current_why = "not measured: the gate stopped before measuring it"
         self.candidate: SteadyState | None = None
         self.candidate_why = "not measured: the candidate never served"
 
