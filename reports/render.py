@@ -27,6 +27,7 @@ from reports.figures import Figure, key_figures, no_outage, num, pct
 from reports.load import RUN_FILES, RunData, finite_points, load_run
 from reports.prevention import changes_for
 from reports.recovery import analyse
+from reports.steady import steady_view
 from reports.summary import summary
 from reports.timeline import mermaid, rows, signed, utc
 
@@ -317,6 +318,7 @@ def render_gate(data: dict[str, Any], out: Path) -> Path:
         else str(diff),
         junit=relative_link(data.get("junit_xml"), gate_dir, inside="."),
         files=[n for n in (GATE_JSON, TIMELINE_JSONL) if (gate_dir / n).exists()],
+        steady=steady_view(data.get("steady_state")),
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(md, encoding="utf-8")

@@ -1,16 +1,19 @@
 """``faultkit gate``: the pre-promotion gate for a candidate serving config.
 
-Rolls the candidate onto the node, runs the scenarios marked ``gate`` against it (a
-``pytest`` subprocess: the same scenarios users run), writes JUnit XML, ``gate.json`` and
-``gate.md``, and exits 0 on pass, 1 on fail. Only PASS and ACCEPTED (a FAIL made only of
-the node's accepted findings) pass: a scenario that failed, was INCONCLUSIVE (evidence
-missing) or was skipped fails the gate, each listed on its own line with its reasons; ACCEPTED
-ones are listed as accepted (:func:`decide`). The previous config is restored unless the
-gate passed *and* ``--promote`` was given; an interrupted gate (Ctrl-C, SIGTERM, SIGHUP:
-:mod:`faultkit.commands.interrupt`) first interrupts the scenario run as Ctrl-C would and
-waits for it (``SCENARIO_GRACE_S``, then kills it), sweeps what it left applied, restores
-the previous config and exits 128 + the signal's number. What a killed gate left behind
-is reverted by ``faultkit sweep``.
+Measures the current config's steady state, rolls the candidate onto the node, judges the
+candidate's steady state on the node's SLOs before any fault (:mod:`.gate_steady`), runs
+the scenarios marked ``gate`` against it (a ``pytest`` subprocess: the same scenarios users
+run), compares the two steady states, writes JUnit XML, ``gate.json`` and ``gate.md``, and
+exits 0 on pass, 1 on fail. The gate stops at the first phase that fails. Only PASS and
+ACCEPTED (a FAIL made only of the node's accepted findings) pass: a steady state that
+breaches an SLO or cannot be judged, a scenario that failed, was INCONCLUSIVE (evidence
+missing) or was skipped, and a regression beyond the tolerance each fail the gate, with
+their reasons; ACCEPTED scenarios are listed as accepted (:func:`decide`). The previous
+config is restored unless the gate passed *and* ``--promote`` was given; an interrupted
+gate (Ctrl-C, SIGTERM, SIGHUP: :mod:`faultkit.commands.interrupt`) first interrupts the
+scenario run as Ctrl-C would and waits for it (``SCENARIO_GRACE_S``, then kills it), sweeps
+what it left applied, restores the previous config and exits 128 + the signal's number.
+What a killed gate left behind is reverted by ``faultkit sweep``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
-import json
 import os
 import signal
 import subprocess
@@ -33,12 +35,20 @@ from typing import Any
 import click
 
 from faultkit.commands.gate_decision import config_diff, decide, read_junit
-from faultkit.commands.input import inventory_option
+from faultkit.commands.gate_feed import FeedState, watching
+from faultkit.commands.gate_steady import (
+    DEFAULT_STEADY_S,
+    SteadyPhase,
+    describe_profile,
+    gate_load_profile,
+)
+from faultkit.commands.input import BadInput, FiniteFloat, inventory_option
 from faultkit.commands.interrupt import until_interrupted
 from faultkit.errors import FaultkitError, FaultRefused
 from faultkit.faults import make_fault
 from faultkit.faults.rollout import Rollout
 from faultkit.inventory import Inventory, Node, load_inventory
+from faultkit.load.profile import LoadProfile
 from faultkit.progress import Progress
 from faultkit.records import Event, JsonlWriter
 from faultkit.rundir import GateDir, RunDir
@@ -74,6 +84,7 @@ async def _run_gate(
     out: Path,
     promote: bool,
     pytest_args: tuple[str, ...],
+    steady: SteadyPhase,
 ) -> dict[str, Any]:
     timeline = JsonlWriter(GateDir(out).timeline_jsonl)
 
@@ -93,6 +104,9 @@ async def _run_gate(
         "junit_xml": str(GateDir(out).junit_xml),
         "started_at": time.time(),
     }
+    if not steady.checked:
+        _say("steady state not checked (--steady-s 0)")
+    await steady.measure_current(node.serving_config)  # before try: nothing to roll back yet
     _say(f"rolling {config!r} onto {node.name} ({rollout.describe()})")
     try:
         await rollout.inject()
@@ -108,6 +122,10 @@ async def _run_gate(
                 rollout=rollout.result,
             )
             return data
+        data["rollout"] = rollout.result
+        if why := await steady.check_candidate(config):
+            data.update(decision="fail", why=why)
+            return data  # the gate stops at its first failing phase: no scenario runs
         _say(f"{config} is serving; running the gate scenarios")
         argv = [
             sys.executable,
@@ -142,7 +160,8 @@ async def _run_gate(
             decision=decision.decision, why=decision.why, not_passed=list(decision.not_passed),
             accepted=list(decision.accepted),
         )
-        data["rollout"] = rollout.result
+        if data["decision"] == "pass" and (why := steady.regression_why()):
+            data.update(decision="fail", why=f"{why} (the gate scenarios passed)")
         if data["decision"] == "pass" and promote:
             assert isinstance(rollout, Rollout)
             rollout.promote()
@@ -156,6 +175,7 @@ async def _run_gate(
             _say(f"restoring {node.serving_config or 'the previous config'} on {node.name}")
             await rollout.revert()
             data["rolled_back"] = True
+        data["steady_state"] = steady.to_json()
         timeline.close()
 
 
@@ -180,7 +200,7 @@ async def run_scenarios(
     feed = GateDir(out).feed_jsonl
     feed.write_text("")
     env = {**os.environ, "FAULTKIT_GATE_FEED": str(feed)}
-    state = _FeedState(progress)
+    state = FeedState(progress)
     if progress.live:
         log = GateDir(out).pytest_log
         proc = await asyncio.create_subprocess_exec(
@@ -188,7 +208,7 @@ async def run_scenarios(
         )
         with progress.step(f"running the gate scenarios (pytest output: {log})") as step:
             state.step = step
-            async with _ended_on_cancel(proc), _watching(feed, state):
+            async with _ended_on_cancel(proc), watching(feed, state):
                 assert proc.stdout is not None
                 with log.open("wb") as sink:
                     async for line in proc.stdout:
@@ -196,7 +216,7 @@ async def run_scenarios(
                         step.update(line.decode(errors="replace"))
                 return await proc.wait()
     proc = await asyncio.create_subprocess_exec(*argv, env=env)
-    async with _ended_on_cancel(proc), _watching(feed, state):
+    async with _ended_on_cancel(proc), watching(feed, state):
         return await proc.wait()
 
 
@@ -228,70 +248,6 @@ async def end_scenarios(proc: asyncio.subprocess.Process, grace_s: float) -> int
     return await proc.wait()
 
 
-@contextlib.asynccontextmanager
-async def _watching(feed: Path, state: _FeedState) -> AsyncIterator[None]:
-    """Follow ``feed`` while the body runs; read what is left of it once the body ends."""
-    watcher = asyncio.create_task(_watch_feed(feed, state))
-    try:
-        yield
-    finally:
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
-        state.read(feed)
-
-
-class _FeedState:
-    """What has been read of the feed file, and printing each new event once."""
-
-    def __init__(self, progress: Progress) -> None:
-        self.progress = progress
-        self.offset = 0
-        self.total = 0
-        self.finished = 0
-        self.step: Any = None
-
-    def read(self, feed: Path) -> None:
-        try:
-            with feed.open("rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
-        except OSError:
-            return
-        complete = data[: data.rfind(b"\n") + 1]
-        self.offset += len(complete)
-        for raw in complete.splitlines():
-            try:
-                event = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(event, dict):
-                self.show(event)
-
-    def show(self, event: dict[str, Any]) -> None:
-        if event.get("event") == "collected":
-            names = [str(n) for n in event.get("names") or ()]
-            self.total = len(names)
-            self.progress(f"{len(names)} gate scenario{'s' * (len(names) != 1)}:")
-            for name in names:
-                self.progress(f"  · {name}")
-        elif event.get("event") == "result":
-            self.finished += 1
-            mark = "✓" if event.get("passed") else "✗"
-            duration = event.get("duration_s")
-            took = f" ({duration:.1f} s)" if isinstance(duration, int | float) else ""
-            self.progress(
-                f"{mark} [{self.finished}/{self.total or '?'}] {event.get('name')}: "
-                f"{event.get('word')}{took}"
-            )
-
-
-async def _watch_feed(feed: Path, state: _FeedState) -> None:
-    while True:
-        state.read(feed)
-        await asyncio.sleep(0.3)
-
-
 @click.command()
 @inventory_option
 @click.option("--node", "node_name", required=True, help="node to gate the config on")
@@ -311,6 +267,16 @@ async def _watch_feed(feed: Path, state: _FeedState) -> None:
     help="check the inputs and print the plan (config diff, each gate scenario's fault plan); "
     "roll out nothing, run nothing, write nothing",
 )
+@click.option(
+    "--steady-s",
+    "steady_s",
+    type=FiniteFloat(ge=0, le=3600, unit="s"),
+    default=DEFAULT_STEADY_S,
+    show_default=True,
+    help="seconds of the scenarios' background load, no fault, on the current config before "
+    "the rollout and on the candidate before any scenario (judged on the node's SLOs, then "
+    "compared); 0 = steady state not checked",
+)
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def gate(
     inventory_path: Path,
@@ -319,9 +285,11 @@ def gate(
     promote: bool,
     out_dir: Path,
     dry_run: bool,
+    steady_s: float,
     pytest_args: tuple[str, ...],
 ) -> None:
-    """Gate CONFIG on NODE: roll it out, run the `gate` scenarios, pass/fail, roll back.
+    """Gate CONFIG on NODE: roll it out, check its steady state, run the `gate` scenarios,
+    pass/fail, roll back.
 
     Exit code 0 = pass, 1 = fail, 2 = bad input. Writes gate.md, gate.json and junit.xml.
     """
@@ -335,8 +303,14 @@ def gate(
             f"node {node_name!r} does not allow the rollout fault "
             "(protected, or 'rollout' missing from its faults allowlist)"
         )
+    try:
+        profile, source = gate_load_profile(pytest_args)
+    except ValueError as exc:
+        raise BadInput(f"the gate's load profile: {exc}") from None
+    steady = SteadyPhase(node, inventory.slo_for(node), steady_s, profile, say=_say,
+                         profile_source=source)
     if dry_run:
-        sys.exit(_dry_run(inventory, node, config, pytest_args))
+        sys.exit(_dry_run(inventory, node, config, pytest_args, steady_s, profile))
     swept = sweep(inventory=inventory)
     if swept:
         _say("reverted leftovers of a killed harness: " + "; ".join(swept))
@@ -345,7 +319,7 @@ def gate(
     out.mkdir(parents=True)
     try:
         data, signum = asyncio.run(until_interrupted(
-            _run_gate(inventory, node, config, out, promote, pytest_args)))
+            _run_gate(inventory, node, config, out, promote, pytest_args, steady)))
     except FaultRefused:
         raise  # bad input, nothing was done: exit 2 (faultkit.cli), not a failed gate
     except FaultkitError as exc:
@@ -364,11 +338,14 @@ def gate(
     sys.exit(0 if data["decision"] == "pass" else 1)
 
 
-def _dry_run(inventory: Inventory, node: Node, config: str, pytest_args: tuple[str, ...]) -> int:
+def _dry_run(inventory: Inventory, node: Node, config: str, pytest_args: tuple[str, ...],
+             steady_s: float, profile: LoadProfile) -> int:
     """Print what the gate would do; the scenarios run under the plugin's ``--dry-run``,
     which prints each fault plan and acts on nothing. Returns pytest's exit code."""
+    steady = (f"steady state ({steady_s:g} s, {describe_profile(profile)}) of each config, "
+              if steady_s else "steady state not checked, ")
     click.echo(f"gate plan (dry run): roll {config!r} onto {node.name} "
-               f"(now {node.serving_config!r}), run the 'gate' scenarios, roll back")
+               f"(now {node.serving_config!r}), {steady}run the 'gate' scenarios, roll back")
     for line in config_diff(inventory, node.serving_config, config):
         click.echo(f"  {line.rstrip()}")
     click.echo(f"scenarios: {scenarios_dir()}")

@@ -11,15 +11,24 @@ teardown) that did not pass, else the call's. Names are JUnit's testcase names, 
 ``gate.json``. This reads pytest's hooks, not its terminal output, so it does not depend on
 verbosity, colour or pytest's output format; JUnit XML stays the gate's source of truth for
 the decision. Without the variable the plugin does nothing.
+
+The gate's side: :func:`watching` follows the file while pytest runs and
+:class:`FeedState` prints the list and each result once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import IO, Any
 
 import pytest
+
+from faultkit.progress import Progress
 
 FEED_ENV = "FAULTKIT_GATE_FEED"
 
@@ -79,3 +88,71 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     feed = config.pluginmanager.get_plugin("faultkit-gate-feed")
     if isinstance(feed, _Feed):
         feed.close()
+
+
+# --------------------------------------------------------------------------- the gate's side
+
+
+@contextlib.asynccontextmanager
+async def watching(feed: Path, state: FeedState) -> AsyncIterator[None]:
+    """Follow ``feed`` while the body runs (``faultkit gate``'s side of the feed); read what
+    is left of it once the body ends."""
+    watcher = asyncio.create_task(_follow(feed, state))
+    try:
+        yield
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+        state.read(feed)
+
+
+class FeedState:
+    """What has been read of the feed file, and printing each new event once."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.offset = 0
+        self.total = 0
+        self.finished = 0
+        self.step: Any = None
+
+    def read(self, feed: Path) -> None:
+        try:
+            with feed.open("rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return
+        complete = data[: data.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        for raw in complete.splitlines():
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                self.show(event)
+
+    def show(self, event: dict[str, Any]) -> None:
+        if event.get("event") == "collected":
+            names = [str(n) for n in event.get("names") or ()]
+            self.total = len(names)
+            self.progress(f"{len(names)} gate scenario{'s' * (len(names) != 1)}:")
+            for name in names:
+                self.progress(f"  · {name}")
+        elif event.get("event") == "result":
+            self.finished += 1
+            mark = "✓" if event.get("passed") else "✗"
+            duration = event.get("duration_s")
+            took = f" ({duration:.1f} s)" if isinstance(duration, int | float) else ""
+            self.progress(
+                f"{mark} [{self.finished}/{self.total or '?'}] {event.get('name')}: "
+                f"{event.get('word')}{took}"
+            )
+
+
+async def _follow(feed: Path, state: FeedState) -> None:
+    while True:
+        state.read(feed)
+        await asyncio.sleep(0.3)

@@ -10,7 +10,14 @@ from typing import Any, Literal
 
 from faultkit.inventory import Node
 
-__all__ = ["ENGINES_WITH_IGNORE_EOS", "MAX_RATE_RPS", "SERVED_BY_HEADERS", "LoadProfile", "Target"]
+__all__ = [
+    "BACKGROUND_PROFILE",
+    "ENGINES_WITH_IGNORE_EOS",
+    "MAX_RATE_RPS",
+    "SERVED_BY_HEADERS",
+    "LoadProfile",
+    "Target",
+]
 
 Endpoint = Literal["chat", "completion"]
 
@@ -160,6 +167,27 @@ class LoadProfile:
                 raise ValueError(f"load profile item {part.strip()!r} is not key=value")
             data[key.strip()] = value.strip()
         return cls.from_dict(data)
+
+
+#: The scenarios' background load when no ``--load-profile`` is given (the pytest plugin's
+#: ``load_profile`` fixture), and so the load ``faultkit gate`` measures its steady state
+#: with. Open loop: users keep arriving at a steady rate whatever the node does, so "lost"
+#: counts what users would have lost (a closed loop retries a dead node as fast as it
+#: refuses and inflates the count). The in-flight cap only protects the client: 256 lets a
+#: 20 s hang at 10 req/s queue every user (counted slow, not shed) instead of shedding
+#: arrivals the node would have served once it was back. User patience: a background user
+#: waits up to 30 s for a first token; slower answers count as slow (affected users, TTFT
+#: SLIs), not lost; a shorter timeout would manufacture losses out of queueing (a 10 s
+#: flood queues users ~10 s).
+BACKGROUND_PROFILE = LoadProfile(
+    rate=10.0,
+    concurrency=256,
+    input_tokens=32,
+    output_tokens=24,
+    first_token_timeout_s=30.0,
+    total_timeout_s=60.0,
+    connect_timeout_s=2.0,
+)
 
 
 _INT = {"concurrency", "requests", "input_tokens", "output_tokens", "seed", "warmup"}

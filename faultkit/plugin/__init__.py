@@ -386,8 +386,9 @@ def sweep_left_faults(config: pytest.Config) -> None:
 
 @pytest.fixture
 def load_profile(faultkit_settings: Settings, request: pytest.FixtureRequest) -> LoadProfile:
-    """Background load for scenarios: --load-profile, else a light closed loop."""
-    from faultkit.load.profile import LoadProfile
+    """Background load for scenarios: the ``load_profile`` marker, else --load-profile, else
+    :data:`~faultkit.load.profile.BACKGROUND_PROFILE` (open loop, 10 req/s)."""
+    from faultkit.load.profile import BACKGROUND_PROFILE, LoadProfile
 
     marker = request.node.get_closest_marker("load_profile")
     text = marker.args[0] if marker else faultkit_settings.load_profile
@@ -396,24 +397,7 @@ def load_profile(faultkit_settings: Settings, request: pytest.FixtureRequest) ->
             return LoadProfile.from_string(text)
         except ValueError as exc:
             raise pytest.UsageError(f"load profile {text!r}: {exc}") from exc
-    # Open loop: users keep arriving at a steady rate whatever the node does, so "lost"
-    # counts what users would have lost (a closed loop retries a dead node as fast as it
-    # refuses and inflates the count).
-    # The in-flight cap only protects the client: 256 lets a 20 s hang at 10 req/s queue
-    # every user (counted slow, not shed) instead of shedding arrivals the node would have
-    # served once it was back.
-    return LoadProfile(
-        rate=10.0,
-        concurrency=256,
-        input_tokens=32,
-        output_tokens=24,
-        # user patience: a background user waits up to 30 s for a first token. Slower
-        # answers count as slow (affected users, TTFT SLIs), not lost; a shorter timeout
-        # would manufacture losses out of queueing (a 10 s flood queues users ~10 s).
-        first_token_timeout_s=30.0,
-        total_timeout_s=60.0,
-        connect_timeout_s=2.0,
-    )
+    return BACKGROUND_PROFILE
 
 
 @pytest.fixture

@@ -1,0 +1,100 @@
+"""The gate's steady-state table for gate.md, from gate.json ``steady_state``.
+
+``faultkit gate`` measures the node under the scenarios' background load, no fault, on the
+current config and on the candidate, and compares them (``faultkit.commands.gate_steady``).
+This turns what it recorded into display cells. Figure cells are formatted here from the
+numbers in the file, never copied from its text; text (config names, verdict summaries,
+labels) is left for the template to escape.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeGuard
+
+from reports.figures import pct
+
+__all__ = ["change_cell", "figure_cell", "steady_view"]
+
+
+def _is_num(value: object) -> TypeGuard[float | int]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def figure_cell(value: object, unit: object) -> str:
+    """``0.204 s`` (latency), ``0.33 %`` (error ratio), ``240.0`` (tokens/s); ``—`` if absent."""
+    if not _is_num(value):
+        return "—"
+    if unit == "s":
+        return f"{value:.3f} s"
+    if unit == "ratio":
+        return pct(value)
+    return f"{value:.1f}"
+
+
+def change_cell(current: object, candidate: object, unit: object) -> str:
+    """Candidate − current: ``+0.216 s (+106 %)``, ``+0.33 points`` for the error ratio,
+    ``-48.0 (-20 %)`` for tokens/s; ``not compared`` when either side is missing. The
+    relative part is left out when the current figure is 0."""
+    if not _is_num(current) or not _is_num(candidate):
+        return "not compared"
+    diff = candidate - current
+    if unit == "ratio":
+        return f"{diff * 100:+.2f} points"
+    cell = f"{diff:+.3f} s" if unit == "s" else f"{diff:+.1f}"
+    return cell + (f" ({diff / current * 100:+.0f} %)" if current else "")
+
+
+def _side(data: object) -> dict[str, Any]:
+    """One side (current or candidate): config, whether it was measured, its one-line
+    result (the verdict's summary, or why it was not measured)."""
+    side = data if isinstance(data, dict) else {}
+    measured = side.get("measured") is True
+    result = side.get("summary") if measured else side.get("why")
+    return {
+        "config": side.get("config"),
+        "measured": measured,
+        "result": result if isinstance(result, str) and result else "not recorded",
+    }
+
+
+def steady_view(steady: object) -> dict[str, Any] | None:
+    """What gate.md shows of ``steady_state``: ``None`` for a gate.json without one (older
+    files); else ``checked``, ``why`` (when not checked), ``seconds``, ``load`` (how the
+    load was shaped), each side and the comparison rows (``label``, ``current``,
+    ``candidate``, ``change``, ``regression``, ``why``) and the tolerance's numbers."""
+    if not isinstance(steady, dict):
+        return None
+    if steady.get("checked") is not True:
+        why = steady.get("why")
+        return {"checked": False, "why": why if isinstance(why, str) else "not checked"}
+    profile = steady.get("profile")
+    profile = profile if isinstance(profile, dict) else {}
+    rate, workers = profile.get("rate"), profile.get("concurrency") or 1
+    load = (f"open loop {rate:g} req/s" if _is_num(rate)
+            else f"closed loop, {workers} worker{'s' * (workers != 1)}" if _is_num(workers)
+            else "load not recorded")
+    rows = []
+    for row in steady.get("comparison") or ():
+        if not isinstance(row, dict):
+            continue
+        unit = row.get("unit")
+        rows.append({
+            "label": row.get("label") or row.get("key") or "?",
+            "current": figure_cell(row.get("current"), unit),
+            "candidate": figure_cell(row.get("candidate"), unit),
+            "change": change_cell(row.get("current"), row.get("candidate"), unit),
+            "regression": row.get("regression") is True,
+            "why": row.get("why") if isinstance(row.get("why"), str) else "",
+        })
+    tolerance = steady.get("tolerance")
+    seconds = steady.get("seconds")
+    return {
+        "checked": True,
+        "seconds": f"{seconds:g}" if _is_num(seconds) else "?",
+        "load": load,
+        "current": _side(steady.get("current")),
+        "candidate": _side(steady.get("candidate")),
+        "rows": rows,
+        "tolerance": {k: v for k, v in tolerance.items() if _is_num(v)}
+        if isinstance(tolerance, dict) else {},
+    }
