@@ -1,6 +1,6 @@
 """What ``inject()`` refuses after taking the node locks and before it touches anything.
 
-Raised as :class:`FaultRefused` (nothing journaled, nothing done):
+Two checks, each raising :class:`FaultRefused` (nothing journaled, nothing done):
 
 - **A node blocked by a fault left applied.** An unreverted journal record whose owner
   process is gone (its liveness lock is free), naming a node lock the new fault takes,
@@ -11,6 +11,10 @@ Raised as :class:`FaultRefused` (nothing journaled, nothing done):
   the record is reverted (``faultkit sweep``) or removed by hand. A record whose owner is
   alive is the node lock's business (refused as busy before this check), and a record
   without undo steps and node locks (a request fault's) blocks nothing.
+- **A base_url its container does not serve** (:func:`faultkit.baseurl.check_base_url`),
+  for faults that act on the container (``Fault.acts_on_container``): the fault would hit
+  one process and the load measure another. Checked once per process for each (Docker
+  host, container, base_url): only a proven result is remembered.
 
 Records written before node locks existed (no ``node_locks``) are matched by node name.
 Dry runs read the journal too (:func:`existing_journal`, which creates nothing), so a
@@ -20,16 +24,22 @@ Dry runs read the journal too (:func:`existing_journal`, which creates nothing),
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from faultkit.baseurl import check_base_url
 from faultkit.durations import rough_duration
 from faultkit.errors import FaultRefused
 from faultkit.faults.locks import NodeLock
+from faultkit.inventory import Node
 from faultkit.journal import FaultJournal, JournalRecord, default_journal_dir
 
-__all__ = ["blocking_records", "blocks_a_node", "existing_journal", "refuse_if_blocked",
-           "what_blocks"]
+__all__ = ["blocking_records", "blocks_a_node", "existing_journal", "forget_proven",
+           "refuse_if_blocked", "refuse_unless_served", "what_blocks"]
+
+#: (Docker host, container, base_url) proven served in this process
+_PROVEN: set[tuple[str, str, str]] = set()
 
 
 def blocks_a_node(record: JournalRecord) -> bool:
@@ -77,3 +87,24 @@ def existing_journal(directory: Path | None = None) -> FaultJournal | None:
     directory = directory or default_journal_dir()
     return FaultJournal(directory) if directory.is_dir() else None
 
+
+def refuse_unless_served(node: Node, inspect: Callable[[], Mapping[str, Any]]) -> None:
+    """Raise :class:`FaultRefused` unless ``node``'s container is proven to serve its base_url.
+
+    ``inspect`` returns the container's ``docker inspect`` attributes; it is called only
+    when this process has not proven the node yet. Blocking: call it from a worker thread.
+    """
+    if node.docker is None:
+        return
+    key = (node.docker.host, node.docker.container, node.base_url)
+    if key in _PROVEN:
+        return
+    result = check_base_url(node, inspect())
+    if not result.proven:
+        raise FaultRefused(f"refused: {result.reason}. Nothing was done.")
+    _PROVEN.add(key)
+
+
+def forget_proven() -> None:
+    """Forget every node proven in this process (tests; a container recreated elsewhere)."""
+    _PROVEN.clear()

@@ -14,7 +14,8 @@ Contract:
   (undo steps as data, fsync'd) and only then acts, and emits ``inject_end`` once the
   fault is in effect. Between the locks and ``inject_start`` it refuses
   (:class:`FaultRefused`, nothing done) a node that a fault left applied still blocks
-  (an unreverted record of a dead harness; :mod:`faultkit.faults.admission`).
+  (an unreverted record of a dead harness) and, for a fault that acts on the container,
+  a container not proven to serve the node's base_url (:mod:`faultkit.faults.admission`).
   A second ``inject()`` raises :class:`FaultAlreadyActive`. If injecting fails halfway,
   what was done is reverted and the error re-raised.
 - Acts are shielded (:mod:`faultkit.faults.acts`): ``_apply`` does each blocking act
@@ -103,6 +104,10 @@ class Fault:
     #: True when the injection itself spans the outage (rollout, stop, restart, node
     #: restart, a flood): t_effect is the first disruptive act.
     spans_outage: ClassVar[bool] = False
+    #: True when the fault acts on the node's container: ``inject()`` then refuses unless
+    #: the container is proven to serve the node's base_url (:mod:`.admission`); False for
+    #: faults that only send requests to the base_url.
+    acts_on_container: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -331,9 +336,13 @@ class Fault:
 
     async def _admit(self, locks: list[NodeLock]) -> None:
         """Refuse, under the node locks and before anything is done, a node that a fault
-        left applied blocks (:mod:`.admission`)."""
+        left applied blocks, and a container not proven to serve the base_url
+        (:mod:`.admission`)."""
         assert self.journal is not None
         admission.refuse_if_blocked(self.journal, self.kind, self.node.name, locks)
+        if self.acts_on_container and self.node.docker is not None:
+            await asyncio.to_thread(admission.refuse_unless_served, self.node,
+                                    lambda: self.docker.inspect(self.container))
 
     def refuse_if_blocked(self, journal: FaultJournal | None) -> None:
         """For a dry run: raise :class:`FaultRefused` as ``inject()`` would when a fault left
