@@ -37,6 +37,7 @@ from faultkit.commands.input import inventory_option
 from faultkit.commands.interrupt import until_interrupted
 from faultkit.errors import FaultkitError, FaultRefused
 from faultkit.faults import make_fault
+from faultkit.faults.admission import existing_journal
 from faultkit.faults.rollout import Rollout
 from faultkit.inventory import Inventory, Node, load_inventory
 from faultkit.progress import Progress
@@ -366,7 +367,10 @@ def gate(
 
 def _dry_run(inventory: Inventory, node: Node, config: str, pytest_args: tuple[str, ...]) -> int:
     """Print what the gate would do; the scenarios run under the plugin's ``--dry-run``,
-    which prints each fault plan and acts on nothing. Returns pytest's exit code."""
+    which prints each fault plan and acts on nothing. Returns pytest's exit code. A node
+    BLOCKED by a fault left applied refuses the plan, as it would refuse the rollout."""
+    plan = make_fault("rollout", node, inventory=inventory, dry_run=True, config=config)
+    plan.refuse_if_blocked(existing_journal())
     click.echo(f"gate plan (dry run): roll {config!r} onto {node.name} "
                f"(now {node.serving_config!r}), run the 'gate' scenarios, roll back")
     for line in config_diff(inventory, node.serving_config, config):

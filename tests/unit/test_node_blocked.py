@@ -177,7 +177,11 @@ nodes:
     base_url: http://127.0.0.1:9
     model: m
     docker: {container: faultkit-test-n}
+    serving_config: good
     faults: ["*"]
+serving_configs:
+  good: {image: img}
+  candidate: {image: img}
 """
 
 
@@ -231,3 +235,17 @@ def test_a_dry_run_without_a_journal_creates_none(tmp_path: Path, inv: Path) -> 
     assert result.exit_code == 0, result.output
     assert result.output.startswith("plan: pause on n")
     assert not journal_dir.exists()
+
+
+def test_a_gate_dry_run_on_a_blocked_node_is_refused_before_its_scenarios(
+    tmp_path: Path, inv: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FAULTKIT_HOME", str(tmp_path / "home"))
+    journal_dir = tmp_path / "home" / "journal"
+    record = left_record(FaultJournal(journal_dir), _inventory_node(inv))
+    result = CliRunner().invoke(cli, ["gate", "--inventory", str(inv), "--node", "n",
+                                      "--config", "candidate", "--out", str(tmp_path / "runs"),
+                                      "--dry-run"])
+    assert result.exit_code == 2, result.output
+    assert f"node n is BLOCKED by fault {record.id}" in result.stderr
+    assert "gate plan" not in result.output  # refused before the plan and its scenario run
