@@ -24,6 +24,10 @@ A record is replayed while the sweep holds the locks of the nodes its fault held
 is listed (``BUSY …``) and left for a later sweep, so an undo never runs under another
 fault's feet.
 
+A record the sweep leaves in the journal (``FAILED``, ``REFUSED``, ``NOT REPLAYED``,
+``BUSY``) keeps its nodes BLOCKED: no new fault is injected there until it is reverted
+(:mod:`faultkit.faults.admission`), so a fault never stacks on one left applied.
+
 It is idempotent: a second sweep finds nothing to do (records it refused are listed again).
 The pytest plugin, ``faultkit inject`` and ``faultkit gate`` call it at start with their
 inventory; ``faultkit sweep`` runs it by hand.

@@ -46,6 +46,7 @@ from faultkit.commands.input import BadInput, FiniteFloat, inventory_option
 from faultkit.commands.interrupt import until_interrupted
 from faultkit.errors import FaultkitError, FaultRefused
 from faultkit.faults import make_fault
+from faultkit.faults.admission import existing_journal
 from faultkit.faults.rollout import Rollout
 from faultkit.inventory import Inventory, Node, load_inventory
 from faultkit.load.profile import LoadProfile
@@ -341,7 +342,10 @@ def gate(
 def _dry_run(inventory: Inventory, node: Node, config: str, pytest_args: tuple[str, ...],
              steady_s: float, profile: LoadProfile) -> int:
     """Print what the gate would do; the scenarios run under the plugin's ``--dry-run``,
-    which prints each fault plan and acts on nothing. Returns pytest's exit code."""
+    which prints each fault plan and acts on nothing. Returns pytest's exit code. A node
+    BLOCKED by a fault left applied refuses the plan, as it would refuse the rollout."""
+    plan = make_fault("rollout", node, inventory=inventory, dry_run=True, config=config)
+    plan.refuse_if_blocked(existing_journal())
     steady = (f"steady state ({steady_s:g} s, {describe_profile(profile)}) of each config, "
               if steady_s else "steady state not checked, ")
     click.echo(f"gate plan (dry run): roll {config!r} onto {node.name} "

@@ -3,10 +3,12 @@
 Checks everything it was given first — the fault kind, the node and the blast-radius
 policy, every ``--param`` against its allowed range — and on bad input prints one line
 and exits 2 before anything is journaled or touched (``--dry-run`` included). Then it runs
-the sweep (so a fault a killed run left behind is reverted before a new one), shows a
+the sweep (so a fault a killed run left behind is reverted before a new one; a node the
+sweep could not restore stays BLOCKED and the fault is refused, exit 2), shows a
 live line with what is applied, and reverts at the end of ``--duration``, on Ctrl-C, on
 SIGTERM or on SIGHUP (then it exits 128 + the signal's number; see
-:mod:`faultkit.commands.interrupt`). ``--dry-run`` prints the plan and touches nothing.
+:mod:`faultkit.commands.interrupt`). ``--dry-run`` prints the plan and touches nothing;
+it is refused like the real run when the journal shows the node BLOCKED.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import click
 from faultkit.commands.input import inventory_option, parse_duration
 from faultkit.commands.interrupt import until_interrupted
 from faultkit.faults import make_fault
+from faultkit.faults.admission import existing_journal
 from faultkit.inventory import load_inventory
 from faultkit.journal import FaultJournal
 from faultkit.records import Event
@@ -59,6 +62,8 @@ def inject(kind: str, node_name: str, inventory_path: Path, duration: str,
     # bad input (kind, node, policy, params) raises here, before anything is journaled
     plan = make_fault(kind, node_name, inventory=inventory, dry_run=True, **given)
     if dry_run:
+        # a node blocked by a fault left applied refuses the plan too (reads, creates nothing)
+        plan.refuse_if_blocked(existing_journal(Path(journal_dir) if journal_dir else None))
         click.echo(f"plan: {plan.describe()} for {seconds:g} s")
         return
     journal = FaultJournal(Path(journal_dir) if journal_dir else None)

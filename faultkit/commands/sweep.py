@@ -7,9 +7,11 @@ left applied, 1 when a record could not be reverted or was refused or not replay
 listed with what to do), 2 on bad input.
 
 It also lists what live harnesses hold: their applied faults and their node locks
-(``node n1 locked by fault pause-n1-1a2b3c4d (pause, pid 4242, 12 s)``). ``--list`` lists
-the journal's state (faults applied, whether their harness is alive, node locks) and
-changes nothing.
+(``node n1 locked by fault pause-n1-1a2b3c4d (pause, pid 4242, 12 s)``), and, as
+``BLOCKED node …``, every node that a record it left in the journal still blocks (no new
+fault runs there: :mod:`faultkit.faults.admission`). ``--list`` lists the journal's state
+(faults applied, whether their harness is alive, nodes blocked, node locks) and changes
+nothing.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ import click
 
 from faultkit.commands.input import inventory_option, parse_duration
 from faultkit.durations import human_duration
+from faultkit.faults.admission import blocks_a_node, what_blocks
 from faultkit.inventory import load_inventory
-from faultkit.journal import FaultJournal
+from faultkit.journal import FaultJournal, JournalRecord
 from faultkit.sweep import LEFT_APPLIED, MAX_AGE_S
 from faultkit.sweep import sweep as run_sweep
 
@@ -60,19 +63,32 @@ def sweep(inventory_path: Path, journal_dir: str | None, max_age: str, force: bo
         click.echo(holder.describe())
     if not lines and not live and not locks:
         click.echo(f"nothing to sweep ({journal.directory})")
+    for record in journal.orphans():
+        if blocks_a_node(record):
+            click.echo(_blocked_line(record))
     if any(line.startswith(LEFT_APPLIED) for line in lines):
         raise SystemExit(1)
 
 
+def _blocked_line(record: JournalRecord) -> str:
+    return (f"BLOCKED node {record.node}: {what_blocks(record)}; no fault runs on it until "
+            "`faultkit sweep` (or `faultkit sweep --force` for records older than 1 h) "
+            "reverts it — check the node")
+
+
 def _list(journal: FaultJournal) -> None:
-    """Print the journal's state: faults applied (and whose), node locks; touch nothing."""
+    """Print the journal's state: faults applied (and whose), nodes blocked, node locks;
+    touch nothing."""
     records = journal.unreverted()
     for record in records:
         if journal.is_live(record.id):
-            state = f"applied, its harness (pid {record.pid}) is running"
+            click.echo(f"{record.id} {record.description} — applied, its harness "
+                       f"(pid {record.pid}) is running")
+        elif blocks_a_node(record):
+            click.echo(_blocked_line(record))
         else:
-            state = "left applied by a harness that is gone: `faultkit sweep` reverts it"
-        click.echo(f"{record.id} {record.description} — {state}")
+            click.echo(f"{record.id} {record.description} — left by a harness that is gone: "
+                       "`faultkit sweep` clears it")
     locks = journal.nodes.holders()
     for holder in locks:
         click.echo(holder.describe())

@@ -12,8 +12,12 @@ Contract:
   :class:`FaultRefused` naming the holder, and nothing is done), then emits
   ``inject_start``, reads what it needs to undo the fault, writes the journal record
   (undo steps as data, fsync'd) and only then acts, and emits ``inject_end`` once the
-  fault is in effect. A second ``inject()`` raises :class:`FaultAlreadyActive`. If
-  injecting fails halfway, what was done is reverted and the error re-raised.
+  fault is in effect. Between the locks and ``inject_start`` it refuses
+  (:class:`FaultRefused`, nothing done) a node that a fault left applied still blocks
+  (an unreverted record of a dead harness) and, for a fault that acts on the container,
+  a container not proven to serve the node's base_url (:mod:`faultkit.faults.admission`).
+  A second ``inject()`` raises :class:`FaultAlreadyActive`. If injecting fails halfway,
+  what was done is reverted and the error re-raised.
 - Acts are shielded (:mod:`faultkit.faults.acts`): ``_apply`` does each blocking act
   through :meth:`act` (a worker thread) and awaits any other act that must not be cut
   short through :meth:`shielded`. A cancellation mid-act waits for the act to end, then
@@ -57,7 +61,7 @@ from typing import Any, ClassVar, TypeVar
 from faultkit.docker import DockerHost, docker_host
 from faultkit.errors import FaultAlreadyActive, FaultError, FaultUnsupported
 from faultkit.events import EventKind
-from faultkit.faults import undo
+from faultkit.faults import admission, undo
 from faultkit.faults.acts import Acts
 from faultkit.faults.locks import HeldLocks, NodeLock
 from faultkit.faults.params import Param, ParamSpec, as_param, parse_params
@@ -100,6 +104,10 @@ class Fault:
     #: True when the injection itself spans the outage (rollout, stop, restart, node
     #: restart, a flood): t_effect is the first disruptive act.
     spans_outage: ClassVar[bool] = False
+    #: True when the fault acts on the node's container: ``inject()`` then refuses unless
+    #: the container is proven to serve the node's base_url (:mod:`.admission`); False for
+    #: faults that only send requests to the base_url.
+    acts_on_container: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -296,7 +304,13 @@ class Fault:
             return
         assert self.journal is not None
         self._locks = HeldLocks(self.journal, self.id, self.kind)
-        self._locks.take(self.node_locks())  # refused: still idle, nothing was done
+        locks = self.node_locks()
+        self._locks.take(locks)  # refused: still idle, nothing was done
+        try:
+            await self._admit(locks)
+        except BaseException:
+            self._locks.release()  # refused: still idle, nothing was done
+            raise
         self._state = "injecting"
         self.emit(EventKind.INJECT_START, effect=self.effect_spec())
         try:
@@ -319,6 +333,22 @@ class Fault:
         self.emit(EventKind.INJECT_END)
         if self.guards:
             self._guard_task = asyncio.ensure_future(self._watch_guards())
+
+    async def _admit(self, locks: list[NodeLock]) -> None:
+        """Refuse, under the node locks and before anything is done, a node that a fault
+        left applied blocks, and a container not proven to serve the base_url
+        (:mod:`.admission`)."""
+        assert self.journal is not None
+        admission.refuse_if_blocked(self.journal, self.kind, self.node.name, locks)
+        if self.acts_on_container and self.node.docker is not None:
+            await asyncio.to_thread(admission.refuse_unless_served, self.node,
+                                    lambda: self.docker.inspect(self.container))
+
+    def refuse_if_blocked(self, journal: FaultJournal | None) -> None:
+        """For a dry run: raise :class:`FaultRefused` as ``inject()`` would when a fault left
+        applied blocks a node this fault locks (``journal`` None: there is none; reads only)."""
+        if journal is not None:
+            admission.refuse_if_blocked(journal, self.kind, self.node.name, self.node_locks())
 
     async def revert(self) -> None:
         """Undo the fault (idempotent); survives a second cancellation while running."""

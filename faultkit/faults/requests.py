@@ -40,6 +40,8 @@ _MAX_OUTPUT_TOKENS = 131_072
 
 class _LoadFault(Fault):
     spans_outage: ClassVar[bool] = True  # the load *is* the fault: from its first request
+    #: it only sends requests to the base_url: no container to prove it is the same process
+    acts_on_container: ClassVar[bool] = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

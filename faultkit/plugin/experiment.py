@@ -137,6 +137,10 @@ class Experiment:
             dry_run=self.dry_run,
             **params,
         )
+        if self.dry_run:  # the plan is refused as the run would be (reads the journal only)
+            from faultkit.faults.admission import existing_journal
+
+            fault.refuse_if_blocked(existing_journal())
         return await self._run(
             fault,
             kind,

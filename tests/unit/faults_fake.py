@@ -28,6 +28,7 @@ class FakeFault(Fault):
 
     kind: ClassVar[str] = "pause"  # reuse a real kind so the allowlist logic applies
     PARAMS: ClassVar[ParamSpec] = {"key": (str, "a"), "fail_apply": (bool, False)}
+    acts_on_container: ClassVar[bool] = False  # it acts on WORLD, never on a container
 
     async def _prepare(self) -> list[dict[str, Any]]:
         key = self.params["key"]

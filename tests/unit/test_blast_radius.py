@@ -17,7 +17,7 @@ from faultkit import hostpid
 from faultkit.cli import cli
 from faultkit.docker import state_from_attrs
 from faultkit.errors import FaultError, FaultRefused
-from faultkit.faults import base, make_fault, undo
+from faultkit.faults import admission, base, make_fault, undo
 from faultkit.inventory import Inventory
 from faultkit.journal import FaultJournal
 from tests.unit.faults_fake import node
@@ -41,9 +41,11 @@ class FakeHost:
         self.labels_asked: list[str | None] = []
 
     def inspect(self, name: str) -> dict[str, Any]:
+        # it publishes the port of the nodes' base_url (http://127.0.0.1:9): it serves them
         return {"Id": CID, "Name": f"/{name}",
                 "State": {"Status": "running", "Running": True, "Pid": self.pid},
-                "HostConfig": {"NetworkMode": self.network_mode},
+                "HostConfig": {"NetworkMode": self.network_mode, "PortBindings": {
+                    "8000/tcp": [{"HostIp": "127.0.0.1", "HostPort": "9"}]}},
                 "NetworkSettings": {"Networks": {"lab": {}}}}
 
     def state(self, name: str) -> Any:
@@ -57,6 +59,11 @@ class FakeHost:
         def act(*args: Any, **kwargs: Any) -> None:
             self.acted.append(name)
         return act
+
+
+@pytest.fixture(autouse=True)
+def _prove_afresh() -> None:
+    admission.forget_proven()  # each test's fake host is inspected again
 
 
 @pytest.fixture
@@ -194,8 +201,12 @@ async def test_network_faults_refuse_a_shared_network_namespace(
     cgroup(fake_proc, PID, f"0::/docker/{CID}\n")
     host = use_host(monkeypatch, FakeHost(network_mode=mode))
     fault = make_fault(kind, docker_node(), journal=FaultJournal(tmp_path), **params)
-    with pytest.raises(FaultRefused, match=f"network mode '{mode}'") as refused:
+    # inject() refuses first: in a shared namespace the base_url cannot be proven the node's
+    with pytest.raises(FaultRefused, match="faultkit cannot prove the fault and the load"):
         await fault.inject()
+    # and the fault's own check, read-only, refuses it as well
+    with pytest.raises(FaultRefused, match=f"network mode '{mode}'") as refused:
+        await fault._prepare()
     assert f"its network namespace is {shared}" in str(refused.value)
     assert host.acted == []
     assert FaultJournal(tmp_path).records() == []

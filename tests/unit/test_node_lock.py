@@ -96,6 +96,13 @@ def test_other_process_holds_then_dies(tmp_path: Path) -> None:
         assert proc.pid is not None
         os.kill(proc.pid, signal.SIGKILL)  # the holder dies: the kernel drops its locks
         proc.join(10)
+        # ... but its fault is still applied: the node is blocked until the sweep reverts it
+        blocked = FakeFault(node(), journal=FaultJournal(tmp_path), key="mine")
+        with pytest.raises(FaultRefused, match=f"node n1 is BLOCKED by fault {held_by} "):
+            asyncio.run(blocked.inject())
+        assert "mine" not in WORLD
+        (line,) = sweep(FaultJournal(tmp_path))
+        assert line.startswith(f"reverted {held_by} ")
         again = FakeFault(node(), journal=FaultJournal(tmp_path), key="mine")
 
         async def inject_and_revert() -> None:
@@ -167,19 +174,22 @@ def test_sweep_list_shows_the_holder(tmp_path: Path) -> None:
         proc.kill()
         proc.join(10)
     result = CliRunner().invoke(cli, ["sweep", "--list", "--journal-dir", str(tmp_path)])
-    assert "left applied by a harness that is gone" in result.output
+    assert f"BLOCKED node n1: fault {held_by} " in result.output
+    assert "by a harness that is gone" in result.output
     assert "locked by" not in result.output
 
 
 async def test_sweep_leaves_a_record_whose_node_is_locked_by_a_live_fault(
     tmp_path: Path,
 ) -> None:
+    # a fault runs on top of a rollout (which holds the fault lock only while injecting),
+    # then the rollout's harness dies: its record is orphaned under a live fault
     journal = FaultJournal(tmp_path)
-    crashed = FakeFault(node(), journal=journal, key="a")
+    crashed = _FakeRollout(node(), journal=journal, key="a")
     await crashed.inject()
-    journal.release(crashed.id)  # its harness "died": record and node lock are free
     live = FakeFault(node(), journal=FaultJournal(tmp_path), key="b")
     async with live:
+        journal.release(crashed.id)  # its harness "died": its record is free for the sweep
         (line,) = sweep(FaultJournal(tmp_path))
         assert line.startswith(f"BUSY {crashed.id}")
         assert f"locked by fault {live.id}" in line
