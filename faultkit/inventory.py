@@ -265,6 +265,11 @@ def config_hash(config: ServingConfig | None, *extra: object) -> str:
 class PrometheusSettings(_Model):
     url: str = "http://127.0.0.1:9090"
     scrape_interval_s: float = Field(1.0, gt=0)
+    slo_evaluation_interval_s: float = Field(
+        30.0, gt=0, le=3600,
+        description="how often the SLO recording and burn-rate rules are evaluated; the node "
+        "alerts (down, restarted) use Prometheus' global interval, which detection rests on",
+    )
 
 
 class Inventory(_Model):

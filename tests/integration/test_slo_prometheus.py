@@ -66,7 +66,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     tmp = tmp_path_factory.mktemp("prom")
     node_port, prom_port = free_port(), free_port()
     inv_text = f"""
-prometheus: {{url: "http://127.0.0.1:{prom_port}", scrape_interval_s: 1}}
+prometheus:
+  url: "http://127.0.0.1:{prom_port}"
+  scrape_interval_s: 1
+  slo_evaluation_interval_s: 1  # the truth comparison below reads the SLO rules too
 slo: {{recovery_hold_s: 3, availability: 0.99}}
 nodes:
   - name: fake
