@@ -16,19 +16,9 @@ from faultkit.faults import make_fault
 from faultkit.faults.params import Param, check_param
 from faultkit.inventory import Inventory, Node
 from faultkit.load.profile import MAX_RATE_RPS, LoadProfile
+from tests.unit.inventory_text import one_node_inventory
 
-INVENTORY = """
-nodes:
-  - name: n
-    engine: llamacpp
-    base_url: http://127.0.0.1:9
-    model: m
-    docker: {container: faultkit-test-n}
-    serving_config: good
-    faults: ["*"]
-serving_configs:
-  good: {image: img}
-"""
+INVENTORY = one_node_inventory()
 
 
 @pytest.fixture

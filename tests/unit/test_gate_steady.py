@@ -28,20 +28,10 @@ from faultkit.load.fakeserver import serve
 from faultkit.load.profile import BACKGROUND_PROFILE, LoadProfile
 from faultkit.windows import WindowSLIs
 from reports import render_gate
+from tests.unit.inventory_text import one_node_inventory
 
 SLO = SLOSettings()  # ttft_s 2.5, error_ratio_max 0.01
-INVENTORY = """
-nodes:
-  - name: n
-    engine: llamacpp
-    base_url: http://127.0.0.1:9
-    model: m
-    docker: {container: faultkit-test-n}
-    serving_config: good
-    faults: ["*"]
-serving_configs:
-  good: {image: img}
-"""
+INVENTORY = one_node_inventory()
 
 
 def slis(**kw: Any) -> WindowSLIs:

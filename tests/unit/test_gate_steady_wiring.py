@@ -16,20 +16,9 @@ from faultkit.inventory import Inventory, load_inventory
 from faultkit.load.profile import BACKGROUND_PROFILE
 from faultkit.rundir import GateDir
 from faultkit.windows import WindowSLIs
+from tests.unit.inventory_text import one_node_inventory
 
-INVENTORY = """
-nodes:
-  - name: n
-    engine: llamacpp
-    base_url: http://127.0.0.1:9
-    model: m
-    docker: {container: faultkit-test-n}
-    serving_config: good
-    faults: ["*"]
-serving_configs:
-  good: {image: img}
-  cand: {image: img2}
-"""
+INVENTORY = one_node_inventory(cand="img2")
 
 JUNIT_ONE_PASS = '<testsuite><testcase name="test_kill[n]"/></testsuite>'
 

@@ -21,6 +21,7 @@ from faultkit.journal import FaultJournal, JournalRecord
 from faultkit.records import Event
 from faultkit.sweep import sweep
 from tests.unit.faults_fake import WORLD, FakeFault, node
+from tests.unit.inventory_text import one_node_inventory
 
 SOCK = "unix:///var/run/docker.sock"
 
@@ -170,19 +171,7 @@ async def test_a_record_older_than_node_locks_blocks_its_node_by_name(tmp_path: 
 
 # the commands ------------------------------------------------------------------------
 
-INVENTORY = """
-nodes:
-  - name: n
-    engine: llamacpp
-    base_url: http://127.0.0.1:9
-    model: m
-    docker: {container: faultkit-test-n}
-    serving_config: good
-    faults: ["*"]
-serving_configs:
-  good: {image: img}
-  candidate: {image: img}
-"""
+INVENTORY = one_node_inventory(candidate="img")
 
 
 def _inventory_node(path: Path) -> Node:
