@@ -353,16 +353,21 @@ def one_error_line(result: Result) -> str:
     return lines[0]
 
 
+def _gate_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> Result:
+    """``faultkit gate`` on the one-node inventory, with ``FAULTKIT_HOME`` and the runs
+    directory under ``tmp_path`` (so a test can check that nothing was created)."""
+    monkeypatch.setenv("FAULTKIT_HOME", str(tmp_path / "home"))
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(INVENTORY)
+    return CliRunner().invoke(cli, ["gate", "--inventory", str(inv), "--node", "n",
+                                    "--config", "good", "--out", str(tmp_path / "runs"), *args])
+
+
 @pytest.mark.parametrize("value", ["-1", "abc", "nan", "1e9"])
 def test_a_bad_steady_s_is_one_line_and_exit_2(
     value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FAULTKIT_HOME", str(tmp_path / "home"))
-    inv = tmp_path / "inv.yaml"
-    inv.write_text(INVENTORY)
-    result = CliRunner().invoke(cli, ["gate", "--inventory", str(inv), "--node", "n",
-                                      "--config", "good", "--out", str(tmp_path / "runs"),
-                                      "--steady-s", value])
+    result = _gate_cli(tmp_path, monkeypatch, "--steady-s", value)
     assert "--steady-s" in one_error_line(result)
     assert not (tmp_path / "home").exists()
     assert not (tmp_path / "runs").exists()
@@ -371,12 +376,7 @@ def test_a_bad_steady_s_is_one_line_and_exit_2(
 def test_a_bad_load_profile_for_the_gate_is_one_line_and_exit_2(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FAULTKIT_HOME", str(tmp_path / "home"))
-    inv = tmp_path / "inv.yaml"
-    inv.write_text(INVENTORY)
-    result = CliRunner().invoke(cli, ["gate", "--inventory", str(inv), "--node", "n",
-                                      "--config", "good", "--out", str(tmp_path / "runs"),
-                                      "--", "--load-profile", "rate=-1"])
+    result = _gate_cli(tmp_path, monkeypatch, "--", "--load-profile", "rate=-1")
     assert "the gate's load profile: --load-profile 'rate=-1'" in one_error_line(result)
     assert not (tmp_path / "runs").exists()
 
