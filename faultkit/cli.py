@@ -40,6 +40,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("faultkit.commands.report:report", "re-render a run directory's incident report"),
     "gate": ("faultkit.commands.gate:gate", "pre-promotion gate for a serving config"),
     "runs": ("faultkit.commands.runs:runs", "list run and gate directories, newest first"),
+    "lanes": (
+        "faultkit.commands.lanes:lanes",
+        "print the commands that test independent nodes side by side",
+    ),
     "dashboard": ("faultkit.commands.dashboard:dashboard", "Grafana dashboard JSON for the SLOs"),
 }
 

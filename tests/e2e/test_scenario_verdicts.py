@@ -14,7 +14,6 @@ import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,15 +24,11 @@ import yaml
 from faultkit.constants import LABEL_OWNER, LABEL_SERVING_CONFIG, LOCAL_DOCKER
 from faultkit.docker import DockerHost
 from faultkit.inventory import Inventory
-from faultkit.lanes import EXCLUSIVE_MARK, plan_lanes
 from testbed.lab import Lab
 from tests.e2e.conftest import REPO, run_cli
 
 #: the module's first test runs the whole scenario suite (≈ 20 min here) in its fixture
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(3600)]
-
-#: the catalogue runs in this many lanes side by side (faultkit.lanes): two, on two cores
-SCENARIO_LANES = 2
 
 #: Scenarios expected to FAIL on the testbed, with the reason. Everything else must pass
 #: (PASS, or ACCEPTED where EXPECTED_ACCEPTED says so).
@@ -128,51 +123,11 @@ def serving_config_label(inventory: Inventory, node_name: str) -> str | None:
     )
 
 
-def run_scenario_lanes(
-    out: Path, inventory: Inventory, lanes: int
-) -> tuple[int, dict[str, Outcome], str]:
-    """The whole catalogue as :mod:`faultkit.lanes` splits it: one ``pytest scenarios``
-    process per lane of engine nodes side by side (``--node`` its nodes, ``-m "not
-    exclusive"``), then the gateways' scenarios alone, then the exclusive scenarios on every
-    node, alone. Exit code: the worst of the processes.
-
-    Gateways run alone because their own figures are CPU-bound: in CI run E, beside the vLLM
-    lane, LiteLLM's first answers after ``test_kill[gateway]`` restarted it (a Python
-    start-up) put its TTFT p95 at 2.9 s against its 2 s objective; alone it meets it. With
-    no gateway in a lane, its upstreams need not share one."""
-    gateways = [n.name for n in inventory.nodes if n.kind == "gateway"]
-    engines = [n.name for n in inventory.nodes if n.kind != "gateway"]
-    plan = plan_lanes(inventory, lanes, engines)
-    not_exclusive = ("-m", f"not {EXCLUSIVE_MARK}")
-    with ThreadPoolExecutor(max_workers=len(plan)) as pool:
-        futures = [
-            pool.submit(run_scenarios, out / f"lane-{i}", "--node", lane.node_option(),
-                        *not_exclusive)
-            for i, lane in enumerate(plan)
-        ]
-        results = [f.result() for f in futures]
-    alone = ["gateways"] if gateways else []
-    if gateways:
-        results.append(run_scenarios(out / "gateways", "--node", ",".join(gateways),
-                                     *not_exclusive))
-    results.append(run_scenarios(out / "exclusive", "-m", EXCLUSIVE_MARK))
-    outcomes: dict[str, Outcome] = {}
-    for _, lane_outcomes, _ in results:
-        duplicated = outcomes.keys() & lane_outcomes.keys()
-        assert not duplicated, f"a scenario ran in two lanes: {sorted(duplicated)}"
-        outcomes.update(lane_outcomes)
-    names = [f"lane {i} ({lane.node_option()})" for i, lane in enumerate(plan)]
-    output = "\n".join(f"--- {name}: exit {code}\n{text}"
-                       for name, (code, _, text) in zip([*names, *alone, "exclusive"], results,
-                                                        strict=True))
-    return max(code for code, _, _ in results), outcomes, output
-
-
 @pytest.fixture(scope="module")
 def suite(
     lab: Lab, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[int, dict[str, Outcome], str]:
-    return run_scenario_lanes(tmp_path_factory.mktemp("suite"), lab.inventory, SCENARIO_LANES)
+    return run_scenarios(tmp_path_factory.mktemp("suite"))
 
 
 def test_every_scenario_has_its_expected_verdict(

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from faultkit.cli import cli
 from faultkit.inventory import Inventory, load_inventory, parse_inventory
 from faultkit.lanes import node_groups, plan_lanes
 
@@ -70,3 +72,19 @@ def test_names_limit_the_plan_and_zero_lanes_is_refused() -> None:
     assert [lane.nodes for lane in plan_lanes(inv, 2, ["b"])] == [("b",)]
     with pytest.raises(ValueError, match="lanes must be 1 or more"):
         plan_lanes(inv, 0)
+
+
+def test_the_lanes_command_prints_one_command_per_lane_then_the_exclusive_pass() -> None:
+    result = CliRunner().invoke(cli, ["lanes", "--inventory", str(TESTBED)])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert len(lines) == 3
+    assert any("--node vllm -m 'not exclusive'" in line for line in lines[:2])
+    assert any("--node llama,sim-vllm,sim-sglang,gateway -m 'not exclusive'" in line
+               for line in lines[:2])
+    assert lines[2].endswith("-m exclusive    # alone, after the lanes")
+
+
+def test_the_lanes_command_refuses_zero_lanes_with_exit_2() -> None:
+    result = CliRunner().invoke(cli, ["lanes", "--inventory", str(TESTBED), "--lanes", "0"])
+    assert result.exit_code == 2
