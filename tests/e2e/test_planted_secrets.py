@@ -87,13 +87,13 @@ def test_planted_secrets_are_in_no_file_faultkit_writes(lab: Lab, tmp_path: Path
     assert any(p.name == "incident.md" and "-kill-" in str(p) for p in written), (
         "the gate's kill scenario wrote no report")
     assert any(p.name == "gate.md" for p in written), "the gate wrote no gate.md"
+    planted = (("HF_TOKEN", env_secret), ("API key", api_key))
     hits = [
         f"{path}: {name}"
         for path in written
-        for name, value in (("HF_TOKEN", env_secret), ("API key", api_key))
+        for name, value in planted
         if value.encode() in path.read_bytes()
     ]
     printed = gate.stdout + gate.stderr
-    hits += [f"printed: {name}" for name, value in (("HF_TOKEN", env_secret),
-                                                      ("API key", api_key)) if value in printed]
+    hits += [f"printed: {name}" for name, value in planted if value in printed]
     assert not hits, f"{len(hits)} file(s) hold a planted secret:\n" + "\n".join(hits)
