@@ -83,7 +83,8 @@ def write(trials: list[Trial], out: Path | None) -> None:
 
 async def main(runs: int, names: list[str], out: Path | None) -> int:
     lab = Lab(progress=lambda message: print(f"[testbed] {message}", file=sys.stderr))
-    lab.up()
+    # Lab.up() runs its own event loop when it waits for a node: not inside this one
+    await asyncio.to_thread(lab.up)
     trials: list[Trial] = []
     with tempfile.TemporaryDirectory(prefix="faultkit-truth-") as tmp:
         for run in range(runs):
