@@ -11,7 +11,9 @@ import asyncio
 import shutil
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 import httpx
@@ -173,7 +175,7 @@ class Lab:
             ):
                 asyncio.run(wait_ready(node, timeout_s=config.ready_timeout_s))
         with step(self.progress, "waiting for Prometheus to scrape every node"):
-            self._wait_scraped(nodes)
+            self.wait_scraped(nodes)
         elapsed = time.monotonic() - start
         self.progress(
             f"testbed up in {elapsed:.1f} s: {', '.join(n.name for n in nodes)}; "
@@ -181,18 +183,33 @@ class Lab:
         )
         return elapsed
 
-    def _wait_scraped(self, nodes: list[Node], timeout_s: float = 30.0) -> None:
-        """Wait until Prometheus has scraped every lab node successfully at least once."""
+    def wait_scraped(
+        self, nodes: list[Node], *, after: float | None = None, timeout_s: float = 30.0
+    ) -> None:
+        """Wait until Prometheus's last scrape of every node's job succeeded.
+
+        ``after`` (epoch seconds) also demands that the scrape began after that moment, so a
+        health recorded before a restart is not taken for one recorded after it.
+        """
         jobs = {n.prometheus.job for n in nodes if n.prometheus is not None}
         deadline = time.monotonic() + timeout_s
-        health: dict[str, str] = {}
+        targets: dict[str, TargetHealth] = {}
+
+        def fresh_and_up(job: str) -> bool:
+            target = targets.get(job)
+            if target is None or target.health != "up":
+                return False
+            return after is None or (target.last_scrape or 0.0) >= after
+
         while time.monotonic() < deadline:
-            health = _prometheus_targets(self.inventory.prometheus.url) or {}
-            if all(health.get(job) == "up" for job in jobs):
+            targets = _prometheus_targets(self.inventory.prometheus.url) or {}
+            if all(fresh_and_up(job) for job in jobs):
                 return
             time.sleep(0.5)
         bad = ", ".join(
-            f"{job}={health.get(job)}" for job in sorted(jobs) if health.get(job) != "up"
+            f"{job}={targets[job].health if job in targets else 'not scraped'}"
+            for job in sorted(jobs)
+            if not fresh_and_up(job)
         )
         raise TestbedError(f"Prometheus is not scraping every node after {timeout_s:.0f} s: {bad}")
 
@@ -285,7 +302,7 @@ class Lab:
             elif targets is None:
                 target = "Prometheus down"
             else:
-                target = targets.get(job, "not scraped")
+                target = targets[job].health if job in targets else "not scraped"
             rows.append(
                 NodeStatus(
                     node.name,
@@ -310,14 +327,31 @@ async def _probe_once(node: Node) -> str:
     return "ready" if result.ok else f"not ready ({result.detail})"[:48]
 
 
-def _prometheus_targets(url: str) -> dict[str, str] | None:
-    """job → target health ('up'/'down'/'unknown'); None when Prometheus does not answer."""
+class TargetHealth(NamedTuple):
+    health: str  # 'up' / 'down' / 'unknown'
+    last_scrape: float | None  # epoch seconds the last scrape began; None before the first
+
+
+def _prometheus_targets(url: str) -> dict[str, TargetHealth] | None:
+    """job → its target's health; None when Prometheus does not answer."""
     try:
         data = httpx.get(f"{url}/api/v1/targets", timeout=2.0).json()
     except (httpx.HTTPError, ValueError):
         return None
-    out: dict[str, str] = {}
+    out: dict[str, TargetHealth] = {}
     for target in data.get("data", {}).get("activeTargets", []):
         job = target.get("labels", {}).get("job") or target.get("scrapePool", "")
-        out[job] = target.get("health", "unknown")
+        out[job] = TargetHealth(
+            target.get("health", "unknown"), _scrape_epoch(target.get("lastScrape"))
+        )
     return out
+
+
+def _scrape_epoch(stamp: object) -> float | None:
+    """Prometheus's RFC 3339 ``lastScrape`` → epoch seconds; its zero time → None."""
+    if not isinstance(stamp, str) or stamp.startswith("0001-"):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None

@@ -110,6 +110,9 @@ def test_sigkill_of_main_process_is_restarted_by_docker(lab: Lab, lab_inventory:
     asyncio.run(wait_ready(node, timeout_s=30))
     _, done = _stream_chat(node)
     assert done
+    # Prometheus sees it too: a scrape begun after it was ready again succeeds. This also
+    # leaves the lab as the next test expects it (a scrape during the restart reads 'down').
+    lab.wait_scraped([node], after=time.time())
 
 
 def test_status_reports_ready_and_scraped(lab: Lab) -> None:
