@@ -211,8 +211,10 @@ def test_pytest_session_sweep_follows_the_same_policy(
     lines: list[str] = []
     config = SimpleNamespace(option=SimpleNamespace(collectonly=False),
                              get_terminal_writer=lambda: SimpleNamespace(line=lines.append))
-    monkeypatch.setattr(plugin, "settings_of", lambda cfg: SimpleNamespace(dry_run=False))
-    monkeypatch.setattr(plugin, "inventory_of",
+    # looked up where sweep_left_faults is implemented (the package re-exports it)
+    monkeypatch.setattr(plugin.collection, "settings_of",
+                        lambda cfg: SimpleNamespace(dry_run=False))
+    monkeypatch.setattr(plugin.collection, "inventory_of",
                         lambda cfg: inventory(rollback=f"touch {trusted}"))
     plugin.sweep_left_faults(config)  # type: ignore[arg-type]
     assert trusted.exists() and not untrusted.exists()
