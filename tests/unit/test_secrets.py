@@ -131,8 +131,10 @@ class _FakeHost:
 def test_container_json_parts_are_redacted(tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FK_TEST_API_KEY", "node-key-123")
-    # (the plugin package's `experiment` fixture shadows the module's name as an attribute)
-    module = importlib.import_module("faultkit.plugin.experiment")
+    # where the experiment's container evidence looks docker_host up (Experiment's base
+    # RunEvidence); by name, like the experiment module, whose name the plugin package's
+    # `experiment` fixture shadows as an attribute
+    module = importlib.import_module("faultkit.plugin.run_evidence")
     monkeypatch.setattr(module, "docker_host", lambda url: _FakeHost())
     inv = _inventory()
     exp = Experiment(scenario="s", node=inv.nodes[0], inventory=inv, run=RunDir(tmp_path),

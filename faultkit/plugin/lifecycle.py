@@ -1,0 +1,251 @@
+"""The steps of one scenario run, from preflight to measurement.
+
+:class:`RunLifecycle` is a base of :class:`~faultkit.plugin.experiment.Experiment`;
+``Experiment.run_fault`` and ``Experiment.run_action`` call its ``_run``. Contract of
+``_run(fault, kind, describe, params, …)``:
+
+1. ``run.json`` is written; under ``--dry-run`` the plan is noted and
+   :class:`~faultkit.plugin.status.DryRunPlan` raised (nothing acts).
+2. Preflight: the container's state is taken, evidence gaps are noted.
+3. The observer starts, then the background load of the node (and of ``neighbours``,
+   same ledger; ``ledger.arrows`` beside it, best effort).
+4. Baseline for ``baseline_s``: not in steady state, or the container not running, ends
+   the run INCONCLUSIVE before injecting (``Experiment._abort``).
+5. Inject: ``fault`` is entered for ``hold_s`` or while ``during`` runs, then reverted;
+   its ``result`` is kept.
+6. Recovery is awaited (the node recovered and held for ``recovery_hold_s``, or the
+   deadline), the loads drain.
+7. Measure: Docker's events and Prometheus' series are captured, the measurement,
+   ``container.json`` and ``t_end`` written; the measurement is returned.
+
+The live status (``Experiment.live``) is moved through the phases preflight, baseline,
+inject, recovering, drain, measure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from faultkit.errors import FaultkitError
+from faultkit.events import EventKind
+from faultkit.inventory import Node
+from faultkit.load import BackgroundLoad
+from faultkit.load.ledgerfile import ArrowLedgerWriter
+from faultkit.plugin.live import LiveStatus
+from faultkit.plugin.run_evidence import RunEvidence
+from faultkit.plugin.status import DryRunPlan
+from faultkit.records import Event, RequestRecord
+from slo.capture import capture, cross_check
+from slo.evidence import preflight_gaps, steady_state_violations
+from slo.measure import MeasurementInputError, effect_of, measure, recovered_at
+from slo.observer import Observer
+from slo.prom import Prometheus
+from slo.types import Measurement
+
+#: the logger the experiment has always written to (this code was part of its module)
+log = logging.getLogger("faultkit.plugin.experiment")
+
+#: what ``during`` is called with: the experiment (``During`` in faultkit.plugin.experiment)
+Step = Callable[[Any], Awaitable[None]]
+
+
+def _close_columnar(writer: ArrowLedgerWriter) -> None:
+    try:
+        writer.close()
+    except Exception as exc:  # a copy for tools: the run goes on without it
+        log.warning("columnar ledger %s is incomplete: %s", writer.path, exc)
+
+
+class RunLifecycle(RunEvidence):
+    """Preflight → load → baseline → inject → recover → measure, for an experiment."""
+
+    if TYPE_CHECKING:  # the experiment's (faultkit.plugin.experiment.Experiment)
+        dry_run: bool
+        events: list[Event]
+        fault_result: dict[str, Any]
+        measurement: Measurement | None
+        load: BackgroundLoad | None
+        _container_before: dict[str, Any] | None
+        live: LiveStatus
+
+        def note(self, kind: str, **data: Any) -> None: ...
+
+        def write(self, obj: Event) -> None: ...
+
+        def _abort(self, reason: str) -> Exception: ...
+
+    async def _run(
+        self,
+        fault: contextlib.AbstractAsyncContextManager[Any],
+        kind: str,
+        describe: str,
+        params: dict[str, Any],
+        *,
+        hold_s: float,
+        baseline_s: float,
+        during: Step | None,
+        load: bool,
+        neighbours: Sequence[Node],
+        recovery_deadline_s: float | None,
+    ) -> Measurement:
+        self._write_run_info(fault={"kind": kind, "params": params, "describe": describe})
+        if self.dry_run:
+            self.note(EventKind.DRY_RUN, plan=describe)
+            raise DryRunPlan(describe)
+        self.live.phase("preflight")
+        self._container_before = self._container_state()
+        prom = Prometheus(self.inventory.prometheus.url)
+        deadline = recovery_deadline_s or self.slo.recovery_s_max + 15
+        self.note(EventKind.SCENARIO_START, scenario=self.scenario, fault=kind)
+        running = None
+        if self._container_before is not None and "error" not in self._container_before:
+            running = bool(self._container_before.get("running"))
+        elif self._container_before is not None:
+            running = False
+        for reason in await asyncio.to_thread(preflight_gaps, self.node, prom, running):
+            self.note(EventKind.EVIDENCE_GAP, reason=reason)
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(Observer(self.node, prom, self))
+            # closed after every load below has drained: it holds each one's records
+            columnar = self._columnar_ledger() if load or neighbours else None
+            if columnar is not None:
+                stack.callback(_close_columnar, columnar)
+            on_record = columnar.write if columnar is not None else None
+            if load:
+                self.load = await stack.enter_async_context(
+                    BackgroundLoad(
+                        self.node,
+                        self.load_profile,
+                        ledger_path=self.run.ledger_jsonl,
+                        on_record=_each(self.live.on_record, on_record),
+                    )
+                )
+            for other in neighbours:
+                await stack.enter_async_context(
+                    BackgroundLoad(other, self.load_profile,
+                                   ledger_path=self.run.ledger_jsonl, on_record=on_record)
+                )
+            self.live.phase("baseline")
+            self.note(EventKind.BASELINE_START, seconds=baseline_s)
+            t_baseline = time.time()
+            await asyncio.sleep(baseline_s)
+            unsteady = steady_state_violations(
+                self.load.records if self.load else [], self.events, self.node.name, self.slo,
+                t_baseline, time.time(),
+            )
+            if unsteady:
+                self.live.phase("drain")
+                await stack.aclose()
+                raise self._abort("not in steady state before injection: " + "; ".join(unsteady))
+            if running is False:
+                self.live.phase("drain")
+                await stack.aclose()
+                before = self._container_before or {}
+                status = before.get("error") or f"status {before.get('status')}"
+                raise self._abort(f"the node's container is not running ({status})")
+            self.live.phase("inject")  # the fault's own events move it on: hold, revert
+            async with fault:
+                if during is not None:
+                    await during(self)
+                else:
+                    await asyncio.sleep(hold_s)
+            self.fault_result = dict(getattr(fault, "result", {}) or {})
+            self._write_run_info(
+                fault_result={k: v for k, v in self.fault_result.items() if k != "records"}
+            )
+            self.live.phase("recovering")
+            await self._wait_recovered(deadline)
+            self.live.phase("drain")
+        self.note(EventKind.SCENARIO_END)
+        return self._finish(prom)
+
+    def _columnar_ledger(self) -> ArrowLedgerWriter | None:
+        """The run's columnar ledger (``ledger.arrows``), or None if it cannot be created.
+
+        A copy for tools, next to ``ledger.jsonl``, which the measurement reads: a problem
+        with it is logged and never fails the scenario.
+        """
+        try:
+            return ArrowLedgerWriter(self.run.ledger_arrows)
+        except Exception as exc:
+            log.warning("no columnar ledger for this run: %s", exc)
+            return None
+
+    async def _wait_recovered(self, deadline_s: float) -> None:
+        """Keep observing until recovered and held for ``recovery_hold_s`` (or the deadline)."""
+        try:
+            t_effect = effect_of(self.events, self._effect_node).t
+        except MeasurementInputError:
+            return
+        hold = self.slo.recovery_hold_s
+        stop_at = time.monotonic() + max(0.0, deadline_s - (time.time() - t_effect))
+        while time.monotonic() < stop_at:
+            await asyncio.sleep(1.0)
+            records = self.load.records if self.load else []
+            now = time.time()
+            t_rec, _ = recovered_at(records, self.events, self.node.name, t_effect, now, hold)
+            if t_rec is not None and now - t_rec >= hold + 1.0:
+                return
+        self.note(EventKind.RECOVERY_DEADLINE, seconds=deadline_s)
+
+    def _finish(self, prom: Prometheus) -> Measurement:
+        self.live.phase("measure")
+        ledger = self.run.ledger()
+        t_end = time.time()
+        self._record_container_events(t_end)
+        try:
+            self.run.write_json(
+                self.run.prometheus_json,
+                capture(prom, self.node, self.t_start, t_end, timeline=self.events),
+            )
+            check = cross_check(prom, self.node, ledger, self.t_start, t_end)
+        except FaultkitError as exc:
+            log.warning("could not capture Prometheus series: %s", exc)
+            self.run.write_json(
+                self.run.prometheus_json, {"series": [], "alerts": [], "error": str(exc)}
+            )
+            check = None
+        self.measurement = measure(
+            ledger,
+            self.events,
+            self.node.name,
+            recovery_hold_s=self.slo.recovery_hold_s,
+            t_window_end=t_end,
+            server_cross_check=check,
+            ttft_objective_s=self.slo.ttft_s,
+            effect_node=self.fault_node.name if self.fault_node else None,
+        )
+        self.run.write_json(self.run.measurement_json, self.measurement.to_json())
+        self.run.write_json(
+            self.run.container_json,
+            {
+                "before": self._container_before,
+                "after": self._container_state(),
+                "log_tail": self._log_tail(),
+            },
+        )
+        self._write_run_info(t_end=t_end)
+        return self.measurement
+
+    @property
+    def _effect_node(self) -> str:
+        """The node whose fault events give t_effect (the faulted node)."""
+        return (self.fault_node or self.node).name
+
+
+def _each(
+    *callbacks: Callable[[RequestRecord], object] | None,
+) -> Callable[[RequestRecord], None]:
+    """One ``on_record`` callback that calls every given one (``None``s skipped), in order."""
+    present = [c for c in callbacks if c is not None]
+
+    def call(record: RequestRecord) -> None:
+        for callback in present:
+            callback(record)
+
+    return call
