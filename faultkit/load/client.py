@@ -31,37 +31,29 @@ generator's own sessions with a connection limit are).
 
 Times inside this module are monotonic (``Clock.mono``); records carry epoch seconds.
 ``error_detail`` never contains request or response headers (where API keys live).
+
+Exceptions are classified by :mod:`faultkit.load.classify`; non-200 error bodies and
+non-streamed answers are read by :mod:`faultkit.load.responses`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import errno
 import json
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
+from faultkit.load.classify import classify_exception
 from faultkit.load.ledger import Clock, Ledger
 from faultkit.load.profile import LoadProfile, Target
 from faultkit.load.prompts import synthetic_prompt
+from faultkit.load.responses import http_error, parse_whole, response_header
 from faultkit.load.sse import StreamInterpreter, StreamOutcome
 from faultkit.records import RequestKind, RequestRecord, Status
 
 __all__ = ["RequestRunner", "classify_exception", "pool_trace_config"]
-
-# Enough for a validation error that echoes the request: a cut body would not parse as
-# JSON, and the rejection would wrongly look unclean.
-_ERROR_BODY_BYTES = 65536
-
-#: errno values that mean the client itself is out of resources (not the node's doing).
-_EXHAUSTION_ERRNOS: frozenset[int] = frozenset(
-    {errno.EMFILE, errno.ENFILE, errno.EADDRNOTAVAIL, errno.ENOBUFS}
-)
-#: the same, as the kernel words them (for errno-less "Multiple exceptions: ..." errors)
-_EXHAUSTION_TEXTS = ("too many open files", "cannot assign requested address")
 
 
 @dataclass(slots=True)
@@ -194,9 +186,9 @@ class RequestRunner:
                     progress.t_first_byte = self.clock.mono()
                     progress.http_status = resp.status
                     if self.target.served_by_header:
-                        progress.served_by = _header(resp, self.target.served_by_header)
+                        progress.served_by = response_header(resp, self.target.served_by_header)
                     if resp.status != 200:
-                        error_class, detail, progress.error_body = await _http_error(resp)
+                        error_class, detail, progress.error_body = await http_error(resp)
                         return "fail", error_class, detail
                     if p.stream and resp.content_type != "application/json":
                         interp = StreamInterpreter()
@@ -209,7 +201,7 @@ class RequestRunner:
                                 waiting_first = False
                         outcome = interp.close(mono())
                     else:
-                        outcome = _parse_whole(await resp.read(), self.clock.mono())
+                        outcome = parse_whole(await resp.read(), self.clock.mono())
                         progress.outcome = outcome
         except TimeoutError as exc:
             if progress.pool_wait:  # never got a connection: the client's pool was full
@@ -314,168 +306,3 @@ async def _queued_end(
 def _opt(epoch: Any, mono: float | None) -> float | None:
     return None if mono is None else float(epoch(mono))
 
-
-def classify_exception(exc: BaseException) -> tuple[str, str]:
-    """Map a transport exception to ``(error_class, short detail)``. The one translation point.
-
-    Client resource exhaustion (``EMFILE``, ``ENFILE``, ``EADDRNOTAVAIL``, ``ENOBUFS``,
-    wrapped by aiohttp or not) is ``client_exhausted`` and wins over every other class.
-    """
-    name = type(exc).__name__
-    exhausted = _exhaustion(exc)
-    if exhausted is not None:
-        return "client_exhausted", f"client out of resources: {exhausted} ({name})"
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        os_err = exc.os_error
-        if isinstance(os_err, ConnectionRefusedError) or os_err.errno == errno.ECONNREFUSED:
-            return "refused", f"connection refused by {exc.host}:{exc.port}"
-        if isinstance(os_err, TimeoutError):
-            return "timeout_connect", f"connect to {exc.host}:{exc.port} timed out"
-        if isinstance(os_err, ConnectionResetError | ConnectionAbortedError) or os_err.errno in (
-            errno.ECONNRESET,
-            errno.ECONNABORTED,
-        ):
-            # Accepted by the kernel's backlog of a dying listener, then torn down.
-            return "reset", f"connection reset by {exc.host}:{exc.port} while connecting"
-        return "other", f"cannot connect to {exc.host}:{exc.port}: {os_err.strerror or name}"
-    if isinstance(exc, aiohttp.ConnectionTimeoutError | aiohttp.ServerTimeoutError):
-        return "timeout_connect", f"connect timed out ({name})"
-    if isinstance(
-        exc,
-        aiohttp.ServerDisconnectedError
-        | aiohttp.ClientPayloadError
-        | aiohttp.ClientOSError
-        | ConnectionError,
-    ):
-        return "reset", f"connection broken: {name}: {_first_line(exc)}"
-    if isinstance(exc, TimeoutError):
-        return "timeout_total", f"timed out ({name})"
-    return "other", f"{name}: {_first_line(exc)}"
-
-
-def _exhaustion(exc: BaseException) -> str | None:
-    """What the client ran out of, if ``exc`` (or an error it wraps) says so; else None."""
-    seen: list[BaseException] = []
-    todo: list[BaseException | None] = [exc]
-    while todo:
-        err = todo.pop()
-        if err is None or any(err is s for s in seen) or len(seen) > 8:
-            continue
-        seen.append(err)
-        if isinstance(err, OSError):
-            if err.errno in _EXHAUSTION_ERRNOS:
-                code = errno.errorcode.get(err.errno, str(err.errno))
-                return f"{code}: {err.strerror or os.strerror(err.errno)}"
-            text = str(err).lower()
-            for phrase in _EXHAUSTION_TEXTS:
-                if phrase in text:
-                    return phrase
-        if isinstance(err, aiohttp.ClientConnectorError):
-            todo.append(err.os_error)
-        todo += [err.__cause__, err.__context__]
-    return None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:200] if text else ""
-
-
-async def _http_error(resp: aiohttp.ClientResponse) -> tuple[str, str, bool]:
-    """Error class, ``"HTTP <status>: <message>"`` and whether the body is an OpenAI-style
-    error body, for a non-200 response."""
-    status = resp.status
-    if status == 429:
-        error_class = "http_429"
-    elif 400 <= status < 500:
-        error_class = "http_4xx"
-    elif 500 <= status < 600:
-        error_class = "http_5xx"
-    else:
-        error_class = "other"
-    raw = b""
-    try:
-        # read() returns what is buffered; loop so a body split over packets is whole
-        while len(raw) < _ERROR_BODY_BYTES:
-            part = await resp.content.read(_ERROR_BODY_BYTES - len(raw))
-            if not part:
-                break
-            raw += part
-    except (aiohttp.ClientError, ConnectionError):
-        pass  # keep what arrived: the status alone still classifies it
-    message, openai_error = _error_body(raw)
-    return error_class, f"HTTP {status}: {message}", openai_error
-
-
-def _error_body(raw: bytes) -> tuple[str, bool]:
-    """The message of an error body, and whether it is an OpenAI-style error body.
-
-    OpenAI-style: a JSON object whose ``error`` is an object or a string, or vLLM's older
-    top-level ``{"object": "error", "message": ...}``.
-    """
-    text = raw.decode("utf-8", "replace")
-    try:
-        obj = json.loads(text)
-    except ValueError:
-        return _squash(text), False
-    if not isinstance(obj, dict):
-        return _squash(text), False
-    err = obj.get("error")
-    if isinstance(err, dict):
-        return _squash(str(err.get("message") or err.get("type") or err)), True
-    if isinstance(err, str):
-        return _squash(err), True
-    if obj.get("object") == "error" and "message" in obj:
-        return _squash(str(obj["message"])), True
-    msg = err if err is not None else obj.get("message") or obj.get("detail") or obj
-    return _squash(str(msg)), False
-
-
-def _body_message(raw: bytes) -> str:
-    return _error_body(raw)[0]
-
-
-def _squash(text: str) -> str:
-    return " ".join(text.split())[:200]
-
-
-def _parse_whole(raw: bytes, t: float) -> StreamOutcome:
-    """Interpret a non-streamed JSON answer (status 200) as a one-chunk outcome at ``t``."""
-    out = StreamOutcome(done=True, chunks=1)
-    try:
-        obj = json.loads(raw)
-    except ValueError:
-        out.error_class, out.error_detail = "stream_error", f"body is not JSON: {raw[:120]!r}"
-        return out
-    if not isinstance(obj, dict) or "error" in obj:
-        why = _body_message(raw)
-        out.error_class, out.error_detail = "stream_error", f"error body after 200: {why}"
-        return out
-    usage = obj.get("usage")
-    if isinstance(usage, dict):
-        if isinstance(usage.get("prompt_tokens"), int):
-            out.prompt_tokens = usage["prompt_tokens"]
-        if isinstance(usage.get("completion_tokens"), int):
-            out.completion_tokens = usage["completion_tokens"]
-    choices = obj.get("choices")
-    if not isinstance(choices, list) or not choices:
-        out.error_class, out.error_detail = "stream_error", "answer has no choices"
-        return out
-    choice = choices[0] if isinstance(choices[0], dict) else {}
-    message = choice.get("message")
-    text: object = message.get("content") if isinstance(message, dict) else choice.get("text")
-    reason = choice.get("finish_reason")
-    if isinstance(reason, str):
-        out.finish_reason = reason
-        if reason in ("error", "abort"):
-            out.error_class, out.error_detail = "stream_error", f"finish_reason {reason!r}"
-    if text:
-        out.t_first_token = out.t_last_token = t
-        out.content_chunks = 1
-    return out
-
-
-def _header(resp: aiohttp.ClientResponse, name: str) -> str | None:
-    """Response header ``name`` (at most 120 characters), or None when absent or empty."""
-    value = resp.headers.get(name)
-    return value[:120] if value else None
