@@ -17,7 +17,8 @@
 Everything in a report is derivable from these files (``faultkit report RUN_DIR``).
 Readers go through :class:`RunDir`'s typed readers: :meth:`RunDir.info` (:class:`RunInfo`),
 :meth:`RunDir.container_evidence` (:class:`ContainerEvidence` of two
-:class:`ContainerSnapshot`).
+:class:`ContainerSnapshot`), and :meth:`RunDir.read_model` for the models that live above
+this layer (``slo.types.read_measurement`` / ``read_verdict``).
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from faultkit.records import Event, JsonlWriter, RequestRecord, read_ledger, read_timeline
+
+_M = TypeVar("_M")
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -371,6 +374,23 @@ class RunDir:
                 f"{path.name}: expected a JSON object, got {type(obj).__name__}"
             )
         return obj
+
+    def read_model(
+        self, path: Path, parse: Callable[[dict[str, Any]], _M], model: str
+    ) -> _M | None:
+        """A JSON object file as a typed model: ``parse`` is the model's ``from_json``,
+        ``model`` its name for messages. ``None`` when the file is absent or ``{}``. Raises
+        :class:`UnreadableRunFile` when it is torn, not an object, or ``parse`` rejects it
+        (``TypeError``/``ValueError``: ``"<name>: does not match <model> (<why>)"``).
+        ``measurement.json`` and ``verdict.json`` are read this way by
+        ``slo.types.read_measurement`` / ``read_verdict`` (their models live in ``slo``)."""
+        obj = self.read_object(path)
+        if not obj:
+            return None
+        try:
+            return parse(obj)
+        except (TypeError, ValueError) as exc:
+            raise UnreadableRunFile(f"{path.name}: does not match {model} ({exc})") from exc
 
     def container_evidence(self) -> ContainerEvidence:
         """``container.json``; "not captured" throughout when absent. Raises

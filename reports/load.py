@@ -6,9 +6,11 @@ A report must render from whatever a run left behind (a crashed run may have no
 
 :func:`load_run` reads everything; :func:`load_run_summary` only ``run.json``,
 ``measurement.json`` and ``verdict.json`` (for listings). :func:`load_gate` reads a gate
-directory's ``gate.json`` the same tolerant way. ``run.json`` and ``container.json`` are
-parsed by :class:`faultkit.rundir.RunDir`'s typed readers (``RunInfo``,
-``ContainerEvidence``); a file they cannot read is listed in ``problems``.
+directory's ``gate.json`` the same tolerant way. ``run.json``, ``container.json``,
+``measurement.json`` and ``verdict.json`` are parsed by the run directory's typed readers
+(:meth:`faultkit.rundir.RunDir.info`, :meth:`~faultkit.rundir.RunDir.container_evidence`,
+:func:`slo.types.read_measurement`, :func:`slo.types.read_verdict`); a file they cannot
+read is listed in ``problems``.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from faultkit.rundir import (
     UnreadableRunFile,
 )
 from reports.errors import NotARunDirectory
-from slo.types import Measurement, Verdict
+from slo.types import Measurement, Verdict, read_measurement, read_verdict
 
 #: files whose presence makes a directory a run directory (any one suffices)
 RUN_FILES: tuple[str, ...] = (
@@ -151,14 +153,15 @@ def _read_obj(path: Path, problems: list[str]) -> dict[str, Any]:
         return {}
 
 
-def _measurement(obj: dict[str, Any], problems: list[str]) -> Measurement | None:
-    """``measurement.json`` as a :class:`Measurement`, or ``None`` (absent, or wrongly typed)."""
-    if not obj:
-        return None
+def _measurement(rd: RunDir, problems: list[str]) -> Measurement | None:
+    """``measurement.json`` as a :class:`Measurement`, or ``None`` (absent, unreadable, or
+    wrongly typed)."""
     try:
-        measurement = Measurement.from_json(obj)
-    except (TypeError, ValueError) as exc:
-        problems.append(f"measurement.json: does not match slo.Measurement ({exc})")
+        measurement = read_measurement(rd)
+    except UnreadableRunFile as exc:
+        problems.append(str(exc))
+        return None
+    if measurement is None:
         return None
     bad = [f"measurement.json {name}" for name in _bad_fields(measurement)] + [
         f"measurement.json slis.{k}.{name}"
@@ -171,14 +174,13 @@ def _measurement(obj: dict[str, Any], problems: list[str]) -> Measurement | None
     return measurement
 
 
-def _verdict(obj: dict[str, Any], problems: list[str]) -> Verdict | None:
-    """``verdict.json`` as a :class:`Verdict`, or ``None`` (absent, or not a verdict)."""
-    if not obj:
-        return None
+def _verdict(rd: RunDir, problems: list[str]) -> Verdict | None:
+    """``verdict.json`` as a :class:`Verdict`, or ``None`` (absent, unreadable, or not a
+    verdict)."""
     try:
-        return Verdict.from_json(obj)
-    except (TypeError, ValueError) as exc:
-        problems.append(f"verdict.json: does not match slo.Verdict ({exc})")
+        return read_verdict(rd)
+    except UnreadableRunFile as exc:
+        problems.append(str(exc))
         return None
 
 
@@ -195,8 +197,8 @@ def _load_judgement(data: RunData) -> None:
         data.run = rd.info()
     except UnreadableRunFile as exc:
         data.problems.append(str(exc))
-    data.measurement = _measurement(_read_obj(rd.measurement_json, data.problems), data.problems)
-    data.verdict = _verdict(_read_obj(rd.verdict_json, data.problems), data.problems)
+    data.measurement = _measurement(rd, data.problems)
+    data.verdict = _verdict(rd, data.problems)
 
 
 def load_run(path: Path) -> RunData:

@@ -18,6 +18,7 @@ from faultkit.rundir import (
     RunInfo,
     UnreadableRunFile,
 )
+from slo.types import read_measurement, read_verdict
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "runs"
 
@@ -162,3 +163,50 @@ def test_unreadable_run_json_raises(tmp_path: Path) -> None:
     run.run_json.write_text("{", encoding="utf-8")
     with pytest.raises(UnreadableRunFile, match=r"run\.json: unreadable"):
         run.info()
+
+
+def test_measurement_and_verdict_of_a_fixture_run() -> None:
+    run = RunDir(FIXTURES / "pass-kill")
+    m = read_measurement(run)
+    assert m is not None and m.node == "sim-vllm-a" and m.t_effect == 1767268800.0
+    assert (m.detection_s, m.recovery_s, m.lost_total) == (4.0, 8.3, 19)
+    verdict = read_verdict(run)
+    assert verdict is not None and verdict.outcome == "PASS"
+
+
+def test_absent_or_empty_measurement_and_verdict_are_none(tmp_path: Path) -> None:
+    run = RunDir(tmp_path)
+    assert read_measurement(run) is None and read_verdict(run) is None
+    run.write_json(run.measurement_json, {})
+    assert read_measurement(run) is None
+
+
+def test_measurement_written_before_t_effect_existed(tmp_path: Path) -> None:
+    run = RunDir(tmp_path)
+    run.write_json(run.measurement_json, {"node": "n", "t_inject": 10.0, "t_revert": 20.0,
+                                          "t_window_end": 30.0, "in_flight_at_inject": 3})
+    m = read_measurement(run)
+    assert m is not None and m.t_effect == 10.0 and m.in_flight_at_effect == 3
+
+
+@pytest.mark.parametrize(("name", "text", "why"), [
+    ("measurement.json", "{", "measurement.json: unreadable"),
+    ("measurement.json", '{"lost_total": 1}', "measurement.json: does not match slo.Measurement"),
+    ("verdict.json", "[]", "verdict.json: expected a JSON object, got list"),
+    ("verdict.json", '{"checks": 1}', "verdict.json: does not match slo.Verdict"),
+])
+def test_unreadable_measurement_or_verdict_raises(
+    tmp_path: Path, name: str, text: str, why: str
+) -> None:
+    run = RunDir(tmp_path)
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    with pytest.raises(UnreadableRunFile, match=re.escape(why)):
+        read_measurement(run) if name == "measurement.json" else read_verdict(run)
+
+
+def test_read_model_round_trips_a_written_model(tmp_path: Path) -> None:
+    run = RunDir(tmp_path)
+    m = read_measurement(RunDir(FIXTURES / "pass-kill"))
+    assert m is not None
+    run.write_json(run.measurement_json, m.to_json())
+    assert read_measurement(run) == m
