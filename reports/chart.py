@@ -77,7 +77,7 @@ def outcome(r: RequestRecord) -> str:
 def user_requests(data: RunData) -> list[RequestRecord]:
     """The run node's non-probe requests (all non-probe ones if none name the node)."""
     records = [r for r in data.ledger if r.kind != "probe"]
-    node = data.run.get("node")
+    node = data.run.node
     mine = [r for r in records if r.node == node]
     return mine or records
 

@@ -63,12 +63,6 @@ STARTUP_KV_RE = re.compile(
 )
 
 
-def _states(data: RunData) -> tuple[dict[str, Any], dict[str, Any]]:
-    before = data.container.get("before")
-    after = data.container.get("after")
-    return (before if isinstance(before, dict) else {}, after if isinstance(after, dict) else {})
-
-
 def _int(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -77,9 +71,9 @@ def _int(value: Any) -> int | None:
 
 def fault_kind(data: RunData) -> str | None:
     """The injected fault's kind: run.json ``fault.kind``, else the first fault event's data."""
-    fault = data.run.get("fault")
-    if isinstance(fault, dict) and isinstance(fault.get("kind"), str):
-        return str(fault["kind"])
+    fault = data.run.fault
+    if fault is not None and fault.kind is not None:
+        return fault.kind
     for ev in data.timeline:
         if ev.source == "fault" and isinstance(ev.data.get("fault"), str):
             return str(ev.data["fault"])
@@ -87,8 +81,8 @@ def fault_kind(data: RunData) -> str | None:
 
 
 def _log_lines(data: RunData, pattern: re.Pattern[str]) -> list[str]:
-    tail = data.container.get("log_tail")
-    if not isinstance(tail, str):
+    tail = data.container.log_tail
+    if tail is None:
         return []
     return [line.strip() for line in tail.splitlines() if pattern.search(line)]
 
@@ -102,11 +96,10 @@ def _exit_evidence(data: RunData) -> tuple[list[str], list[str]]:
     """(OOMKilled evidence, exit-137 evidence) from container.json and timeline event data."""
     oom: list[str] = []
     e137: list[str] = []
-    before, after = _states(data)
-    for name, state in (("before", before), ("after", after)):
-        if state.get("oom_killed") is True:
+    for name, state in (("before", data.container.before), ("after", data.container.after)):
+        if state.oom_killed is True:
             oom.append(f"container.json {name}.oom_killed = true")
-        if _int(state.get("exit_code")) == 137:
+        if state.exit_code == 137:
             e137.append(f"container.json {name}.exit_code = 137 (SIGKILL)")
     for out, hits, what in (
         (oom, [e for e in data.timeline if e.data.get("oom_killed") is True], "oom_killed = true"),
@@ -238,8 +231,7 @@ def rule_failed_rollout(data: RunData) -> Diagnosis | None:
 
 
 def rule_restart_loop(data: RunData) -> Diagnosis | None:
-    before, after = _states(data)
-    b, a = _int(before.get("restart_count")), _int(after.get("restart_count"))
+    b, a = data.container.before.restart_count, data.container.after.restart_count
     seen = [e for e in data.timeline if e.kind == EventKind.RESTART_SEEN]
     if b is not None and a is not None and a - b >= 2:
         return Diagnosis(
@@ -326,8 +318,7 @@ def rule_served_through(data: RunData) -> Diagnosis | None:
         f"run.json fault.kind = {kind} (a request-level fault: its requests are the fault)",
         "measurement.json lost_total = 0, t_detect = null, probe_detection_s = null",
     ]
-    before, after = _states(data)
-    b, a = _int(before.get("restart_count")), _int(after.get("restart_count"))
+    b, a = data.container.before.restart_count, data.container.after.restart_count
     if b is not None and a is not None:
         evidence.append(f"container.json restart_count {b} → {a}")
     return Diagnosis(

@@ -13,7 +13,7 @@ No figure is negative or meaningless. A node back before its fault was reverted 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 from faultkit.rundir import MEASUREMENT_JSON, RUN_JSON
 from reports.load import RunData
@@ -63,11 +63,6 @@ def num(value: float | int, digits: int = 1) -> str:
 def pct(fraction: float) -> str:
     """A fraction as a percentage with three significant figures (``0.0123`` → ``1.23 %``)."""
     return f"{fraction * 100:.3g} %"
-
-
-def _slo(data: RunData) -> dict[str, Any]:
-    slo = data.run.get("slo")
-    return slo if isinstance(slo, dict) else {}
 
 
 def _is_num(value: object) -> TypeGuard[float | int]:
@@ -125,9 +120,8 @@ def budget_figure(data: RunData) -> Figure:
     label = "SLO budget spent"
     if m is None:
         return Figure(label, NOT_CAPTURED, (Source(MEASUREMENT_JSON, (), "missing"),))
-    slo = _slo(data)
-    availability = slo.get("availability")
-    expected = data.run.get("slo_window_requests")
+    availability = data.run.slo.get("availability")
+    expected = data.run.slo_window_requests
     if (
         isinstance(availability, int | float)
         and 0 < availability < 1
@@ -239,7 +233,7 @@ def _recovery_after_revert(m: Measurement) -> Figure:
 
 def _impact(data: RunData, m: Measurement) -> list[Figure]:
     by_class = ", ".join(f"{k} {v}" for k, v in sorted(m.lost_by_class.items())) or "none"
-    ttft = _slo(data).get("ttft_s")
+    ttft = data.run.slo.get("ttft_s")
     objective = f"first token more than {num(ttft)} s after arrival" if _is_num(ttft) else (
         "first token slower than the TTFT objective"
     )

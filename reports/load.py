@@ -6,13 +6,16 @@ A report must render from whatever a run left behind (a crashed run may have no
 
 :func:`load_run` reads everything; :func:`load_run_summary` only ``run.json``,
 ``measurement.json`` and ``verdict.json`` (for listings). :func:`load_gate` reads a gate
-directory's ``gate.json`` the same tolerant way. No other module parses these files.
+directory's ``gate.json`` the same tolerant way. ``run.json``, ``container.json``,
+``measurement.json`` and ``verdict.json`` are parsed by the run directory's typed readers
+(:meth:`faultkit.rundir.RunDir.info`, :meth:`~faultkit.rundir.RunDir.container_evidence`,
+:func:`slo.types.read_measurement`, :func:`slo.types.read_verdict`); a file they cannot
+read is listed in ``problems``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,10 +33,13 @@ from faultkit.rundir import (
     RUN_JSON,
     TIMELINE_JSONL,
     VERDICT_JSON,
+    ContainerEvidence,
     RunDir,
+    RunInfo,
+    UnreadableRunFile,
 )
 from reports.errors import NotARunDirectory
-from slo.types import Measurement, Verdict
+from slo.types import Measurement, Verdict, read_measurement, read_verdict
 
 #: files whose presence makes a directory a run directory (any one suffices)
 RUN_FILES: tuple[str, ...] = (
@@ -52,11 +58,11 @@ class RunData:
     """Everything read from one run directory. ``None``/empty means "not captured"."""
 
     path: Path
-    run: dict[str, Any] = field(default_factory=dict)
+    run: RunInfo = field(default_factory=RunInfo)
     timeline: list[Event] = field(default_factory=list)
     ledger: list[RequestRecord] = field(default_factory=list)
     prometheus: dict[str, Any] = field(default_factory=dict)
-    container: dict[str, Any] = field(default_factory=dict)
+    container: ContainerEvidence = field(default_factory=ContainerEvidence)
     measurement: Measurement | None = None
     verdict: Verdict | None = None
     missing: list[str] = field(default_factory=list)
@@ -140,27 +146,22 @@ def is_run_dir(path: Path) -> bool:
 
 def _read_obj(path: Path, problems: list[str]) -> dict[str, Any]:
     """A JSON object file; ``{}`` when absent, and a line in ``problems`` when unreadable."""
-    if not path.exists():
-        return {}
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        problems.append(f"{path.name}: unreadable ({exc})")
+        return RunDir(path.parent).read_object(path)
+    except UnreadableRunFile as exc:
+        problems.append(str(exc))
         return {}
-    if not isinstance(obj, dict):
-        problems.append(f"{path.name}: expected a JSON object, got {type(obj).__name__}")
-        return {}
-    return obj
 
 
-def _measurement(obj: dict[str, Any], problems: list[str]) -> Measurement | None:
-    """``measurement.json`` as a :class:`Measurement`, or ``None`` (absent, or wrongly typed)."""
-    if not obj:
+def _measurement(rd: RunDir, problems: list[str]) -> Measurement | None:
+    """``measurement.json`` as a :class:`Measurement`, or ``None`` (absent, unreadable, or
+    wrongly typed)."""
+    try:
+        measurement = read_measurement(rd)
+    except UnreadableRunFile as exc:
+        problems.append(str(exc))
         return None
-    try:
-        measurement = Measurement.from_json(obj)
-    except (TypeError, ValueError) as exc:
-        problems.append(f"measurement.json: does not match slo.Measurement ({exc})")
+    if measurement is None:
         return None
     bad = [f"measurement.json {name}" for name in _bad_fields(measurement)] + [
         f"measurement.json slis.{k}.{name}"
@@ -173,14 +174,13 @@ def _measurement(obj: dict[str, Any], problems: list[str]) -> Measurement | None
     return measurement
 
 
-def _verdict(obj: dict[str, Any], problems: list[str]) -> Verdict | None:
-    """``verdict.json`` as a :class:`Verdict`, or ``None`` (absent, or not a verdict)."""
-    if not obj:
-        return None
+def _verdict(rd: RunDir, problems: list[str]) -> Verdict | None:
+    """``verdict.json`` as a :class:`Verdict`, or ``None`` (absent, unreadable, or not a
+    verdict)."""
     try:
-        return Verdict.from_json(obj)
-    except (TypeError, ValueError) as exc:
-        problems.append(f"verdict.json: does not match slo.Verdict ({exc})")
+        return read_verdict(rd)
+    except UnreadableRunFile as exc:
+        problems.append(str(exc))
         return None
 
 
@@ -193,9 +193,12 @@ def _require_run_dir(path: Path) -> RunData:
 def _load_judgement(data: RunData) -> None:
     """Fill ``run``, ``measurement`` and ``verdict`` of ``data`` from its directory."""
     rd = RunDir(data.path)
-    data.run = _read_obj(rd.run_json, data.problems)
-    data.measurement = _measurement(_read_obj(rd.measurement_json, data.problems), data.problems)
-    data.verdict = _verdict(_read_obj(rd.verdict_json, data.problems), data.problems)
+    try:
+        data.run = rd.info()
+    except UnreadableRunFile as exc:
+        data.problems.append(str(exc))
+    data.measurement = _measurement(rd, data.problems)
+    data.verdict = _verdict(rd, data.problems)
 
 
 def load_run(path: Path) -> RunData:
@@ -204,7 +207,10 @@ def load_run(path: Path) -> RunData:
     rd = RunDir(path)
     _load_judgement(data)
     data.prometheus = _read_obj(rd.prometheus_json, data.problems)
-    data.container = _read_obj(rd.container_json, data.problems)
+    try:
+        data.container = rd.container_evidence()
+    except UnreadableRunFile as exc:
+        data.problems.append(str(exc))
     events, n_lines = _read_lines(rd.timeline_jsonl, Event.from_json)
     data.timeline = sorted(events, key=lambda e: e.t)
     if len(events) < n_lines:

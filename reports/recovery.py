@@ -12,7 +12,6 @@ manual action (``harness/manual_*``). All times are epoch seconds; durations sec
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from faultkit.events import MANUAL_PREFIX, EventKind
 from faultkit.records import Event
@@ -64,14 +63,6 @@ def _first(events: list[Event], source: str, kind: str, after: float | None = No
     return None
 
 
-def _count(state: Any) -> int | None:
-    if isinstance(state, dict):
-        value = state.get("restart_count")
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None
-
-
 def analyse(data: RunData) -> Recovery:
     tl = data.timeline
     mechanisms: list[str] = []
@@ -89,7 +80,7 @@ def analyse(data: RunData) -> Recovery:
                 "fault/inject_start → inject_end",
             )
         )
-    b, a = _count(data.container.get("before")), _count(data.container.get("after"))
+    b, a = data.container.before.restart_count, data.container.after.restart_count
     # the fault acts from inject_start (e.g. a request fault's first requests), so evidence
     # of its effect counts from there, not from inject_end
     t_acting = first.t if first is not None else t_effect

@@ -141,8 +141,8 @@ def _errors_by_class(data: RunData) -> list[dict[str, Any]]:
 
 
 def _log_excerpt(data: RunData) -> str | None:
-    tail = data.container.get("log_tail")
-    if not isinstance(tail, str) or not tail.strip():
+    tail = data.container.log_tail
+    if tail is None or not tail.strip():
         return None
     lines = tail.splitlines()
     pattern = re.compile(
@@ -158,14 +158,12 @@ def _log_excerpt(data: RunData) -> str | None:
 
 
 def _states(data: RunData) -> list[dict[str, Any]]:
-    before, after = data.container.get("before"), data.container.get("after")
-    b = before if isinstance(before, dict) else {}
-    a = after if isinstance(after, dict) else {}
+    before, after = data.container.before, data.container.after
     return [
         {
             "field": f,
-            "before": b.get(f, "not captured") if b else "not captured",
-            "after": a.get(f, "not captured") if a else "not captured",
+            "before": before.get(f, "not captured"),
+            "after": after.get(f, "not captured"),
         }
         for f in CONTAINER_FIELDS
     ]
@@ -207,6 +205,7 @@ def incident_context(data: RunData) -> dict[str, Any]:
     """Everything ``incident.md.j2`` needs, computed from ``data`` alone."""
     diagnoses = diagnose(data)
     timeline_rows = rows(data)
+    # shown verbatim: the fault as run.json holds it
     fault = data.run.get("fault") if isinstance(data.run.get("fault"), dict) else {}
     kind = fault_kind(data)
     m = data.measurement
@@ -240,7 +239,7 @@ def incident_context(data: RunData) -> dict[str, Any]:
         "series": _series_rows(data),
         "alerts": _alert_rows(data),
         "prom_alerts": [a for a in data.prometheus.get("alerts") or [] if isinstance(a, dict)],
-        "container_captured": bool(data.container),
+        "container_captured": data.container.captured,
         "states": _states(data),
         "log": _log_excerpt(data),
         "diagnoses": diagnoses,
@@ -248,10 +247,8 @@ def incident_context(data: RunData) -> dict[str, Any]:
         "recovery": analyse(data),
         "missing": data.missing,
         "problems": data.problems,
-        "slo": data.run.get("slo") if isinstance(data.run.get("slo"), dict) else {},
-        "load_profile": data.run.get("load_profile")
-        if isinstance(data.run.get("load_profile"), dict)
-        else {},
+        "slo": data.run.slo,
+        "load_profile": data.run.load_profile,
     }
 
 

@@ -89,8 +89,8 @@ def run_entry(path: Path) -> RunEntry:
     """The entry of one run directory (``NotARunDirectory`` if it is none)."""
     data: RunData = load_run_summary(path)
     m = data.measurement
-    t_start = _num(data.run.get("t_start")) or stamp_time(path.name)
-    t_end = _num(data.run.get("t_end")) or (m.t_window_end if m is not None else None)
+    t_start = data.run.t_start or stamp_time(path.name)
+    t_end = data.run.t_end or (m.t_window_end if m is not None else None)
     kind = fault_kind(data)
     quiet = m is not None and no_outage(kind, m)
     return RunEntry(
@@ -99,8 +99,8 @@ def run_entry(path: Path) -> RunEntry:
         stamp=_stamp(path.name, t_start),
         t_start=t_start,
         t_end=t_end,
-        scenario=_str(data.run.get("scenario")),
-        node=_str(data.run.get("node")) or (m.node if m is not None else None),
+        scenario=data.run.scenario or None,
+        node=data.run.node or (m.node if m is not None else None),
         fault=kind,
         verdict=data.verdict.outcome if data.verdict is not None else None,
         detection_s=None if m is None else m.detection_s,

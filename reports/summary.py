@@ -159,10 +159,8 @@ def summary(data: RunData) -> str:
     lead = f"{outcome} (evidence missing)" if outcome == "INCONCLUSIVE" else outcome
     m = data.measurement
     kind = fault_kind(data)
-    fault = data.run.get("fault")
-    params = fault.get("params") if isinstance(fault, dict) else None
-    what = fault_phrase(kind, params if isinstance(params, dict) else {})
-    node = str(data.run.get("node") or (m.node if m is not None else "the node"))
+    what = fault_phrase(kind, data.run.fault.params if data.run.fault is not None else {})
+    node = data.run.node or (m.node if m is not None else "the node")
     if m is None:
         return (f"{lead}: no measurement of {what} on {node} was recorded "
                 "(the run ended before the fault took effect, or its files are missing).")

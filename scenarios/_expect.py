@@ -9,23 +9,21 @@ from __future__ import annotations
 from typing import Any
 
 from faultkit.plugin import Experiment
+from faultkit.rundir import ContainerEvidence, UnreadableRunFile
 from slo.checks import Checks, check
 from slo.types import CheckResult, Measurement
 
 
-def _container(experiment: Experiment, when: str) -> dict[str, Any]:
-    data = experiment.run.read_json(experiment.run.container_json, {}) or {}
-    state = data.get(when) or {}
-    return state if isinstance(state, dict) else {}
-
-
-def _state_gap(before: dict[str, Any], after: dict[str, Any]) -> str | None:
+def _state_gap(evidence: ContainerEvidence) -> str | None:
     """Why the container states cannot show a crash (``None``: both were captured)."""
-    for when, state in (("before", before), ("after", after)):
-        if not state:
+    for when, state in (("before", evidence.before), ("after", evidence.after)):
+        if not state.captured:
             return f"container state {when} the run not captured"
-        if state.get("error"):
-            return f"container state {when} the run unreadable: {state['error']}"
+        if state.error:
+            return f"container state {when} the run unreadable: {state.error}"
+        wrong = [n for n in state.invalid if n in ("restart_count", "oom_killed", "started_at")]
+        if wrong:
+            return f"container state {when} the run unreadable: wrong type of {', '.join(wrong)}"
     return None
 
 
@@ -36,8 +34,12 @@ def node_not_crashed(experiment: Experiment) -> Checks:
     judged: it is inconclusive, never a pass."""
 
     def fn(m: Measurement) -> CheckResult:
-        before, after = _container(experiment, "before"), _container(experiment, "after")
-        gap = _state_gap(before, after)
+        try:
+            evidence = experiment.run.container_evidence()
+            gap = _state_gap(evidence)
+        except UnreadableRunFile as exc:
+            evidence, gap = ContainerEvidence(), str(exc)
+        before, after = evidence.before, evidence.after
         if gap is not None:
             return CheckResult(
                 name="no_crash",
@@ -47,13 +49,11 @@ def node_not_crashed(experiment: Experiment) -> Checks:
                 why=gap,
                 inconclusive=True,
             )
-        restarts = (after.get("restart_count") or 0) - (before.get("restart_count") or 0)
+        restarts = (after.restart_count or 0) - (before.restart_count or 0)
         # Docker keeps OOMKilled from an earlier kill until the container is recreated,
         # so only a change during this run counts
-        oom = bool(after.get("oom_killed")) and not before.get("oom_killed")
-        restarted = bool(before.get("started_at")) and after.get("started_at") != before.get(
-            "started_at"
-        )
+        oom = bool(after.oom_killed) and not before.oom_killed
+        restarted = bool(before.started_at) and after.started_at != before.started_at
         passed = restarts == 0 and not oom and not restarted
         return CheckResult(
             name="no_crash",

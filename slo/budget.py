@@ -21,7 +21,6 @@ inventory's ``window_days``):
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Any
 
 from faultkit.durations import parse_prometheus_duration
 from faultkit.inventory import Inventory, Node
-from faultkit.rundir import MEASUREMENT_JSON, RUN_JSON
+from faultkit.rundir import MEASUREMENT_JSON, RUN_JSON, RunDir, RunInfo, UnreadableRunFile
 from slo.profiles import NodeQueries
 from slo.prom import Prometheus
 from slo.rules import BURN_WINDOWS
@@ -95,9 +94,9 @@ def _node_requests(prom: Prometheus, node: Node, window: str, now: float) -> flo
     return None if promql is None else _num(prom.query_value(promql, now))
 
 
-def _run_start(info: dict[str, Any], measurement: dict[str, Any]) -> float | None:
-    for key in ("t_start", "start", "started_at"):
-        value = info.get(key)
+def _run_start(info: RunInfo, measurement: dict[str, Any]) -> float | None:
+    # "start" and "started_at": older run.json files
+    for value in (info.t_start, info.get("start"), info.get("started_at")):
         if isinstance(value, int | float):
             return float(value)
     value = measurement.get("t_effect", measurement.get("t_inject"))
@@ -113,18 +112,19 @@ def chaos_runs(runs_dir: Path, since: float, until: float) -> list[dict[str, Any
         run_json, meas_json = path / RUN_JSON, path / MEASUREMENT_JSON
         if not path.is_dir() or not (run_json.exists() or meas_json.exists()):
             continue
+        rd = RunDir(path)
         try:
-            info = json.loads(run_json.read_text()) if run_json.exists() else {}
-            meas = json.loads(meas_json.read_text()) if meas_json.exists() else {}
-        except (OSError, json.JSONDecodeError):
+            info = rd.info()
+            meas = rd.read_object(rd.measurement_json)
+        except UnreadableRunFile:
             continue  # a run directory being written right now
         t_start = _run_start(info, meas)
         if t_start is None or not since <= t_start <= until:
             continue
         out.append({
             "run_dir": str(path),
-            "scenario": info.get("scenario"),
-            "node": info.get("node") or meas.get("node"),
+            "scenario": info.scenario,
+            "node": info.node or meas.get("node"),
             "t_start": t_start,
             "lost": meas.get("lost_total"),
         })

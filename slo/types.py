@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from faultkit.rundir import RunDir
+
 # CheckResult and Verdict live in slo.verdict; re-exported for existing imports
 from faultkit.windows import WindowSLIs as WindowSLIs
 from slo.verdict import CheckResult as CheckResult
@@ -100,3 +102,15 @@ class Measurement:
         values["slis"] = {k: WindowSLIs(**v) for k, v in (values.get("slis") or {}).items()}
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def read_measurement(run: RunDir) -> Measurement | None:
+    """``measurement.json`` of ``run``; ``None`` when absent. Raises
+    :class:`faultkit.rundir.UnreadableRunFile` when it is torn or not a Measurement."""
+    return run.read_model(run.measurement_json, Measurement.from_json, "slo.Measurement")
+
+
+def read_verdict(run: RunDir) -> Verdict | None:
+    """``verdict.json`` of ``run``; ``None`` when absent. Raises
+    :class:`faultkit.rundir.UnreadableRunFile` when it is torn or not a Verdict."""
+    return run.read_model(run.verdict_json, Verdict.from_json, "slo.Verdict")

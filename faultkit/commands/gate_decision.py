@@ -19,7 +19,8 @@ from typing import Any, Literal
 import yaml
 
 from faultkit.inventory import Inventory
-from faultkit.rundir import RunDir
+from faultkit.rundir import RunDir, UnreadableRunFile
+from slo.types import read_verdict
 from slo.verdict import Verdict
 
 __all__ = ["GateDecision", "ScenarioOutcome", "ScenarioResult", "config_diff", "decide",
@@ -183,9 +184,8 @@ def _case_result(case: ET.Element, verdict: str | None) -> tuple[ScenarioResult,
 def _verdict(run_dir: Path) -> Verdict | None:
     """The run's verdict.json; ``None`` if absent or unreadable (the XML's message stands)."""
     try:
-        data = (rd := RunDir(run_dir)).read_json(rd.verdict_json, None)
-        return Verdict.from_json(data) if isinstance(data, dict) else None
-    except (OSError, TypeError, ValueError):
+        return read_verdict(RunDir(run_dir))
+    except UnreadableRunFile:
         return None
 
 
@@ -202,7 +202,10 @@ def _reasons(verdict: Verdict, outcome: ScenarioResult) -> str:
 
 
 def _figures(run_dir: Path) -> dict[str, Any]:
-    data = (rd := RunDir(run_dir)).read_json(rd.measurement_json, {}) or {}
+    """The run's headline figures from measurement.json, key by key (``None`` when absent):
+    read as a plain object, not an ``slo.Measurement``, so a partial file still gives the
+    figures it holds."""
+    data = (rd := RunDir(run_dir)).read_object(rd.measurement_json)
     return {
         "detection_s": data.get("detection_s"),
         "recovery_s": data.get("recovery_s"),

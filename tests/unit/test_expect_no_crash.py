@@ -49,3 +49,15 @@ def test_same_container_passes_and_a_restart_fails(tmp_path: Path) -> None:
     result = judged(tmp_path / "b", {"before": UP, "after": restarted})
     assert result.failed
     assert result.why == "the node crashed and was restarted"
+
+
+def test_wrongly_typed_or_torn_container_json_is_inconclusive(tmp_path: Path) -> None:
+    """A container.json the harness could not have written is never read as "no crash"."""
+    result = judged(tmp_path / "a", {"before": UP, "after": UP | {"restart_count": "1"}})
+    assert result.inconclusive and not result.passed
+    assert result.why == "container state after the run unreadable: wrong type of restart_count"
+    torn = RunDir(tmp_path / "b")
+    torn.path.mkdir()
+    torn.container_json.write_text('{"before": {', encoding="utf-8")
+    result = node_not_crashed(SimpleNamespace(run=torn))(M).checks[0]  # type: ignore[arg-type]
+    assert result.inconclusive and result.why.startswith("container.json: unreadable")
