@@ -134,7 +134,7 @@ async def test_hung_node_arrivals_over_the_cap_are_shed_at_their_due_times(
     assert summary.error_rate == 1.0
 
 
-async def test_paused_node_sheds_only_during_the_pause_and_latency_counts_from_arrival(
+async def test_paused_node_sheds_while_the_cap_is_full_and_latency_counts_from_arrival(
     pausable: tuple[str, _Pausable],
 ) -> None:
     url, pause = pausable
@@ -154,7 +154,6 @@ async def test_paused_node_sheds_only_during_the_pause_and_latency_counts_from_a
     run = asyncio.create_task(gen.run())
     await asyncio.sleep(0.3)
     pause.gate.clear()
-    t_pause = gen.clock.now()
     await asyncio.sleep(0.3)
     pause.gate.set()
     t_resume = gen.clock.now()
@@ -168,20 +167,28 @@ async def test_paused_node_sheds_only_during_the_pause_and_latency_counts_from_a
     sent = [r for r in records if r.error_class != "shed_client"]
     assert all(r.status == "ok" for r in sent)
     assert _max_overlap(sent) <= cap
-    # shed only while the node was paused (plus the moment the held requests take to end)
+    # The windows below come from the records' own moments, not from sleeps: on a busy
+    # machine the loop may run late, and what is checked is cause and effect, not speed.
+    held = sorted(
+        (r for r in sent if r.t_invoke < t_resume and r.t_end > t_resume), key=lambda r: r.t_invoke
+    )
+    assert len(held) == cap, "the pause held exactly `cap` requests: the client never sends more"
+    # an arrival is shed exactly when `cap` sent requests are in flight at its moment
     assert shed
-    assert all(t_pause <= r.t_invoke <= t_resume + 0.25 for r in shed)
-    # once `cap` requests were held, every later arrival of the pause was shed
-    held_from = t_pause + 0.1
-    during = [r for r in records if held_from <= r.t_scheduled <= t_resume]  # type: ignore[operator]
+    for r in shed:
+        in_flight = sum(1 for s in sent if s.t_invoke <= r.t_invoke <= s.t_end)
+        assert in_flight == cap, (r.t_invoke, in_flight)
+    # from the moment the pause had filled the cap until the first held request ended,
+    # every arrival was shed, none delayed (no coordinated omission)
+    full_from, full_until = held[-1].t_invoke, min(r.t_end for r in held)
+    during = [r for r in records if full_from < r.t_invoke < full_until]
     assert during and all(r.error_class == "shed_client" for r in during)
     # the requests the pause held: user-facing latency includes the wait, never less
     for r in sent:
         assert r.t_scheduled is not None and r.t_scheduled <= r.t_invoke
         assert user_ttft_s(r) >= ttft_s(r)  # type: ignore[operator]
         assert user_e2e_s(r) >= e2e_s(r)
-    held = [r for r in sent if r.t_invoke < t_resume and r.t_end > t_resume]
-    assert held and all(user_ttft_s(r) >= t_resume - r.t_scheduled for r in held)  # type: ignore[operator]
+    assert all(user_ttft_s(r) >= t_resume - r.t_scheduled for r in held)  # type: ignore[operator]
 
 
 # ------------------------------------------------------------------ a healthy node
