@@ -233,7 +233,12 @@ async def test_rollout_command_pair_mode(scratch, tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- state machine
 
 class RealFaultSequences(RuleBasedStateMachine):
-    """inject / revert / crash (journal lock dropped) / sweep against a real container."""
+    """inject / revert / crash (journal lock dropped) / sweep against a real container.
+
+    The model: one fault per node (a second is refused as locked); after a crash, the
+    fault left applied blocks the node (refused as BLOCKED) until a sweep reverts it; a
+    refusal touches nothing; after a sweep with nothing live, the node is as it was.
+    """
 
     inv: Inventory
     node: Node
@@ -249,16 +254,20 @@ class RealFaultSequences(RuleBasedStateMachine):
 
     @rule(kind=st.sampled_from(["pause", "blackhole", "loss"]))
     def inject(self, kind: str) -> None:
-        if kind in self.live or kind in self.crashed:
-            return
         params: dict[str, Any] = {"pause": {}, "blackhole": {"mode": "blackhole"},
                                   "loss": {"percent": 20}}[kind]
         name = "partition" if kind == "blackhole" else kind
         fault = make_fault(name, self.node, inventory=self.inv, journal=self.journal, **params)
-        if self.live:  # one fault per node: the second is refused and touches nothing
-            held = next(iter(self.live.values()))
-            with pytest.raises(FaultRefused, match=f"locked by fault {held.id}"):
+        refusal = None
+        if self.live:  # one fault per node: the second is refused
+            refusal = f"locked by fault {next(iter(self.live.values())).id}"
+        elif self.crashed:  # a fault left applied by a dead harness blocks it until a sweep
+            refusal = "is BLOCKED by fault"
+        if refusal is not None:
+            state = snapshot(self.node)
+            with pytest.raises(FaultRefused, match=refusal):
                 self.loop.run_until_complete(fault.inject())
+            assert snapshot(self.node) == state, "a refused fault touched the node"
             return
         self.loop.run_until_complete(fault.inject())
         self.live[kind] = fault
