@@ -300,10 +300,12 @@ def test_oom_prone_config_fails_with_the_oom_diagnosis(lab: Lab, tmp_path: Path)
     assert serving_config_label(lab.inventory, "sim-vllm") == "sim-vllm-good", "rolled back after"
 
 
-def _gate(tmp_path: Path, node: str, config: str) -> tuple[int, str, dict[str, Any]]:
+def _gate(
+    tmp_path: Path, node: str, config: str, *pytest_args: str
+) -> tuple[int, str, dict[str, Any]]:
     result = run_cli(
         "gate", "--node", node, "--config", config, "--out", str(tmp_path),
-        "--steady-s", GATE_STEADY_S, timeout=1800,
+        "--steady-s", GATE_STEADY_S, "--", *pytest_args, timeout=1800,
     )
     gates = sorted(tmp_path.glob(f"gate-*-{node}-{config}"))
     assert gates, result.stdout + result.stderr
@@ -315,7 +317,10 @@ def _gate(tmp_path: Path, node: str, config: str) -> tuple[int, str, dict[str, A
 
 
 def test_gate_fails_the_oom_prone_config_and_rolls_back(lab: Lab, tmp_path: Path) -> None:
-    code, md, data = _gate(tmp_path, "sim-vllm", "sim-vllm-bad-oom")
+    """Stopped at its first failing scenario (pytest's ``-x``, passed through as a user
+    would): a FAIL is settled by then, the rollback and the report still happen, and CI
+    does not pay for the scenarios after it."""
+    code, md, data = _gate(tmp_path, "sim-vllm", "sim-vllm-bad-oom", "-x")
     assert code == 1, md
     assert data["decision"] == "fail" and data["rolled_back"] is True
     assert "long-prefill" in str(data["why"])
