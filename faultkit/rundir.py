@@ -24,16 +24,25 @@ this layer (``slo.types.read_measurement`` / ``read_verdict``).
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from faultkit.records import Event, JsonlWriter, RequestRecord, read_ledger, read_timeline
+from faultkit.runmodels import (
+    ContainerEvidence,
+    ContainerSnapshot,
+    FaultInfo,
+    RunInfo,
+    UnreadableRunFile,
+)
+
+__all__ = ["ContainerEvidence", "ContainerSnapshot", "FaultInfo", "GateDir", "RunDir", "RunInfo",
+           "UnreadableRunFile"]
 
 _M = TypeVar("_M")
 
@@ -57,230 +66,6 @@ JUNIT_XML = "junit.xml"
 FEED_JSONL = "feed.jsonl"
 PYTEST_LOG = "pytest.log"
 BUDGET_MD = "budget.md"
-
-
-class UnreadableRunFile(ValueError):
-    """A run file exists but is not what it should be (torn JSON, or not a JSON object).
-    The message names the file: ``"<name>: unreadable (...)"`` or
-    ``"<name>: expected a JSON object, got list"``."""
-
-
-def _whole(value: Any) -> int | None:
-    """An integer field: an int (not a bool), or a float with no fractional part."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    return None
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _flag(value: Any) -> bool | None:
-    return value if isinstance(value, bool) else None
-
-
-def _stamp(value: Any) -> float | str | None:
-    """A time: epoch seconds, or an RFC 3339 string as older run directories hold."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
-@dataclass(frozen=True, slots=True)
-class ContainerSnapshot:
-    """One side (``before`` or ``after``) of ``container.json``.
-
-    Written as :meth:`faultkit.containers.ContainerState.to_json` (secrets redacted),
-    ``{"error": why}`` when ``docker inspect`` failed, or ``null`` when the node has no
-    container. The typed fields hold the values the readers judge by; a value of the wrong
-    type reads as ``None`` and its name is listed in ``invalid``. ``fields`` is the object
-    exactly as written (``{}``: not captured), for reports that show it verbatim.
-    ``started_at``/``finished_at`` are epoch seconds, or RFC 3339 strings in older runs.
-    """
-
-    fields: Mapping[str, Any] = field(default_factory=dict)
-    error: str | None = None
-    status: str | None = None
-    exit_code: int | None = None
-    oom_killed: bool | None = None
-    restart_count: int | None = None
-    started_at: float | str | None = None
-    finished_at: float | str | None = None
-    image: str | None = None
-    invalid: tuple[str, ...] = ()
-
-    @property
-    def captured(self) -> bool:
-        """Anything was written for this side (an ``{"error": ...}`` counts)."""
-        return bool(self.fields)
-
-    def get(self, name: str, default: Any = None) -> Any:
-        """A field as written (any JSON value), ``default`` when absent."""
-        return self.fields.get(name, default)
-
-    @classmethod
-    def from_json(cls, data: Any) -> ContainerSnapshot:
-        """Tolerant: anything but a JSON object is "not captured"; wrongly typed fields are
-        ``None`` and named in ``invalid``."""
-        if not isinstance(data, dict) or not data:
-            return cls()
-        invalid: list[str] = []
-
-        def typed(name: str, parse: Callable[[Any], Any]) -> Any:
-            value = data.get(name)
-            if value is None:
-                return None
-            parsed = parse(value)
-            if parsed is None:
-                invalid.append(name)
-            return parsed
-
-        error = data.get("error")
-        return cls(
-            fields=dict(data),
-            error=str(error) if error else None,
-            status=typed("status", _text),
-            exit_code=typed("exit_code", _whole),
-            oom_killed=typed("oom_killed", _flag),
-            restart_count=typed("restart_count", _whole),
-            started_at=typed("started_at", _stamp),
-            finished_at=typed("finished_at", _stamp),
-            image=typed("image", _text),
-            invalid=tuple(invalid),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ContainerEvidence:
-    """``container.json``: the node's container state before and after the run, and its
-    log tail (secrets redacted). Missing or partial files read as "not captured"."""
-
-    before: ContainerSnapshot = field(default_factory=ContainerSnapshot)
-    after: ContainerSnapshot = field(default_factory=ContainerSnapshot)
-    #: the container log's last lines; ``None`` when absent or not a string
-    log_tail: str | None = None
-    #: the file held a non-empty JSON object
-    captured: bool = False
-
-    @classmethod
-    def from_json(cls, data: Any) -> ContainerEvidence:
-        if not isinstance(data, dict):
-            return cls()
-        tail = data.get("log_tail")
-        return cls(
-            before=ContainerSnapshot.from_json(data.get("before")),
-            after=ContainerSnapshot.from_json(data.get("after")),
-            log_tail=tail if isinstance(tail, str) else None,
-            captured=bool(data),
-        )
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
-
-
-def _as_written(value: Any) -> float | None:
-    """A finite number, its JSON type kept (an int stays an int: reports show it as such)."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return value
-    return None
-
-
-def _object(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-@dataclass(frozen=True, slots=True)
-class FaultInfo:
-    """``run.json`` ``fault``: what was injected, as ``Fault.describe()`` words it."""
-
-    kind: str | None = None
-    params: dict[str, Any] = field(default_factory=dict)
-    describe: str | None = None
-
-    @classmethod
-    def from_json(cls, data: Any) -> FaultInfo | None:
-        """``None`` when ``data`` is not a JSON object (no fault recorded)."""
-        if not isinstance(data, dict):
-            return None
-        return cls(
-            kind=_text(data.get("kind")),
-            params=_object(data.get("params")),
-            describe=_text(data.get("describe")),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class RunInfo:
-    """``run.json``: what ran, where, with which settings (docs/run-directory.md).
-
-    Every key is optional (a crashed run may have written only the first version, an
-    aborted one has no ``fault``); a missing or wrongly typed value reads as ``None`` (or
-    ``{}`` for the objects). ``fields`` is the object exactly as written, for reports that
-    show values verbatim and for keys without a typed field.
-    """
-
-    fields: Mapping[str, Any] = field(default_factory=dict)
-    scenario: str | None = None
-    node: str | None = None
-    engine: str | None = None
-    serving_config: str | None = None
-    node_config_hash: str | None = None
-    harness_version: str | None = None
-    prometheus_url: str | None = None
-    scrape_interval_s: float | None = None
-    load_profile: dict[str, Any] = field(default_factory=dict)
-    slo: dict[str, Any] = field(default_factory=dict)
-    t_start: float | None = None
-    t_end: float | None = None
-    fault: FaultInfo | None = None
-    fault_result: dict[str, Any] = field(default_factory=dict)
-    aborted: str | None = None
-    #: requests expected in the SLO window (reports' "SLO budget spent"), when recorded;
-    #: an int when written as one
-    slo_window_requests: float | None = None
-
-    def get(self, name: str, default: Any = None) -> Any:
-        """A key as written (any JSON value), ``default`` when absent."""
-        return self.fields.get(name, default)
-
-    @property
-    def captured(self) -> bool:
-        """``run.json`` held anything."""
-        return bool(self.fields)
-
-    @classmethod
-    def from_json(cls, data: Any) -> RunInfo:
-        if not isinstance(data, dict):
-            return cls()
-        return cls(
-            fields=dict(data),
-            scenario=_text(data.get("scenario")),
-            node=_text(data.get("node")),
-            engine=_text(data.get("engine")),
-            serving_config=_text(data.get("serving_config")),
-            node_config_hash=_text(data.get("node_config_hash")),
-            harness_version=_text(data.get("harness_version")),
-            prometheus_url=_text(data.get("prometheus_url")),
-            scrape_interval_s=_number(data.get("scrape_interval_s")),
-            load_profile=_object(data.get("load_profile")),
-            slo=_object(data.get("slo")),
-            t_start=_number(data.get("t_start")),
-            t_end=_number(data.get("t_end")),
-            fault=FaultInfo.from_json(data.get("fault")),
-            fault_result=_object(data.get("fault_result")),
-            aborted=_text(data.get("aborted")),
-            slo_window_requests=_as_written(data.get("slo_window_requests")),
-        )
 
 
 @dataclass(frozen=True)
