@@ -11,7 +11,6 @@ import asyncio
 import shutil
 import time
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import urlsplit
@@ -24,6 +23,7 @@ from faultkit.errors import ContainerNotFound, DockerError
 from faultkit.health import probe, wait_ready
 from faultkit.inventory import Inventory, Node, ServingConfig, config_hash, load_inventory
 from faultkit.progress import step
+from slo.prom import parse_rfc3339
 from testbed import llama
 from testbed._shell import Progress
 from testbed.engine import ensure_docker_engine
@@ -341,17 +341,9 @@ def _prometheus_targets(url: str) -> dict[str, TargetHealth] | None:
     out: dict[str, TargetHealth] = {}
     for target in data.get("data", {}).get("activeTargets", []):
         job = target.get("labels", {}).get("job") or target.get("scrapePool", "")
-        out[job] = TargetHealth(
-            target.get("health", "unknown"), _scrape_epoch(target.get("lastScrape"))
-        )
+        try:
+            last = parse_rfc3339(target.get("lastScrape"))
+        except ValueError:
+            last = None
+        out[job] = TargetHealth(target.get("health", "unknown"), last)
     return out
-
-
-def _scrape_epoch(stamp: object) -> float | None:
-    """Prometheus's RFC 3339 ``lastScrape`` → epoch seconds; its zero time → None."""
-    if not isinstance(stamp, str) or stamp.startswith("0001-"):
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
