@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from typing import Any
+
+from faultkit.timestamps import parse_rfc3339
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,16 +57,6 @@ class ContainerState:
         return asdict(self)
 
 
-def _epoch(stamp: str | None) -> float | None:
-    """Docker's RFC 3339 nanosecond stamps → epoch seconds; the zero time → None."""
-    if not stamp or stamp.startswith("0001-"):
-        return None
-    head, _, frac = stamp.rstrip("Z").partition(".")
-    digits = (frac.split("+")[0].split("-")[0] + "000000")[:6]
-    parsed = datetime.fromisoformat(f"{head}.{digits}+00:00")
-    return parsed.timestamp()
-
-
 def state_from_attrs(attrs: Mapping[str, Any]) -> ContainerState:
     """Build a :class:`ContainerState` from ``docker inspect`` output."""
     st = attrs.get("State", {})
@@ -82,8 +73,8 @@ def state_from_attrs(attrs: Mapping[str, Any]) -> ContainerState:
         exit_code=st.get("ExitCode"),
         oom_killed=bool(st.get("OOMKilled")),
         restart_count=int(attrs.get("RestartCount", 0)),
-        started_at=_epoch(st.get("StartedAt")),
-        finished_at=_epoch(st.get("FinishedAt")),
+        started_at=parse_rfc3339(st.get("StartedAt")),
+        finished_at=parse_rfc3339(st.get("FinishedAt")),
         pid=st.get("Pid") or None,
         image=config.get("Image", ""),
         restart_policy=(host.get("RestartPolicy") or {}).get("Name") or "no",

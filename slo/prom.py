@@ -26,6 +26,7 @@ import requests
 from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
+from faultkit.timestamps import parse_rfc3339 as parse_rfc3339  # this module's name for it
 from slo.errors import PrometheusError, PrometheusQueryError, PrometheusUnavailable
 
 
@@ -61,22 +62,6 @@ class Alert:
 def parse_value(raw: Any) -> float:
     """A Prometheus sample value ("1e+00", "NaN", "+Inf", …) as a float."""
     return float(raw)
-
-
-def parse_rfc3339(text: str | None) -> float | None:
-    """RFC 3339 (Prometheus' ``activeAt``, nanosecond precision allowed) → epoch seconds."""
-    if not text or text.startswith("0001-01-01"):
-        return None
-    from datetime import datetime
-
-    stamp = text.replace("Z", "+00:00")
-    # Python's fromisoformat takes at most 6 fractional digits; Go prints up to 9.
-    if "." in stamp:
-        head, rest = stamp.split(".", 1)
-        digits = "".join(ch for ch in rest if ch.isdigit())
-        tz = rest[len(digits) :]
-        stamp = f"{head}.{digits[:6].ljust(6, '0')}{tz}"
-    return datetime.fromisoformat(stamp).timestamp()
 
 
 def parse_vector(result: list[Mapping[str, Any]]) -> list[Sample]:
