@@ -52,6 +52,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 RUN_JSON = "run.json"
 TIMELINE_JSONL = "timeline.jsonl"
 LEDGER_JSONL = "ledger.jsonl"
+LEDGER_ARROWS = "ledger.arrows"
 PROMETHEUS_JSON = "prometheus.json"
 CONTAINER_JSON = "container.json"
 MEASUREMENT_JSON = "measurement.json"
@@ -99,7 +100,7 @@ class RunDir:
 
     @property
     def ledger_arrows(self) -> Path:
-        return self.path / "ledger.arrows"
+        return self.path / LEDGER_ARROWS
 
     @property
     def prometheus_json(self) -> Path:

@@ -45,6 +45,7 @@ from faultkit.load.profile import MAX_RATE_RPS
 from faultkit.load.stats import percentile, ttft_s
 from faultkit.progress import Progress, format_elapsed, is_live
 from faultkit.records import CLIENT_SIDE, RequestRecord
+from faultkit.rundir import LEDGER_ARROWS
 
 #: This many first requests all refused (or connect-timed-out) = the endpoint is unreachable.
 UNREACHABLE_AFTER = 8
@@ -129,7 +130,7 @@ def load(**opts: Any) -> None:
     ledger_path = Path(opts["ledger_path"]) if opts["ledger_path"] else None
     live = _live_wanted(opts["json_path"])
     with tempfile.TemporaryDirectory(prefix="faultkit-load-") as tmp:
-        ledger_file = columnar or Path(tmp) / "ledger.arrows"
+        ledger_file = columnar or Path(tmp) / LEDGER_ARROWS
         result, unreachable = asyncio.run(
             _run(target, profile, ledger_path, live=live, columnar_path=ledger_file)
         )

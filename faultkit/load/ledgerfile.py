@@ -42,6 +42,7 @@ import pyarrow as pa
 from faultkit.errors import LedgerFileError
 from faultkit.load.columnar import SCHEMA, batches_of, record_batch, records_from_batch
 from faultkit.records import RequestRecord, iter_jsonl
+from faultkit.rundir import LEDGER_ARROWS, LEDGER_JSONL
 
 __all__ = [
     "ARROW_NAME",
@@ -57,8 +58,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: The file names in a run directory.
-ARROW_NAME = "ledger.arrows"
-JSONL_NAME = "ledger.jsonl"
+#: a run directory's ledger files (their names are the run directory's: faultkit.rundir)
+ARROW_NAME = LEDGER_ARROWS
+JSONL_NAME = LEDGER_JSONL
 #: Default flush policy: a batch every 16,384 records or 10 s, whichever comes first. At
 #: 300 req/s that is one 3,000-record batch per 10 s (360 batches an hour).
 BATCH_ROWS = 16_384
