@@ -26,11 +26,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from faultkit.records import Event, JsonlWriter, RequestRecord, read_ledger, read_timeline
 from faultkit.runmodels import (
@@ -41,10 +41,17 @@ from faultkit.runmodels import (
     UnreadableRunFile,
 )
 
-__all__ = ["ContainerEvidence", "ContainerSnapshot", "FaultInfo", "GateDir", "RunDir", "RunInfo",
-           "UnreadableRunFile"]
+__all__ = ["ContainerEvidence", "ContainerSnapshot", "FaultInfo", "GateDir", "JsonModel", "RunDir",
+           "RunInfo", "UnreadableRunFile"]
 
 _M = TypeVar("_M")
+
+
+class JsonModel(Protocol):
+    """What :meth:`RunDir.write_model` writes: a model that gives its JSON object."""
+
+    def to_json(self) -> Mapping[str, Any]: ...
+
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -134,6 +141,19 @@ class RunDir:
     def timeline_writer(self) -> JsonlWriter:
         return JsonlWriter(self.timeline_jsonl)
 
+    def write_model(self, path: Path, model: JsonModel) -> None:
+        """Write a typed model (anything with ``to_json()``: ``Measurement``, ``Verdict``,
+        a scenario's own result) as JSON, atomically."""
+        self.write_json(path, model.to_json())
+
+    def write_info(self, info: RunInfo) -> None:
+        """``run.json``: written when the run starts, rewritten as it learns more."""
+        self.write_json(self.run_json, info.to_json())
+
+    def write_container_evidence(self, evidence: ContainerEvidence) -> None:
+        """``container.json``: the container before and after, and its log tail."""
+        self.write_json(self.container_json, evidence.to_json())
+
     def write_json(self, path: Path, data: Any) -> None:
         """Write JSON atomically (temp file + rename), so a reader never sees half a file."""
         tmp = path.with_suffix(path.suffix + ".tmp")
@@ -193,12 +213,6 @@ class RunDir:
         """``run.json``; empty (every field ``None``) when absent. Raises
         :class:`UnreadableRunFile` when it is torn or not a JSON object."""
         return RunInfo.from_json(self.read_object(self.run_json))
-
-    def run_info(self) -> dict[str, Any]:
-        """``run.json`` as a plain dict, for its writer (``Experiment._write_run_info``
-        updates and rewrites it); readers use :meth:`info`."""
-        info = self.read_json(self.run_json, {})
-        return info if isinstance(info, dict) else {}
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,10 @@ class ContainerSnapshot:
         """A field as written (any JSON value), ``default`` when absent."""
         return self.fields.get(name, default)
 
+    def to_json(self) -> dict[str, Any] | None:
+        """The object as written; ``None`` (JSON ``null``) when not captured."""
+        return dict(self.fields) if self.fields else None
+
     @classmethod
     def from_json(cls, data: Any) -> ContainerSnapshot:
         """Tolerant: anything but a JSON object is "not captured"; wrongly typed fields are
@@ -127,6 +131,17 @@ class ContainerEvidence:
     captured: bool = False
 
     @classmethod
+    def of(cls, before: Any, after: Any, log_tail: str) -> ContainerEvidence:
+        """The evidence a run writes: each side as ``ContainerState.to_json()`` gives it
+        (secrets redacted), ``{"error": why}``, or ``None`` for a node without a container."""
+        return cls(before=ContainerSnapshot.from_json(before),
+                   after=ContainerSnapshot.from_json(after), log_tail=log_tail, captured=True)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"before": self.before.to_json(), "after": self.after.to_json(),
+                "log_tail": self.log_tail}
+
+    @classmethod
     def from_json(cls, data: Any) -> ContainerEvidence:
         if not isinstance(data, dict):
             return cls()
@@ -163,6 +178,9 @@ class FaultInfo:
     kind: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
     describe: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "params": dict(self.params), "describe": self.describe}
 
     @classmethod
     def from_json(cls, data: Any) -> FaultInfo | None:
@@ -215,6 +233,26 @@ class RunInfo:
         """``run.json`` held anything."""
         return bool(self.fields)
 
+    def updated(self, **changes: Any) -> RunInfo:
+        """A copy with ``changes`` set (typed keys only: ``fault`` a :class:`FaultInfo`),
+        exactly as they will be written — ``None`` and ``{}`` included."""
+        unknown = sorted(set(changes) - set(_RUN_INFO_KEYS))
+        if unknown:
+            raise TypeError(f"run.json has no key {', '.join(unknown)}")
+        written = {k: v.to_json() if isinstance(v, FaultInfo) else v for k, v in changes.items()}
+        return RunInfo.from_json({**self.to_json(), **written})
+
+    def to_json(self) -> dict[str, Any]:
+        """The object to write: the keys as read (``fields``) under the typed values that
+        are set, so a rewrite keeps every key it does not know."""
+        out = dict(self.fields)
+        for name in _RUN_INFO_KEYS:
+            value = getattr(self, name)
+            if value is None or (isinstance(value, dict) and not value and name not in out):
+                continue
+            out[name] = value.to_json() if isinstance(value, FaultInfo) else value
+        return out
+
     @classmethod
     def from_json(cls, data: Any) -> RunInfo:
         if not isinstance(data, dict):
@@ -238,3 +276,7 @@ class RunInfo:
             aborted=_text(data.get("aborted")),
             slo_window_requests=_as_written(data.get("slo_window_requests")),
         )
+
+
+#: the typed keys of ``run.json`` (every :class:`RunInfo` field but ``fields``)
+_RUN_INFO_KEYS = tuple(name for name in RunInfo.__dataclass_fields__ if name != "fields")

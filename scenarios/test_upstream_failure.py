@@ -69,7 +69,7 @@ def routing_of(experiment: Experiment, upstream: Node) -> RouteAround:
         experiment.run.ledger(), m.node, upstream.name, m.t_effect, m.t_window_end,
         stretch_s=STRETCH_S,
     )
-    experiment.run.write_json(experiment.run.route_around_json, result.to_json())
+    experiment.run.write_model(experiment.run.route_around_json, result)
     return result
 
 

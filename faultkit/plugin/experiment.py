@@ -181,7 +181,7 @@ class Experiment(RunLifecycle):
             str(e.data.get("reason")) for e in self.events if e.kind == EventKind.EVIDENCE_GAP
         ))
         self.verdict = Verdict(checks=(), inconclusive=gaps)
-        self.run.write_json(self.run.verdict_json, self.verdict.to_json())
+        self.run.write_model(self.run.verdict_json, self.verdict)
         self._write_run_info(aborted=reason)
         return NotJudgeable(reason)
 
@@ -213,7 +213,7 @@ class Experiment(RunLifecycle):
             datetime.now(UTC).date(),
             case=self.case,
         )
-        self.run.write_json(self.run.verdict_json, self.verdict.to_json())
+        self.run.write_model(self.run.verdict_json, self.verdict)
         return self.verdict
 
     def finalize(self) -> None:

@@ -40,6 +40,7 @@ from faultkit.plugin.live import LiveStatus
 from faultkit.plugin.run_evidence import RunEvidence
 from faultkit.plugin.status import DryRunPlan
 from faultkit.records import Event, RequestRecord
+from faultkit.rundir import ContainerEvidence, FaultInfo
 from slo.capture import capture, cross_check
 from slo.evidence import preflight_gaps, steady_state_violations
 from slo.measure import MeasurementInputError, effect_of, measure, recovered_at
@@ -93,7 +94,7 @@ class RunLifecycle(RunEvidence):
         neighbours: Sequence[Node],
         recovery_deadline_s: float | None,
     ) -> Measurement:
-        self._write_run_info(fault={"kind": kind, "params": params, "describe": describe})
+        self._write_run_info(fault=FaultInfo(kind=kind, params=params, describe=describe))
         if self.dry_run:
             self.note(EventKind.DRY_RUN, plan=describe)
             raise DryRunPlan(describe)
@@ -220,15 +221,11 @@ class RunLifecycle(RunEvidence):
             ttft_objective_s=self.slo.ttft_s,
             effect_node=self.fault_node.name if self.fault_node else None,
         )
-        self.run.write_json(self.run.measurement_json, self.measurement.to_json())
-        self.run.write_json(
-            self.run.container_json,
-            {
-                "before": self._container_before,
-                "after": self._container_state(),
-                "log_tail": self._log_tail(),
-            },
-        )
+        self.run.write_model(self.run.measurement_json, self.measurement)
+        self.run.write_container_evidence(ContainerEvidence.of(
+            before=self._container_before, after=self._container_state(),
+            log_tail=self._log_tail(),
+        ))
         self._write_run_info(t_end=t_end)
         return self.measurement
 

@@ -5,9 +5,10 @@ methods read the experiment's fields (declared here for the type checker only).
 
 Contract:
 
-- ``_write_run_info(**extra)`` writes ``run.json``: the scenario, node, engine, serving
-  config and its hash, load profile, harness version, Prometheus, SLOs and ``t_start`` the
-  first time, then ``extra`` merged into what is there.
+- ``_write_run_info(**changes)`` writes ``run.json`` (a :class:`~faultkit.rundir.RunInfo`):
+  the scenario, node, engine, serving config and its hash, load profile, harness version,
+  Prometheus, SLOs and ``t_start`` the first time, then ``changes`` (typed fields) over
+  what is there.
 - ``_container_state()`` / ``_log_tail()`` — the node's container state and the last 80
   lines of its log for ``container.json``, every secret the inventory knows redacted
   (``_redact``); ``None`` / ``""`` for a node without a container, the error (redacted)
@@ -29,7 +30,7 @@ from faultkit.inventory import Inventory, Node, SLOSettings, config_hash
 from faultkit.load import LoadProfile
 from faultkit.plugin.evidence import container_events
 from faultkit.records import Event
-from faultkit.rundir import RunDir
+from faultkit.rundir import RunDir, RunInfo
 
 #: the logger the experiment has always written to (this code was part of its module)
 log = logging.getLogger("faultkit.plugin.experiment")
@@ -96,29 +97,30 @@ class RunEvidence:
 
         return redact_data(data, known_secrets(self.inventory))
 
-    def _write_run_info(self, **extra: Any) -> None:
-        info = self.run.run_info()
-        if not info:
+    def _write_run_info(self, **changes: Any) -> None:
+        """Write ``run.json``: what ran, where, with which settings, the first time; then
+        ``changes`` (typed :class:`~faultkit.rundir.RunInfo` fields) over what is there."""
+        info = self.run.info()
+        if not info.captured:
             config = (
                 self.inventory.serving_configs.get(self.node.serving_config)
                 if self.node.serving_config
                 else None
             )
-            info = {
-                "scenario": self.scenario,
-                "node": self.node.name,
-                "engine": self.node.engine,
-                "serving_config": self.node.serving_config,
-                "node_config_hash": config_hash(config),
-                "load_profile": dataclasses.asdict(self.load_profile),
-                "harness_version": harness_version(),
-                "prometheus_url": self.inventory.prometheus.url,
-                "scrape_interval_s": self.inventory.prometheus.scrape_interval_s,
-                "slo": self.slo.model_dump(),
-                "t_start": self.t_start,
-            }
-        info.update(extra)
-        self.run.write_json(self.run.run_json, info)
+            info = RunInfo().updated(
+                scenario=self.scenario,
+                node=self.node.name,
+                engine=self.node.engine,
+                serving_config=self.node.serving_config,
+                node_config_hash=config_hash(config),
+                load_profile=dataclasses.asdict(self.load_profile),
+                harness_version=harness_version(),
+                prometheus_url=self.inventory.prometheus.url,
+                scrape_interval_s=self.inventory.prometheus.scrape_interval_s,
+                slo=self.slo.model_dump(),
+                t_start=self.t_start,
+            )
+        self.run.write_info(info.updated(**changes))
 
 
 def harness_version() -> str:

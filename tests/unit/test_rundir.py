@@ -4,6 +4,7 @@ in the current format (tests/fixtures/runs)."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -143,7 +144,37 @@ def test_run_json_missing_optional_keys(tmp_path: Path) -> None:
     assert info.serving_config is None and info.engine is None and info.fault is None
     assert info.aborted == "not in steady state" and info.slo_window_requests is None
     assert info.load_profile == {} and info.fault_result == {}
-    assert run.run_info() == dict(info.fields)  # the writer's dict view is unchanged
+    written = json.loads(run.run_json.read_text())
+    run.write_info(info)  # a rewrite of what was read changes nothing
+    assert json.loads(run.run_json.read_text()) == written
+
+
+def test_run_info_updates_are_written_as_given_and_keep_unknown_keys(tmp_path: Path) -> None:
+    run = RunDir(tmp_path)
+    run.write_json(run.run_json, {"scenario": "kill", "node": "n", "custom": [1, 2]})
+    info = run.info().updated(fault=FaultInfo(kind="pause", params={"x": 1}, describe="p"),
+                              fault_result={}, serving_config=None, t_end=12.5)
+    run.write_info(info)
+    data = json.loads(run.run_json.read_text())
+    assert data == {"scenario": "kill", "node": "n", "custom": [1, 2], "fault_result": {},
+                    "serving_config": None, "t_end": 12.5,
+                    "fault": {"kind": "pause", "params": {"x": 1}, "describe": "p"}}
+    again = run.info()
+    assert again.fault == FaultInfo(kind="pause", params={"x": 1}, describe="p")
+    assert again.t_end == 12.5 and again.get("custom") == [1, 2]
+    with pytest.raises(TypeError, match="no key bogus"):
+        info.updated(bogus=1)
+
+
+def test_container_evidence_written_and_read_back(tmp_path: Path) -> None:
+    run = RunDir(tmp_path)
+    before = {"status": "running", "restart_count": 0, "started_at": 10.0}
+    run.write_container_evidence(ContainerEvidence.of(before=before, after=None, log_tail="x"))
+    assert json.loads(run.container_json.read_text()) == {
+        "before": before, "after": None, "log_tail": "x"}
+    evidence = run.container_evidence()
+    assert evidence.before.restart_count == 0 and evidence.before.status == "running"
+    assert not evidence.after.captured and evidence.log_tail == "x" and evidence.captured
 
 
 def test_run_json_wrong_types_read_as_none(tmp_path: Path) -> None:

@@ -53,6 +53,6 @@ async def test_run_fault_on_an_upstream_makes_the_fault_for_it(tmp_path: Path) -
     with pytest.raises(DryRunPlan, match="kill on a"):
         await exp.run_fault("kill", hold_s=0, on=inv.node("a"))
     assert exp.fault_node is not None and exp.fault_node.name == "a"
-    assert exp.run.run_info()["node"] == "gw"
+    assert exp.run.info().node == "gw"
     with pytest.raises(FaultRefused):  # the upstream's own allowlist applies
         await exp.run_fault("kill", hold_s=0, on=inv.node("b"))
