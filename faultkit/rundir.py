@@ -37,12 +37,13 @@ from faultkit.runmodels import (
     ContainerEvidence,
     ContainerSnapshot,
     FaultInfo,
+    GateResult,
     RunInfo,
     UnreadableRunFile,
 )
 
-__all__ = ["ContainerEvidence", "ContainerSnapshot", "FaultInfo", "GateDir", "JsonModel", "RunDir",
-           "RunInfo", "UnreadableRunFile"]
+__all__ = ["ContainerEvidence", "ContainerSnapshot", "FaultInfo", "GateDir", "GateResult",
+           "JsonModel", "RunDir", "RunInfo", "UnreadableRunFile"]
 
 _M = TypeVar("_M")
 
@@ -247,3 +248,12 @@ class GateDir:
     def timeline_jsonl(self) -> Path:
         """The gate's own timeline (rollout, rollback)."""
         return self.path / TIMELINE_JSONL
+
+    def write_result(self, result: GateResult) -> None:
+        """``gate.json``, atomically (temp file + rename)."""
+        RunDir(self.path).write_json(self.gate_json, result.to_json())
+
+    def result(self) -> GateResult:
+        """``gate.json`` (every field at its default when absent). Raises
+        :class:`UnreadableRunFile` when it is torn or not a JSON object."""
+        return GateResult.from_json(RunDir(self.path).read_object(self.gate_json))

@@ -1,7 +1,9 @@
-"""Typed models of the JSON files a run directory holds: what ``RunDir``'s readers return.
+"""Typed models of the JSON files a run directory holds: what ``RunDir``'s readers return
+and its writers take.
 
 :class:`ContainerEvidence` (two :class:`ContainerSnapshot`) is ``container.json``;
-:class:`RunInfo` (with its :class:`FaultInfo`) is ``run.json``. Each ``from_json`` takes
+:class:`RunInfo` (with its :class:`FaultInfo`) is ``run.json``; :class:`GateResult` is a
+gate directory's ``gate.json``. Each ``from_json`` takes
 whatever was written, old formats and torn runs included: a missing or wrongly typed value
 reads as ``None`` and the object as written stays in ``fields``. A file that is not a JSON
 object at all raises :class:`UnreadableRunFile` (from ``RunDir.read_object``).
@@ -280,3 +282,89 @@ class RunInfo:
 
 #: the typed keys of ``run.json`` (every :class:`RunInfo` field but ``fields``)
 _RUN_INFO_KEYS = tuple(name for name in RunInfo.__dataclass_fields__ if name != "fields")
+
+
+def _lines(value: Any) -> list[str]:
+    """A list of text lines: a JSON list (each item as text), or one string split in lines."""
+    if isinstance(value, list):
+        return [str(item) for item in value]
+    if isinstance(value, str):
+        return value.splitlines()
+    return []
+
+
+@dataclass(slots=True)
+class GateResult:
+    """``gate.json``: what ``faultkit gate`` decided and the evidence it decided on
+    (docs/run-directory.md, "The gate directory").
+
+    The gate fills it in as it goes (it is written once, at the end); readers get it from
+    :meth:`from_json`, which is tolerant like the run models: a missing or wrongly typed
+    value reads as its default and the object as written stays in ``fields``.
+    ``decision`` is ``"pass"`` or ``"fail"`` (``None``: the gate did not get that far).
+    ``scenarios`` are ``ScenarioOutcome.to_json()`` rows; ``rollout`` the rollout fault's
+    result; ``steady_state`` the steady-state phase's (``SteadyPhase.to_json()``).
+    """
+
+    node: str | None = None
+    candidate: str | None = None
+    current: str | None = None
+    config_diff: list[str] = field(default_factory=list)
+    decision: str | None = None
+    why: str | None = None
+    not_passed: list[str] = field(default_factory=list)
+    accepted: list[str] = field(default_factory=list)
+    scenarios: list[dict[str, Any]] = field(default_factory=list)
+    rollout: dict[str, Any] = field(default_factory=dict)
+    steady_state: dict[str, Any] | None = None
+    promoted: bool = False
+    rolled_back: bool = False
+    junit_xml: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.decision == "pass"
+
+    def fail(self, why: str) -> None:
+        """Decide FAIL, for ``why``."""
+        self.decision, self.why = "fail", why
+
+    def to_json(self) -> dict[str, Any]:
+        """The keys as read (``fields``) under the typed values."""
+        out = dict(self.fields)
+        for name in _GATE_KEYS:
+            out[name] = getattr(self, name)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> GateResult:
+        if not isinstance(data, dict):
+            return cls()
+        steady = data.get("steady_state")
+        return cls(
+            node=_text(data.get("node")),
+            candidate=_text(data.get("candidate")),
+            current=_text(data.get("current")),
+            config_diff=_lines(data.get("config_diff")),
+            decision=_text(data.get("decision")),
+            why=_text(data.get("why")),
+            not_passed=_lines(data.get("not_passed")),
+            accepted=_lines(data.get("accepted")),
+            scenarios=[s for s in data.get("scenarios") or [] if isinstance(s, dict)]
+            if isinstance(data.get("scenarios"), list) else [],
+            rollout=_object(data.get("rollout")),
+            steady_state=steady if isinstance(steady, dict) else None,
+            promoted=data.get("promoted") is True,
+            rolled_back=data.get("rolled_back") is True,
+            junit_xml=_text(data.get("junit_xml")),
+            started_at=_number(data.get("started_at")),
+            finished_at=_number(data.get("finished_at")),
+            fields=dict(data),
+        )
+
+
+#: the typed keys of ``gate.json``
+_GATE_KEYS = tuple(name for name in GateResult.__dataclass_fields__ if name != "fields")

@@ -34,6 +34,7 @@ from faultkit.rundir import (
     TIMELINE_JSONL,
     VERDICT_JSON,
     ContainerEvidence,
+    GateResult,
     RunDir,
     RunInfo,
     UnreadableRunFile,
@@ -241,14 +242,13 @@ class GateData:
     gate runs or when it was interrupted), and what could not be read."""
 
     path: Path
-    gate: dict[str, Any] = field(default_factory=dict)
+    gate: GateResult = field(default_factory=GateResult)
     problems: list[str] = field(default_factory=list)
 
     @property
     def scenarios(self) -> list[dict[str, Any]]:
         """The gate's scenario entries that are JSON objects."""
-        items = self.gate.get("scenarios")
-        return [s for s in items if isinstance(s, dict)] if isinstance(items, list) else []
+        return self.gate.scenarios
 
 
 def is_gate_dir(path: Path) -> bool:
@@ -260,7 +260,7 @@ def load_gate(path: Path) -> GateData:
     """Read a gate directory (or its ``gate.json``), tolerating a missing or torn file."""
     directory = path.parent if path.name == GATE_FILE else path
     data = GateData(path=directory)
-    data.gate = _read_obj(directory / GATE_FILE, data.problems)
+    data.gate = GateResult.from_json(_read_obj(directory / GATE_FILE, data.problems))
     if not (directory / GATE_FILE).exists():
         data.problems.append(f"{GATE_FILE}: not written (gate running or interrupted)")
     return data

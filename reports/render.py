@@ -19,7 +19,7 @@ from typing import Any
 import jinja2
 
 from faultkit.events import ALERT_PREFIX
-from faultkit.rundir import GATE_JSON, INCIDENT_MD, TIMELINE_JSONL, TIMELINE_PNG
+from faultkit.rundir import GATE_JSON, INCIDENT_MD, TIMELINE_JSONL, TIMELINE_PNG, GateResult
 from reports import markup, text
 from reports.chart import render_chart
 from reports.diagnosis import CONTEXT_RE, GPU_OOM_RE, STARTUP_KV_RE, diagnose, fault_kind
@@ -294,28 +294,23 @@ def _scenario_rows(scenarios: list[dict[str, Any]], gate_dir: Path) -> list[dict
     return out
 
 
-def render_gate(data: dict[str, Any], out: Path) -> Path:
-    """Write the gate summary for a gate JSON (schema in ``templates/gate.md.j2``) to ``out``.
+def render_gate(result: GateResult, out: Path) -> Path:
+    """Write the gate summary for a gate result (``gate.json``; template
+    ``templates/gate.md.j2``) to ``out``.
 
     Scenario rows link their run directory and incident report relative to ``out``'s
     directory (the gate directory), when those exist.
     """
-    scenarios = [s for s in data.get("scenarios") or [] if isinstance(s, dict)]
-    not_passed = data.get("not_passed")
-    accepted = data.get("accepted")
-    diff = data.get("config_diff") or []
     gate_dir = out.parent
     md = _ENV.get_template("gate.md.j2").render(
-        d=data,
-        scenarios=_scenario_rows(scenarios, gate_dir),
-        not_passed=[str(line) for line in not_passed] if isinstance(not_passed, list) else [],
-        accepted=[str(line) for line in accepted] if isinstance(accepted, list) else [],
-        diff="\n".join(str(line).rstrip("\n") for line in diff)
-        if isinstance(diff, list)
-        else str(diff),
-        junit=relative_link(data.get("junit_xml"), gate_dir, inside="."),
+        d=result.to_json(),
+        scenarios=_scenario_rows(result.scenarios, gate_dir),
+        not_passed=result.not_passed,
+        accepted=result.accepted,
+        diff="\n".join(line.rstrip("\n") for line in result.config_diff),
+        junit=relative_link(result.junit_xml, gate_dir, inside="."),
         files=[n for n in (GATE_JSON, TIMELINE_JSONL) if (gate_dir / n).exists()],
-        steady=steady_view(data.get("steady_state")),
+        steady=steady_view(result.steady_state),
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(md, encoding="utf-8")

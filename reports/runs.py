@@ -125,17 +125,17 @@ def gate_entry(path: Path) -> RunEntry:
     """The entry of one gate directory; its verdict is the gate's decision."""
     gate = load_gate(path)
     g = gate.gate
-    t_start = _num(g.get("started_at")) or stamp_time(path.name)
-    decision = g.get("decision")
-    candidate = _str(g.get("candidate"))
+    t_start = g.started_at or stamp_time(path.name)
+    decision = g.decision
+    candidate = g.candidate
     return RunEntry(
         kind="gate",
         path=path,
         stamp=_stamp(path.name, t_start),
         t_start=t_start,
-        t_end=_num(g.get("finished_at")),
+        t_end=g.finished_at,
         scenario=f"gate {candidate}" if candidate else "gate",
-        node=_str(g.get("node")),
+        node=g.node,
         fault="rollout",
         verdict=decision.upper() if decision in ("pass", "fail") else None,
         lost=_gate_lost(gate),

@@ -30,7 +30,6 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -52,7 +51,7 @@ from faultkit.inventory import Inventory, Node, load_inventory
 from faultkit.load.profile import LoadProfile
 from faultkit.progress import Progress
 from faultkit.records import Event, JsonlWriter
-from faultkit.rundir import GateDir, RunDir
+from faultkit.rundir import GateDir, GateResult
 from faultkit.sweep import sweep
 
 #: the scenarios are async: these hold also where no ini file says so (an installed wheel)
@@ -86,7 +85,7 @@ async def _run_gate(
     promote: bool,
     pytest_args: tuple[str, ...],
     steady: SteadyPhase,
-) -> dict[str, Any]:
+) -> GateResult:
     timeline = JsonlWriter(GateDir(out).timeline_jsonl)
 
     def emit(event: Event) -> None:
@@ -94,39 +93,32 @@ async def _run_gate(
         _say(f"{event.kind} {event.data.get('reason', '')}".rstrip())
 
     rollout = make_fault("rollout", node, inventory=inventory, timeline=emit, config=config)
-    data: dict[str, Any] = {
-        "node": node.name,
-        "candidate": config,
-        "current": node.serving_config,
-        "config_diff": config_diff(inventory, node.serving_config, config),
-        "scenarios": [],
-        "promoted": False,
-        "rolled_back": False,
-        "junit_xml": str(GateDir(out).junit_xml),
-        "started_at": time.time(),
-    }
+    result = GateResult(
+        node=node.name,
+        candidate=config,
+        current=node.serving_config,
+        config_diff=config_diff(inventory, node.serving_config, config),
+        junit_xml=str(GateDir(out).junit_xml),
+        started_at=time.time(),
+    )
     if not steady.checked:
         _say("steady state not checked (--steady-s 0)")
     await steady.measure_current(node.serving_config)  # before try: nothing to roll back yet
     _say(f"rolling {config!r} onto {node.name} ({rollout.describe()})")
     try:
         await rollout.inject()
+        result.rollout = dict(rollout.result)
         if rollout.result.get("rolled_back"):
-            data.update(
-                decision="fail",
-                rolled_back=True,
-                why=(
-                    f"{config} did not become ready "
-                    f"({rollout.result.get('failed_reason', 'unknown')}); "
-                    "it was rolled back automatically"
-                ),
-                rollout=rollout.result,
+            result.rolled_back = True
+            result.fail(
+                f"{config} did not become ready "
+                f"({rollout.result.get('failed_reason', 'unknown')}); "
+                "it was rolled back automatically"
             )
-            return data
-        data["rollout"] = rollout.result
+            return result
         if why := await steady.check_candidate(config):
-            data.update(decision="fail", why=why)
-            return data  # the gate stops at its first failing phase: no scenario runs
+            result.fail(why)
+            return result  # the gate stops at its first failing phase: no scenario runs
         _say(f"{config} is serving; running the gate scenarios")
         argv = [
             sys.executable,
@@ -155,28 +147,26 @@ async def _run_gate(
         ]
         code = await run_scenarios(argv, out)
         outcomes = read_junit(GateDir(out).junit_xml)
-        data["scenarios"] = [o.to_json() for o in outcomes]
+        result.scenarios = [o.to_json() for o in outcomes]
         decision = decide(outcomes, code, config)
-        data.update(
-            decision=decision.decision, why=decision.why, not_passed=list(decision.not_passed),
-            accepted=list(decision.accepted),
-        )
-        if data["decision"] == "pass" and (why := steady.regression_why()):
-            data.update(decision="fail", why=f"{why} (the gate scenarios passed)")
-        if data["decision"] == "pass" and promote:
+        result.decision, result.why = decision.decision, decision.why
+        result.not_passed, result.accepted = list(decision.not_passed), list(decision.accepted)
+        if result.passed and (why := steady.regression_why()):
+            result.fail(f"{why} (the gate scenarios passed)")
+        if result.passed and promote:
             assert isinstance(rollout, Rollout)
             rollout.promote()
-            data["promoted"] = True
-        return data
+            result.promoted = True
+        return result
     finally:
-        if not data["promoted"]:
+        if not result.promoted:
             # an interrupted scenario run may have left its fault applied: revert that first
             for line in await asyncio.to_thread(sweep, inventory=inventory):
                 _say(f"sweep after the scenario run: {line}")
             _say(f"restoring {node.serving_config or 'the previous config'} on {node.name}")
             await rollout.revert()
-            data["rolled_back"] = True
-        data["steady_state"] = steady.to_json()
+            result.rolled_back = True
+        result.steady_state = steady.to_json()
         timeline.close()
 
 
@@ -319,24 +309,24 @@ def gate(
     out = out_dir / f"gate-{stamp}-{node_name}-{config}"
     out.mkdir(parents=True)
     try:
-        data, signum = asyncio.run(until_interrupted(
+        result, signum = asyncio.run(until_interrupted(
             _run_gate(inventory, node, config, out, promote, pytest_args, steady)))
     except FaultRefused:
         raise  # bad input, nothing was done: exit 2 (faultkit.cli), not a failed gate
     except FaultkitError as exc:
         raise click.ClickException(str(exc)) from exc
-    if data is None or signum:
+    if result is None or signum:
         _say("interrupted: the previous config was restored")
         sys.exit(128 + (signum or signal.SIGINT))
-    data["finished_at"] = time.time()
-    RunDir(out).write_json(GateDir(out).gate_json, data)
-    md = render_gate(data, GateDir(out).gate_md)
-    verdict = "PASS" if data["decision"] == "pass" else "FAIL"
-    _say(f"{verdict}: {data['why']}")
-    for line in data.get("not_passed") or ():
+    result.finished_at = time.time()
+    GateDir(out).write_result(result)
+    md = render_gate(result, GateDir(out).gate_md)
+    verdict = "PASS" if result.passed else "FAIL"
+    _say(f"{verdict}: {result.why}")
+    for line in result.not_passed:
         _say(f"  {line}")
     click.echo(f"gate {verdict} — {config} on {node_name}; report: {md}")
-    sys.exit(0 if data["decision"] == "pass" else 1)
+    sys.exit(0 if result.passed else 1)
 
 
 def _dry_run(inventory: Inventory, node: Node, config: str, pytest_args: tuple[str, ...],

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from faultkit.rundir import BUDGET_MD, GATE_MD, RunDir
+from faultkit.rundir import BUDGET_MD, GATE_MD, GateResult, RunDir
 from reports.errors import ReportError
 from reports.render import render_budget, render_gate, render_incident
 
@@ -44,9 +44,8 @@ def report(run_dirs: tuple[Path, ...], gate_json: Path | None, budget_json: Path
         out = render_incident(run_dir)
         click.echo(f"wrote {out} and {RunDir(run_dir).timeline_png}")
     if gate_json is not None:
-        click.echo(
-            f"wrote {render_gate(_read_json(gate_json, 'gate'), gate_json.with_name(GATE_MD))}"
-        )
+        result = GateResult.from_json(_read_json(gate_json, "gate"))
+        click.echo(f"wrote {render_gate(result, gate_json.with_name(GATE_MD))}")
     if budget_json is not None:
         out = render_budget(_read_json(budget_json, "budget"), budget_json.with_name(BUDGET_MD))
         click.echo(f"wrote {out}")

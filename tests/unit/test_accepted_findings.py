@@ -16,6 +16,7 @@ from faultkit.commands.gate_decision import ScenarioOutcome, decide, read_junit
 from faultkit.errors import InventoryError
 from faultkit.inventory import load_inventory, parse_inventory
 from faultkit.plugin.status import ACCEPTED_STATUS, VERDICT_PROPERTY, verdict_status
+from faultkit.rundir import GateResult
 from reports import render_gate, render_incident
 from slo.accepted import apply_accepted, scenario_matches
 from slo.verdict import Acceptance, CheckResult, Verdict
@@ -443,7 +444,7 @@ def test_gate_md_lists_accepted_scenarios(tmp_path: Path) -> None:
         "not_passed": list(decision.not_passed),
         "accepted": list(decision.accepted),
     }
-    md = render_gate(data, tmp_path / "gate.md").read_text()
+    md = render_gate(GateResult.from_json(data), tmp_path / "gate.md").read_text()
     assert table_problems(md) == []
     assert "**Decision: PASS** — all 2 gate scenarios passed on llama-good" in md
     assert "Accepted (known findings of the node, unexpired — they do not fail the gate):" in md

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from faultkit.commands.gate_decision import ScenarioOutcome, decide, read_junit
+from faultkit.rundir import GateResult
 from reports import render_gate
 from slo.verdict import CheckResult, Verdict
 from tests.unit.reports_helpers import table_problems
@@ -185,7 +186,7 @@ def test_gate_md_lists_inconclusive_apart_from_fail(tmp_path: Path) -> None:
         "why": decision.why,
         "not_passed": list(decision.not_passed),
     }
-    md = render_gate(data, tmp_path / "gate.md").read_text()
+    md = render_gate(GateResult.from_json(data), tmp_path / "gate.md").read_text()
     assert "**Decision: FAIL** — 1 FAIL, 1 INCONCLUSIVE, 1 SKIPPED of 4" in md
     bullets = [line for line in md.splitlines() if line.startswith("- ")]
     assert bullets == [

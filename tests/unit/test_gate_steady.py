@@ -26,6 +26,7 @@ from faultkit.commands.gate_steady import (
 from faultkit.inventory import Node, SLOSettings
 from faultkit.load.fakeserver import serve
 from faultkit.load.profile import BACKGROUND_PROFILE, LoadProfile
+from faultkit.rundir import GateResult
 from faultkit.windows import WindowSLIs
 from reports import render_gate
 from tests.unit.inventory_text import one_node_inventory
@@ -297,7 +298,7 @@ def test_gate_md_shows_the_steady_state_table_with_the_regression_in_bold(
     p.current = SteadyState("good", slis())
     p.candidate = SteadyState("cand", slis(ttft_p95_s=0.5, error_ratio=0.0033, failed=1,
                                            ok=299))
-    md = render_gate(gate_data(p.to_json()), tmp_path / "gate.md").read_text()
+    md = render_gate(GateResult.from_json(gate_data(p.to_json())), tmp_path / "gate.md").read_text()
     lines = md.splitlines()
     assert lines[0] == "# Gate: cand on n"
     assert lines[2].startswith("**Decision: FAIL** — regression vs current")
@@ -321,7 +322,7 @@ def test_gate_md_says_when_the_current_config_was_not_measured(tmp_path: Path) -
     p = phase()
     p.current_why = "not measured: n was not ready before the rollout (refused)"
     p.candidate = SteadyState("cand", slis())
-    md = render_gate(gate_data(p.to_json()), tmp_path / "gate.md").read_text()
+    md = render_gate(GateResult.from_json(gate_data(p.to_json())), tmp_path / "gate.md").read_text()
     assert ("| SLOs | not measured: n was not ready before the rollout \\(refused\\) | "
             "PASS \\(2 checks\\) | |") in md
     assert "| TTFT p95 | — | 0.200 s | not compared |" in md
@@ -329,7 +330,8 @@ def test_gate_md_says_when_the_current_config_was_not_measured(tmp_path: Path) -
 
 
 def test_gate_md_says_steady_state_not_checked(tmp_path: Path) -> None:
-    md = render_gate(gate_data(phase(seconds=0).to_json()), tmp_path / "gate.md").read_text()
+    result = GateResult.from_json(gate_data(phase(seconds=0).to_json()))
+    md = render_gate(result, tmp_path / "gate.md").read_text()
     assert "Steady state not checked (`--steady-s 0`)." in md
     assert "| SLOs |" not in md
 
@@ -337,7 +339,7 @@ def test_gate_md_says_steady_state_not_checked(tmp_path: Path) -> None:
 def test_an_older_gate_json_has_no_steady_state_section(tmp_path: Path) -> None:
     data = gate_data({})
     del data["steady_state"]
-    md = render_gate(data, tmp_path / "gate.md").read_text()
+    md = render_gate(GateResult.from_json(data), tmp_path / "gate.md").read_text()
     assert "Steady state" not in md
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from faultkit.cli import cli
+from faultkit.rundir import GateResult
 from reports import render_budget, render_gate
 from tests.unit.reports_helpers import GOLDEN, copy_run, table_problems
 
@@ -75,7 +76,7 @@ GATE: dict[str, Any] = {
 
 
 def test_gate_summary(tmp_path: Path) -> None:
-    md = render_gate(GATE, tmp_path / "gate.md").read_text()
+    md = render_gate(GateResult.from_json(GATE), tmp_path / "gate.md").read_text()
     assert md.startswith("# Gate: ctx-32k on sim-vllm-a")
     assert "**Decision: FAIL** — 1 of 2 gate scenarios failed" in md
     assert "````diff\n--- default\n" in md
@@ -89,7 +90,7 @@ def test_gate_summary(tmp_path: Path) -> None:
 
 
 def test_gate_summary_tolerates_missing_keys(tmp_path: Path) -> None:
-    md = render_gate({"decision": "pass"}, tmp_path / "gate.md").read_text()
+    md = render_gate(GateResult.from_json({"decision": "pass"}), tmp_path / "gate.md").read_text()
     assert "**Decision: PASS** — not captured" in md
     assert "No scenario ran." in md
     assert table_problems(md) == []

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from faultkit.rundir import GateResult
 from reports import render_gate
 from reports.markup import code, code_text, link, text
 from reports.text import redact
@@ -144,7 +145,7 @@ def test_gate_summary_links_scenarios_relatively(tmp_path: Path) -> None:
             {"name": "test_oom[sim-vllm]", "passed": False, "run_dir": "runs/gone"},
         ],
     }
-    md = render_gate(data, gate_dir / "gate.md").read_text()
+    md = render_gate(GateResult.from_json(data), gate_dir / "gate.md").read_text()
     assert html(md) == []
     assert links(md) == [
         "junit.xml",

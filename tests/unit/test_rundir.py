@@ -15,6 +15,8 @@ from faultkit.rundir import (
     ContainerEvidence,
     ContainerSnapshot,
     FaultInfo,
+    GateDir,
+    GateResult,
     RunDir,
     RunInfo,
     UnreadableRunFile,
@@ -241,3 +243,26 @@ def test_read_model_round_trips_a_written_model(tmp_path: Path) -> None:
     assert m is not None
     run.write_json(run.measurement_json, m.to_json())
     assert read_measurement(run) == m
+
+
+def test_gate_result_round_trips_and_tolerates_old_and_torn_files(tmp_path: Path) -> None:
+    gate = GateDir(tmp_path)
+    assert gate.result() == GateResult()  # not written yet (gate running or interrupted)
+    result = GateResult(node="n", candidate="c", current="p", config_diff=["-a", "+b"],
+                        started_at=1.0)
+    result.fail("c did not become ready")
+    gate.write_result(result)
+    read = gate.result()
+    assert (read.decision, read.why, read.passed) == ("fail", "c did not become ready", False)
+    assert read.config_diff == ["-a", "+b"] and read.started_at == 1.0
+    # an older gate.json: a diff as one string, no steady state, a stray key, a bad type
+    gate.gate_json.write_text(json.dumps({"decision": "pass", "config_diff": "-a\n+b",
+                                          "scenarios": [{"name": "kill"}, 3],
+                                          "promoted": "yes", "extra": 1}))
+    old = gate.result()
+    assert old.passed and old.config_diff == ["-a", "+b"] and old.steady_state is None
+    assert old.scenarios == [{"name": "kill"}] and old.promoted is False
+    assert old.to_json()["extra"] == 1
+    gate.gate_json.write_text("{torn")
+    with pytest.raises(UnreadableRunFile, match=r"gate\.json: unreadable"):
+        gate.result()
