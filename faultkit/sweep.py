@@ -20,9 +20,10 @@ blindly. A record is listed and left in the journal, with nothing run, when:
   ``force=True`` it is replayed anyway (line ``NOT REPLAYED …``).
 
 A record is replayed while the sweep holds the locks of the nodes its fault held
-(:mod:`faultkit.faults.locks`); when one of them is held by a live fault now, the record
-is listed (``BUSY …``) and left for a later sweep, so an undo never runs under another
-fault's feet.
+(:mod:`faultkit.faults.locks`), taken *before* the record is claimed; when one of them is
+held by a live fault now, the record is listed (``BUSY …``) and left for a later sweep, so
+an undo never runs under another fault's feet — and a new fault, whose BLOCKED check runs
+under those same locks, never meets a record a sweeper is judging.
 
 A record the sweep leaves in the journal (``FAILED``, ``REFUSED``, ``NOT REPLAYED``,
 ``BUSY``) keeps its nodes BLOCKED: no new fault is injected there until it is reverted
@@ -77,25 +78,29 @@ def sweep(
     for path in journal.corrupt():
         lines.append(f"warning: unreadable journal record {path} (left for inspection)")
     for record in journal.orphans():
-        with journal.claim(record.id) as claimed:
-            if claimed is None:
-                continue  # taken by its (live) owner or another sweeper meanwhile
-            refusal = _refusal(journal, claimed, inventory, max_age_s, force, now)
-            if refusal is not None:
-                lines.append(refusal)
-                log.warning("sweep: %s", refusal)
+        refusal = _refusal(journal, record, inventory, max_age_s, force, now)
+        if refusal is not None:
+            lines.append(refusal)
+            log.warning("sweep: %s", refusal)
+            continue
+        # The node locks first, then the record: while a sweeper holds a record's claim
+        # the record looks live, so the BLOCKED check of a new fault (which runs holding
+        # the node locks) would not see it. Claiming only under the node locks leaves no
+        # moment in which a new fault could slip onto a node whose record is being judged.
+        with _node_locks(journal, record) as busy:
+            if busy is not None:
+                lines.append(
+                    f"BUSY {record.id} ({record.description}): {busy.describe(now)}; "
+                    "left in the journal: run `faultkit sweep` again once that fault is "
+                    "reverted"
+                )
+                log.warning("sweep: %s", lines[-1])
                 continue
-            with _node_locks(journal, claimed) as busy:
-                if busy is not None:
-                    lines.append(
-                        f"BUSY {claimed.id} ({claimed.description}): {busy.describe(now)}; "
-                        "left in the journal: run `faultkit sweep` again once that fault is "
-                        "reverted"
-                    )
-                    log.warning("sweep: %s", lines[-1])
-                    continue
+            with journal.claim(record.id) as claimed:
+                if claimed is None:
+                    continue  # taken by its (live) owner or another sweeper meanwhile
                 lines.append(_replay(journal, claimed))
-            log.info("sweep: %s", lines[-1])
+        log.info("sweep: %s", lines[-1])
     journal.prune()
     return lines
 

@@ -5,6 +5,7 @@ the sweep wait for a live fault on the node."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import multiprocessing.synchronize
 import os
@@ -12,6 +13,7 @@ import re
 import signal
 import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
@@ -252,3 +254,33 @@ def test_request_faults_take_no_node_lock() -> None:
     assert [lock.key for lock in make_fault("pause", "a", inventory=inv,
                                             dry_run=True).node_locks()] == [
         lock_key(inv.node("a"))]
+
+
+async def test_a_record_is_claimed_only_under_its_node_locks(tmp_path: Path) -> None:
+    """While a sweeper holds a record's claim the record looks live, so a new fault's
+    BLOCKED check would not see it: the sweep must already hold the node's locks then, so
+    the new fault is refused as busy instead of stacking on the fault left applied."""
+    crashed = FakeFault(node(), journal=FaultJournal(tmp_path), key="a")
+    await crashed.inject()
+    crashed.journal.release(crashed.id)  # its harness "died"
+    crashed.journal.nodes.drop(lock_key(node()))
+    sweeper = FaultJournal(tmp_path)
+    seen: list[str] = []
+    claim = sweeper.claim
+
+    @contextlib.contextmanager
+    def claim_then_try_a_new_fault(record_id: str) -> Iterator[JournalRecord | None]:
+        with claim(record_id) as claimed:
+            assert claimed is not None
+            seen.append("claimed")
+            # the record is claimed (it looks live): a new fault on the node now
+            newcomer = FakeFault(node(), journal=FaultJournal(tmp_path), key="b")
+            with pytest.raises(FaultRefused, match="sweep of pause"):
+                asyncio.run(newcomer.inject())
+            assert "b" not in WORLD
+            yield claimed
+
+    sweeper.claim = claim_then_try_a_new_fault  # type: ignore[method-assign]
+    (line,) = await asyncio.to_thread(sweep, sweeper)
+    assert seen == ["claimed"] and line.startswith(f"reverted {crashed.id}"), line
+    assert WORLD["a"] == "ok"
