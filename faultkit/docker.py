@@ -19,6 +19,7 @@ import docker
 import docker.errors
 import requests.exceptions
 from docker.models.containers import Container
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
 
 from faultkit.constants import LABEL_OWNER, LOCAL_DOCKER
 from faultkit.containers import (
@@ -86,7 +87,7 @@ class DockerHost:
             raise DockerError(f"{self.url}: not found: {exc.explanation or exc}") from exc
         except docker.errors.APIError as exc:
             raise DockerError(f"{self.url}: Docker API error: {exc.explanation or exc}",
-                              transient=exc.is_server_error()) from exc
+                              transient=exc.is_server_error() or _restarting(exc)) from exc
         except docker.errors.DockerException as exc:
             raise DockerUnavailable(self.url, str(exc)) from exc
         except (requests.exceptions.ConnectionError, FileNotFoundError) as exc:
@@ -183,9 +184,25 @@ class DockerHost:
             self.client.api.restart(name, timeout=timeout_s)
 
     def docker_kill(self, name: str, signal: str = "SIGKILL") -> None:
-        """``docker kill``: a *manual* stop — Docker's restart policy does not act on it."""
-        with self._mapped(container=name):
-            self.client.api.kill(name, signal=signal)
+        """``docker kill``: a *manual* stop — Docker's restart policy does not act on it.
+
+        Docker refuses to kill a container its restart policy is bringing back (409 "is
+        restarting"); that is retried for up to :data:`RESTARTING_WAIT_S` (the policy's
+        back-off between restarts grows to a minute), then raised saying so."""
+        retrying = Retrying(stop=stop_after_delay(RESTARTING_WAIT_S), wait=wait_fixed(0.25),
+                            retry=retry_if_exception(_is_restarting), reraise=True)
+        try:
+            for attempt in retrying:
+                with attempt, self._mapped(container=name):
+                    self.client.api.kill(name, signal=signal)
+        except DockerError as exc:
+            if _is_restarting(exc):
+                raise DockerError(
+                    f"{exc}; it was still restarting after {RESTARTING_WAIT_S:g} s (its restart "
+                    "policy keeps bringing it back): try again once it runs, or stop it",
+                    transient=True,
+                ) from exc
+            raise
 
     def remove(self, name: str, *, force: bool = True) -> None:
         with self._mapped(container=name):
@@ -301,3 +318,14 @@ def docker_host(url: str) -> DockerHost:
 # ---------------------------------------------------------------- container specs as data
 
 
+#: how long ``docker kill`` is retried while Docker says the container is restarting (s)
+RESTARTING_WAIT_S = 30.0
+
+
+def _restarting(exc: docker.errors.APIError) -> bool:
+    """Docker's 409 for a container its restart policy is bringing back: waiting helps."""
+    return exc.status_code == 409 and "is restarting" in str(exc.explanation or exc)
+
+
+def _is_restarting(exc: BaseException) -> bool:
+    return isinstance(exc, DockerError) and exc.transient and "is restarting" in str(exc)
