@@ -4,6 +4,7 @@ restarting"; faultkit waits for it (bounded) instead of failing the fault at onc
 from __future__ import annotations
 
 from types import SimpleNamespace
+
 import docker.errors
 import pytest
 import requests
