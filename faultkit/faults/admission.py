@@ -13,8 +13,9 @@ Two checks, each raising :class:`FaultRefused` (nothing journaled, nothing done)
   without undo steps and node locks (a request fault's) blocks nothing.
 - **A base_url its container does not serve** (:func:`faultkit.baseurl.check_base_url`),
   for faults that act on the container (``Fault.acts_on_container``): the fault would hit
-  one process and the load measure another. Checked once per process for each (Docker
-  host, container, base_url): only a proven result is remembered.
+  one process and the load measure another. Checked at every inject, on a fresh ``docker
+  inspect``: a container recreated under the same name (a rollout, a redeploy) may publish
+  other ports, so no earlier proof is trusted.
 
 Records written before node locks existed (no ``node_locks``) are matched by node name.
 Dry runs read the journal too (:func:`existing_journal`, which creates nothing), so a
@@ -35,11 +36,8 @@ from faultkit.faults.locks import NodeLock
 from faultkit.inventory import Node
 from faultkit.journal import FaultJournal, JournalRecord, default_journal_dir
 
-__all__ = ["blocking_records", "blocks_a_node", "existing_journal", "forget_proven",
-           "refuse_if_blocked", "refuse_unless_served", "what_blocks"]
-
-#: (Docker host, container, base_url) proven served in this process
-_PROVEN: set[tuple[str, str, str]] = set()
+__all__ = ["blocking_records", "blocks_a_node", "existing_journal", "refuse_if_blocked",
+           "refuse_unless_served", "what_blocks"]
 
 
 def blocks_a_node(record: JournalRecord) -> bool:
@@ -91,20 +89,11 @@ def existing_journal(directory: Path | None = None) -> FaultJournal | None:
 def refuse_unless_served(node: Node, inspect: Callable[[], Mapping[str, Any]]) -> None:
     """Raise :class:`FaultRefused` unless ``node``'s container is proven to serve its base_url.
 
-    ``inspect`` returns the container's ``docker inspect`` attributes; it is called only
-    when this process has not proven the node yet. Blocking: call it from a worker thread.
+    ``inspect`` returns the container's ``docker inspect`` attributes, read now. Blocking:
+    call it from a worker thread.
     """
     if node.docker is None:
-        return
-    key = (node.docker.host, node.docker.container, node.base_url)
-    if key in _PROVEN:
         return
     result = check_base_url(node, inspect())
     if not result.proven:
         raise FaultRefused(f"refused: {result.reason}. Nothing was done.")
-    _PROVEN.add(key)
-
-
-def forget_proven() -> None:
-    """Forget every node proven in this process (tests; a container recreated elsewhere)."""
-    _PROVEN.clear()

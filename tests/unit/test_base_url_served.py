@@ -10,7 +10,7 @@ import pytest
 
 from faultkit.baseurl import check_base_url
 from faultkit.errors import FaultRefused
-from faultkit.faults import admission, base, fault_class
+from faultkit.faults import base, fault_class
 from faultkit.journal import FaultJournal
 from faultkit.kinds import FAULTS
 from faultkit.records import Event
@@ -172,7 +172,6 @@ class FakeHost:
 @pytest.fixture(autouse=True)
 def _fresh() -> None:
     WORLD.clear()
-    admission.forget_proven()
 
 
 def use_host(monkeypatch: pytest.MonkeyPatch, attrs: dict[str, Any]) -> FakeHost:
@@ -205,20 +204,20 @@ async def test_a_container_not_proven_to_serve_the_base_url_is_refused_before_an
     assert FaultJournal(tmp_path).nodes.holders() == []  # the node lock was given back
 
 
-async def test_a_proven_node_is_inspected_once_per_process(
+async def test_every_inject_checks_the_container_afresh(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
 ) -> None:
+    """A proof is not remembered: the container may be recreated under the same name with
+    other ports (a rollout, a redeploy), and then the next fault must be refused."""
     host = use_host(monkeypatch, inspect_attrs())
-    for key in ("a", "b"):
-        async with ContainerFault(vllm("http://127.0.0.1:18000"), journal=FaultJournal(tmp_path),
-                                  key=key):
-            assert WORLD[key] == "broken"
-    assert host.inspected == 1
-    host.attrs = inspect_attrs(bindings={})  # same node, another base_url: checked afresh
+    async with ContainerFault(vllm("http://127.0.0.1:18000"), journal=FaultJournal(tmp_path),
+                              key="a"):
+        assert WORLD["a"] == "broken"
+    host.attrs = inspect_attrs(bindings={})  # recreated: it publishes nothing now
     with pytest.raises(FaultRefused, match="is not served"):
-        await ContainerFault(vllm("http://127.0.0.1:18001"), journal=FaultJournal(tmp_path)
-                             ).inject()
-    assert host.inspected == 2
+        await ContainerFault(vllm("http://127.0.0.1:18000"), journal=FaultJournal(tmp_path),
+                             key="b").inject()
+    assert host.inspected == 2 and "b" not in WORLD
 
 
 async def test_faults_that_do_not_act_on_the_container_are_not_checked(

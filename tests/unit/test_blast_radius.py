@@ -17,7 +17,7 @@ from faultkit import hostpid
 from faultkit.cli import cli
 from faultkit.docker import state_from_attrs
 from faultkit.errors import FaultError, FaultRefused
-from faultkit.faults import admission, base, make_fault, undo
+from faultkit.faults import base, make_fault, undo
 from faultkit.inventory import Inventory
 from faultkit.journal import FaultJournal
 from tests.unit.faults_fake import node
@@ -59,11 +59,6 @@ class FakeHost:
         def act(*args: Any, **kwargs: Any) -> None:
             self.acted.append(name)
         return act
-
-
-@pytest.fixture(autouse=True)
-def _prove_afresh() -> None:
-    admission.forget_proven()  # each test's fake host is inspected again
 
 
 @pytest.fixture
