@@ -102,3 +102,26 @@ def _check(pid: int, container_id: str, name: str) -> None:
         "Docker host itself, in its PID namespace (not inside a container, not against an "
         "engine in a VM or behind a forwarded socket). Nothing was done."
     )
+
+
+def container_processes(container_id: str) -> list[tuple[int, str]]:
+    """Every process of ``container_id`` (its full 64-hex id) as (host PID, command line),
+    lowest PID first: the processes whose ``/proc/<pid>/cgroup`` names the container.
+
+    Read from the kernel's process table, not from Docker (``docker top`` runs ``ps``
+    inside a namespace view faultkit would have to trust); a process that exits while it
+    is read is skipped. Needs the node's own host (:func:`is_local`)."""
+    if len(container_id) != 64:
+        return []
+    found: list[tuple[int, str]] = []
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if container_id not in (entry / "cgroup").read_text():
+                continue
+            raw = (entry / "cmdline").read_bytes()
+        except OSError:  # exited meanwhile, or not ours to read
+            continue
+        found.append((int(entry.name), raw.replace(b"\0", b" ").decode(errors="replace").strip()))
+    return sorted(found)

@@ -14,6 +14,7 @@ from __future__ import annotations
 #: fault kind → "module:Class" implementing it
 FAULTS: dict[str, str] = {
     "kill": "faultkit.faults.process:Kill",
+    "kill_process": "faultkit.faults.engine:KillProcess",
     "stop": "faultkit.faults.process:Stop",
     "restart": "faultkit.faults.process:Restart",
     "pause": "faultkit.faults.process:Pause",

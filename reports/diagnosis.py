@@ -92,6 +92,10 @@ def _rel(data: RunData, t: float) -> str:
     return f"t={t:.3f}" if t0 is None else f"{t - t0:+.1f} s"
 
 
+#: faults that kill the engine's process themselves: an exit 137 after them is theirs
+KILL_KINDS = frozenset({"kill", "kill_process"})
+
+
 def _exit_evidence(data: RunData) -> tuple[list[str], list[str]]:
     """(OOMKilled evidence, exit-137 evidence) from container.json and timeline event data."""
     oom: list[str] = []
@@ -124,24 +128,38 @@ def rule_memory_exhaustion(data: RunData) -> Diagnosis | None:
         return Diagnosis(
             "memory_exhaustion", "memory exhaustion (container OOM-killed)", tuple(oom + e137)
         )
-    if e137 and fault_kind(data) != "kill":
+    if e137 and fault_kind(data) not in KILL_KINDS:
         return Diagnosis(
             "memory_exhaustion",
             "memory exhaustion (SIGKILL with no injected kill)",
-            (*e137, f"injected fault was {fault_kind(data) or 'not recorded'}, not kill"),
+            (*e137, f"injected fault was {fault_kind(data) or 'not recorded'}, not a kill"),
         )
     return None
 
 
 def rule_injected_kill(data: RunData) -> Diagnosis | None:
     oom, e137 = _exit_evidence(data)
-    if fault_kind(data) == "kill" and e137 and not oom:
+    kind = fault_kind(data)
+    if kind in KILL_KINDS and e137 and not oom:
         return Diagnosis(
             "injected_kill",
             "engine process killed by the injected fault (SIGKILL)",
-            ("run.json fault.kind = kill", *e137),
+            (f"run.json fault.kind = {kind}", *e137),
         )
     return None
+
+
+def rule_never_restarted(data: RunData) -> Diagnosis | None:
+    """The engine died and its container's restart policy left it down (kill_process)."""
+    finding = data.run.fault_result.get("never_restarted")
+    if not isinstance(finding, str) or not finding:
+        return None
+    return Diagnosis(
+        "never_restarted",
+        "the engine died and nothing brought it back: no restart by the node's own supervision",
+        (f"run.json fault_result.never_restarted: {finding}",
+         "the harness started the container after its ready timeout: that is not a recovery"),
+    )
 
 
 def rule_gpu_oom(data: RunData) -> Diagnosis | None:
@@ -335,6 +353,7 @@ RULES: tuple[Callable[[RunData], Diagnosis | None], ...] = (
     rule_failed_rollout,
     rule_restart_loop,
     rule_context_rejection,
+    rule_never_restarted,
     rule_injected_kill,
     rule_injected_disruption,
     rule_monitoring_gap,

@@ -105,6 +105,21 @@ CATALOGUE: dict[str, tuple[Change, ...]] = {
         Change("prevent", "Truncate or reject over-long prompts client-side or at the gateway."),
         Change("process", "Publish the node's max context length with its API."),
     ),
+    "never_restarted": (
+        Change(
+            "prevent",
+            "Make the engine's death end the container with a non-zero status (an entrypoint "
+            "or supervisor that exits non-zero when the engine exits), or use the restart "
+            "policy `unless-stopped`: `on-failure` never restarts an exit 0.",
+        ),
+        Change(
+            "mitigate",
+            "Alert on the node being down for longer than its cold start; check the policy with "
+            "`docker inspect -f '{{.HostConfig.RestartPolicy.Name}}' CONTAINER`.",
+        ),
+        Change("process", "Gate every serving config with `kill_process` on the engine's "
+                          "worker, not only a kill of the container."),
+    ),
     "injected_kill": (
         Change(
             "mitigate",

@@ -151,7 +151,8 @@ def analyse(data: RunData) -> Recovery:
         kind = fault_kind(data) or ""
         word = _REVERT_WORDS.get(kind, f"revert {kind or 'the fault'}")
         # reverting a kill, a rollout or a request fault is bookkeeping, not what fixed it
-        if kind not in ("kill", "rollout", "oversized_context", "flood", "bad_input"):
+        if kind not in ("kill", "kill_process", "rollout", "oversized_context", "flood",
+                        "bad_input"):
             mechanisms.append(f"fault reverted ({word})")
             steps.append(
                 Step(

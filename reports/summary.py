@@ -81,6 +81,9 @@ def _with(template: str, key: str, fallback: str) -> Callable[[Mapping[str, Any]
 
 _PHRASES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "kill": _kill,
+    "kill_process": lambda p: (
+        f"a {p.get('signal') or 'SIGKILL'} to the engine's processes matching /{p['match']}/"
+        if p.get("match") else "the engine's death inside its container"),
     "stop": lambda p: "a docker stop",
     "restart": lambda p: "a docker restart",
     "pause": lambda p: "a docker pause",

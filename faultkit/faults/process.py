@@ -75,6 +75,7 @@ class _ReadyMixin(Fault):
             st = await asyncio.to_thread(self.docker.state, name)
             if st.running or st.restarting:
                 raise
+            self._stayed_down(st.status, st.exit_code)
             self.emit(EventKind.START_AFTER_DEADLINE, status=st.status)
             self.intervened(
                 "docker start",
@@ -91,6 +92,10 @@ class _ReadyMixin(Fault):
         self.emit(EventKind.READY, time_to_ready_s=self.result["time_to_ready_s"])
         if self.params.get("first_token", True):
             await self._measure_first_token(t0_mono)
+
+    def _stayed_down(self, status: str, exit_code: int | None) -> None:
+        """Called when the container stayed down past the ready timeout, before the harness
+        starts it (a fault records its finding here); ``exit_code`` as Docker reports it."""
 
     async def _measure_first_token(self, t0_mono: float) -> None:
         """Time to the first content chunk after ready; never silently absent.

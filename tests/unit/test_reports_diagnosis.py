@@ -258,3 +258,23 @@ def test_request_level_fault_without_outage_is_no_incident(tmp_path: Path) -> No
     # the same numbers for an outage fault are not "no incident"
     (tmp_path / "other").mkdir()
     assert _keys(make_run(tmp_path / "other", fault="stop", measurement=m)) == ["undiagnosed"]
+
+
+def test_an_engine_left_down_is_diagnosed_never_restarted(tmp_path: Path) -> None:
+    d = make_run(tmp_path, fault="kill_process",
+                 container={"before": {"exit_code": 0}, "after": {"exit_code": 0}})
+    run = json.loads((d / "run.json").read_text())
+    run["fault_result"] = {"never_restarted": "the container exited 0 (exited) and its restart "
+                           "policy 'on-failure' did not bring it back"}
+    (d / "run.json").write_text(json.dumps(run))
+    found = {x.key: x for x in diagnose(load_run(d))}
+    assert "never_restarted" in found
+    assert any("'on-failure' did not bring it back" in e for e in found["never_restarted"].evidence)
+
+
+def test_an_exit_137_after_kill_process_is_the_injected_kill(tmp_path: Path) -> None:
+    d = make_run(tmp_path, fault="kill_process",
+                 container={"before": {"exit_code": 0}, "after": {"exit_code": 137,
+                                                                  "restart_count": 1}})
+    keys = _keys(d)
+    assert "memory_exhaustion" not in keys

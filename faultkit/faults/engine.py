@@ -1,0 +1,130 @@
+"""``kill_process``: the engine dies *inside* its container, and nothing but the node's own
+supervision may bring it back.
+
+``kill`` ends the container's main process; real engines die otherwise: vLLM's engine core
+(a child process) is OOM-killed or crashes and the API server above it exits — with status
+0 in some versions, which an ``on-failure`` restart policy never restarts — or stays up
+answering errors. ``kill_process match=REGEX`` sends ``signal`` (default SIGKILL) to every
+process of the container whose command line matches (``re.search``), from the host's PID
+namespace, each PID proven to be the container's (:mod:`faultkit.hostpid`, through a
+pidfd). Then revert waits for the node to serve again by itself (``ready_timeout_s``); if it
+does not, and the container has stopped, the harness starts it — an intervention: the
+node did not recover, the harness repaired it, and the run says so.
+
+``result``: ``matched`` (each killed process: pid and command line), ``restart_policy``
+(the container's *effective* policy, from ``docker inspect``), ``container_died`` and
+``exit_code`` (when the container went down), ``restart_count_before``/``_after``,
+``time_to_ready_s``, ``time_to_first_token_s`` (as for ``kill``), and
+``never_restarted`` — a finding in words when the container exited and its policy did not
+bring it back (exit 0 under ``on-failure``, or policy ``no``).
+
+Refused before anything is done when no process matches (the message lists the
+container's processes), when the node's engine is not local, or when the container is not
+running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import time
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from faultkit import hostpid
+from faultkit.errors import FaultParamError, FaultRefused
+from faultkit.faults.params import Param, ParamSpec
+from faultkit.faults.process import READY_TIMEOUT, _ReadyMixin
+from faultkit.inventory import Inventory, Node
+
+#: signals that end an engine the ways engines end
+SIGNALS = ("SIGKILL", "SIGTERM", "SIGSEGV", "SIGABRT")
+
+
+class KillProcess(_ReadyMixin):
+    """Kill the container's processes whose command line matches ``match``."""
+
+    kind: ClassVar[str] = "kill_process"
+    revert_runs_undo: ClassVar[bool] = False  # wait for the node's own supervision first
+    PARAMS: ClassVar[ParamSpec] = {
+        "match": (str, None),
+        "signal": Param(str, "SIGKILL", choices=SIGNALS),
+        "ready_timeout_s": READY_TIMEOUT,
+        "first_token": (bool, True),
+    }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        pattern = self.params["match"]
+        if not pattern:
+            raise FaultParamError(
+                "kill_process match: must be given as match=REGEX, searched in each process's "
+                "command line (e.g. match=EngineCore, match=llama-server)",
+                param="match", allowed="a regular expression")
+        try:
+            self.pattern = re.compile(pattern)
+        except re.error as exc:
+            raise FaultParamError(f"kill_process match: {pattern!r} is not a regular "
+                                  f"expression ({exc})", param="match",
+                                  allowed="a regular expression") from None
+
+    @classmethod
+    def check_blast_radius(
+        cls, node: Node, inventory: Inventory | None, params: Mapping[str, Any]
+    ) -> None:
+        """Signalling a process inside a container needs the node's own host."""
+        if node.docker and not hostpid.is_local(node.docker.host):
+            raise hostpid.remote_refusal("kill_process", node.name, node.docker.host)
+
+    def what(self) -> str:
+        return (f"{self.params['signal']} to the container's processes matching "
+                f"/{self.params['match']}/ (the engine dies inside; its supervision must bring "
+                "it back)")
+
+    def _matching(self) -> tuple[str, list[tuple[int, str]], list[tuple[int, str]]]:
+        """The container's id, its processes, and those whose command line matches."""
+        attrs = self.docker.inspect(self.container)
+        hostpid.proven_pid(attrs)  # running, and its PIDs are this host's
+        container_id = str(attrs.get("Id") or "")
+        policy = ((attrs.get("HostConfig") or {}).get("RestartPolicy") or {})
+        self.result["restart_policy"] = policy.get("Name") or "no"
+        processes = hostpid.container_processes(container_id)
+        return container_id, processes, [p for p in processes if self.pattern.search(p[1])]
+
+    async def _prepare(self) -> list[dict[str, Any]]:
+        steps = await super()._prepare()
+        _, processes, matched = await asyncio.to_thread(self._matching)
+        if not matched:
+            listing = "; ".join(f"{pid} {cmd[:80]}" for pid, cmd in processes) or "none"
+            raise FaultRefused(
+                f"refused: kill_process on {self.node.name!r}: no process of container "
+                f"{self.container!r} matches /{self.params['match']}/ (its processes: "
+                f"{listing}). Nothing was done.")
+        return steps
+
+    async def _apply(self) -> None:
+        self._t0 = time.monotonic()
+        container_id, _, matched = await asyncio.to_thread(self._matching)
+        sig = signal.Signals[self.params["signal"]]
+        self.result["matched"] = [{"pid": pid, "cmdline": cmd[:200]} for pid, cmd in matched]
+        self.acting(f"{sig.name} to {len(matched)} process(es) matching "
+                    f"/{self.params['match']}/: {', '.join(str(p) for p, _ in matched)}")
+        for pid, _ in matched:
+            await self.act(hostpid.kill, pid, container_id, sig, name=self.container)
+
+    async def _after_undo(self) -> None:
+        await self._wait_back(self._t0)
+        before = self.result.get("restart_count_before", 0)
+        after = self.result.get("restart_count_after", before)
+        self.result["container_died"] = after > before or "never_restarted" in self.result
+
+    def _stayed_down(self, status: str, exit_code: int | None) -> None:
+        """The container stopped and its restart policy left it so: the finding, in words."""
+        policy = self.result.get("restart_policy", "no")
+        self.result["exit_code"] = exit_code
+        clean_exit = " (on-failure never restarts an exit 0)" if (
+            policy == "on-failure" and exit_code == 0) else ""
+        self.result["never_restarted"] = (
+            f"the container exited {exit_code} ({status}) and its restart policy "
+            f"'{policy}' did not bring it back{clean_exit}")

@@ -1,0 +1,108 @@
+"""``kill_process``: the engine dies inside its container. Real child processes stand in for
+the container's (a fake /proc names them as the container's); only the processes whose
+command line matches, and that /proc proves to be the container's, are signalled."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from faultkit.errors import FaultParamError, FaultRefused
+from faultkit.faults import make_fault
+from faultkit.journal import FaultJournal
+from tests.unit.test_blast_radius import (
+    CID,
+    OTHER,
+    FakeHost,
+    cgroup,
+    docker_node,
+    fake_proc,  # noqa: F401 - the fixture
+    use_host,
+)
+
+
+def _sleeper() -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+
+
+def _as_process(proc: Path, child: subprocess.Popen[bytes], container: str, cmdline: str) -> None:
+    cgroup(proc, child.pid, f"0::/docker/{container}\n")
+    (proc / str(child.pid) / "cmdline").write_bytes(cmdline.replace(" ", "\0").encode() + b"\0")
+
+
+@pytest.fixture
+def processes(fake_proc: Path) -> Iterator[dict[str, subprocess.Popen[bytes]]]:  # noqa: F811
+    children = {"api": _sleeper(), "engine": _sleeper(), "bystander": _sleeper()}
+    _as_process(fake_proc, children["api"], CID, "python3 -m vllm.entrypoints.api_server")
+    _as_process(fake_proc, children["engine"], CID, "VLLM::EngineCore")
+    # the same command line in another container: never touched
+    _as_process(fake_proc, children["bystander"], OTHER, "VLLM::EngineCore")
+    yield children
+    for child in children.values():
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+
+
+async def test_only_the_matching_processes_of_the_container_are_killed(
+    processes: dict[str, subprocess.Popen[bytes]], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    use_host(monkeypatch, FakeHost(pid=processes["api"].pid))
+    fault = make_fault("kill_process", docker_node(base_url="http://127.0.0.1:9"),
+                       journal=FaultJournal(tmp_path), match="EngineCore")
+    await fault.inject()
+    assert processes["engine"].wait(10) == -signal.SIGKILL
+    assert processes["api"].poll() is None and processes["bystander"].poll() is None
+    assert fault.result["matched"] == [{"pid": processes["engine"].pid,
+                                        "cmdline": "VLLM::EngineCore"}]
+    assert fault.result["restart_policy"] == "no"  # FakeHost's inspect names none
+
+
+async def test_no_matching_process_is_refused_listing_the_containers_processes(
+    processes: dict[str, subprocess.Popen[bytes]], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    use_host(monkeypatch, FakeHost(pid=processes["api"].pid))
+    fault = make_fault("kill_process", docker_node(base_url="http://127.0.0.1:9"),
+                       journal=FaultJournal(tmp_path), match="llama-server")
+    with pytest.raises(FaultRefused) as refused:
+        await fault.inject()
+    message = str(refused.value)
+    assert "no process of container 'n1' matches /llama-server/" in message
+    assert f"{processes['engine'].pid} VLLM::EngineCore" in message
+    assert message.endswith("Nothing was done.")
+    assert all(child.poll() is None for child in processes.values())
+    assert FaultJournal(tmp_path).records() == []
+
+
+@pytest.mark.parametrize(("params", "says"), [
+    ({}, "must be given as match=REGEX"),
+    ({"match": "("}, "is not a regular expression"),
+    ({"match": "x", "signal": "SIGSTOP"}, "signal"),
+])
+def test_bad_parameters_are_usage_errors(params: dict[str, str], says: str) -> None:
+    with pytest.raises(FaultParamError, match=says):
+        make_fault("kill_process", docker_node(), dry_run=True, **params)
+
+
+def test_remote_hosts_are_refused() -> None:
+    with pytest.raises(FaultRefused, match="not supported for tcp:// hosts yet"):
+        make_fault("kill_process", docker_node(host="tcp://10.0.0.2:2375"), dry_run=True,
+                   match="x")
+
+
+@pytest.mark.parametrize(("policy", "code", "says"), [
+    ("on-failure", 0, "'on-failure' did not bring it back (on-failure never restarts an exit 0)"),
+    ("no", 3, "exited 3 (exited) and its restart policy 'no' did not bring it back"),
+])
+def test_a_container_left_down_is_the_finding(policy: str, code: int, says: str) -> None:
+    fault = make_fault("kill_process", docker_node(), dry_run=True, match="x")
+    fault.result["restart_policy"] = policy
+    fault._stayed_down("exited", code)
+    assert says in fault.result["never_restarted"] and fault.result["exit_code"] == code
