@@ -140,12 +140,17 @@ class DockerHost:
 
     def events(self, name: str, since: float, until: float) -> list[dict[str, Any]]:
         """Docker's own events for container ``name`` between two epoch times (die with its
-        exit code, oom, start, kill with its signal, pause, …), oldest first."""
+        exit code, oom, start, kill with its signal, pause, …) and the network events that
+        name it (``disconnect``/``connect``, ``Type`` ``network``), oldest first."""
+        window: dict[str, Any] = {"since": int(since), "until": int(until) + 1, "decode": True}
         with self._mapped(container=name):
-            stream = self.client.events(
-                since=int(since), until=int(until) + 1, filters={"container": name}, decode=True
-            )
-            return [e for e in stream if e.get("Type") == "container"]
+            container_id = self.client.api.inspect_container(name)["Id"]
+            own = [e for e in self.client.events(filters={"container": name}, **window)
+                   if e.get("Type") == "container"]
+            networks = [e for e in self.client.events(filters={"type": "network"}, **window)
+                        if ((e.get("Actor") or {}).get("Attributes") or {}).get("container")
+                        == container_id]
+        return sorted([*own, *networks], key=lambda e: int(e.get("timeNano") or 0))
 
     def exec(self, name: str, command: list[str]) -> tuple[int, str]:
         """Run ``command`` inside the running container; (exit code, output)."""

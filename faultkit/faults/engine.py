@@ -5,7 +5,8 @@ supervision may bring it back.
 (a child process) is OOM-killed or crashes and the API server above it exits — with status
 0 in some versions, which an ``on-failure`` restart policy never restarts — or stays up
 answering errors. ``kill_process match=REGEX`` sends ``signal`` (default SIGKILL) to every
-process of the container whose command line matches (``re.search``), from the host's PID
+process of the container whose command line matches (``re.search``) — but not the
+container's main process (its init) when another process matches — from the host's PID
 namespace, each PID proven to be the container's (:mod:`faultkit.hostpid`, through a
 pidfd). Then revert waits for the node to serve again by itself (``ready_timeout_s``); if it
 does not, and the container has stopped, the harness starts it — an intervention: the
@@ -83,14 +84,19 @@ class KillProcess(_ReadyMixin):
                 "it back)")
 
     def _matching(self) -> tuple[str, list[tuple[int, str]], list[tuple[int, str]]]:
-        """The container's id, its processes, and those whose command line matches."""
+        """The container's id, its processes, and those to signal: the ones whose command
+        line matches, but not the container's main process when another one matches (an
+        init such as docker-init carries its child's command line in its own; the engine
+        dying under it is this fault, the init dying is ``kill``)."""
         attrs = self.docker.inspect(self.container)
-        hostpid.proven_pid(attrs)  # running, and its PIDs are this host's
+        main = hostpid.proven_pid(attrs)  # running, and its PIDs are this host's
         container_id = str(attrs.get("Id") or "")
         policy = ((attrs.get("HostConfig") or {}).get("RestartPolicy") or {})
         self.result["restart_policy"] = policy.get("Name") or "no"
         processes = hostpid.container_processes(container_id)
-        return container_id, processes, [p for p in processes if self.pattern.search(p[1])]
+        matched = [p for p in processes if self.pattern.search(p[1])]
+        below_main = [p for p in matched if p[0] != main]
+        return container_id, processes, below_main or matched
 
     async def _prepare(self) -> list[dict[str, Any]]:
         steps = await super()._prepare()

@@ -128,6 +128,15 @@ class Partition(_NetnsFault):
     PARAMS: ClassVar[ParamSpec] = {"mode": Param(str, "refuse", choices=("refuse", "blackhole"))}
     effect_required: ClassVar[str] = "mechanism"
 
+    def effect_spec(self) -> dict[str, Any]:
+        """``refuse``: Docker's own ``disconnect`` event dates the cut (the API call returns
+        only after it; under load, most of a second later); its confirmation stays the
+        required evidence. ``blackhole``: the rules' confirmation."""
+        spec = super().effect_spec()
+        if self.params.get("mode") == "refuse":
+            spec["docker_actions"] = ["network_disconnect"]
+        return spec
+
     def what(self) -> str:
         if self.params["mode"] == "blackhole":
             return "drop every packet in the container's netns (clients time out)"

@@ -113,6 +113,18 @@ class AcceptedFinding(_Model):
         return value.strip()
 
 
+#: Each engine's worker process, as its command line shows it inside the container: the
+#: process whose death is the engine's death. vLLM (V1) names its engine core process
+#: ``VLLM::EngineCore`` (setproctitle); SGLang its scheduler ``sglang::scheduler``; llama.cpp
+#: serves from one process; the simulator too.
+ENGINE_PROCESSES: dict[str, str] = {
+    "vllm": r"VLLM::EngineCore",
+    "sglang": r"sglang::scheduler",
+    "llamacpp": r"llama-server",
+    "sim": r"testbed\.simnode",
+}
+
+
 class Node(_Model):
     """One inference server the harness may load, observe and (if allowed) break."""
 
@@ -136,6 +148,11 @@ class Node(_Model):
     upstreams: list[str] = Field(
         default_factory=list,
         description="for kind 'gateway': the names of the engine nodes it routes to",
+    )
+    engine_process: str | None = Field(
+        None,
+        description="regular expression matching the command line of the engine's worker "
+        "process inside the container (kill_process; default per engine: ENGINE_PROCESSES)",
     )
     slo: dict[str, Any] = Field(default_factory=dict)
     faults: list[str] = Field(default_factory=list)
@@ -181,6 +198,12 @@ class Node(_Model):
     def profile_engine(self) -> str:
         """The engine whose metric names this node exposes (a sim speaks its personality)."""
         return (self.personality or "vllm") if self.engine == "sim" else self.engine
+
+    @property
+    def engine_process_pattern(self) -> str | None:
+        """What ``kill_process`` kills to make the engine die inside its container: the
+        inventory's ``engine_process``, else the engine's worker (:data:`ENGINE_PROCESSES`)."""
+        return self.engine_process or ENGINE_PROCESSES.get(self.engine)
 
     def allows(self, fault: str) -> bool:
         """True when the blast-radius policy lets ``fault`` run on this node."""

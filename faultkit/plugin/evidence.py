@@ -3,9 +3,11 @@
 Docker clears ``ExitCode`` when its restart policy restarts a container (and ``OOMKilled``
 only when the container is recreated), so ``docker inspect`` after a run cannot say how the
 node died. Docker's event stream can: ``die`` carries the exit code, ``oom`` precedes an
-OOM kill, ``start`` follows a restart. These become ``docker_<action>`` events
-(:func:`faultkit.events.docker_kind`) and, for each death followed by a start, one
-``restart_seen`` event with ``exit_code`` and ``oom_killed``.
+OOM kill, ``start`` follows a restart; a network's ``disconnect``/``connect`` naming the
+container dates a partition. These become ``docker_<action>`` events
+(:func:`faultkit.events.docker_kind`; ``docker_network_disconnect`` for a network's) and,
+for each death followed by a start, one ``restart_seen`` event with ``exit_code`` and
+``oom_killed``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ def container_events(raw_events: Iterable[Mapping[str, Any]], node: str) -> list
         action = str(raw.get("Action") or raw.get("status") or "")
         if not action or action.startswith(("exec_", "health_status")):
             continue
+        if raw.get("Type") == "network":  # the container cut from / put back on a network
+            action = f"network_{action}"
         t = _time(raw)
         attrs = (raw.get("Actor") or {}).get("Attributes") or {}
         data: dict[str, Any] = {"action": action}

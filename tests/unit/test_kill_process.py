@@ -106,3 +106,22 @@ def test_a_container_left_down_is_the_finding(policy: str, code: int, says: str)
     fault.result["restart_policy"] = policy
     fault._stayed_down("exited", code)
     assert says in fault.result["never_restarted"] and fault.result["exit_code"] == code
+
+
+async def test_the_init_carrying_the_engines_command_line_is_spared(
+    fake_proc: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,  # noqa: F811
+) -> None:
+    init, server = _sleeper(), _sleeper()
+    try:
+        _as_process(fake_proc, init, CID, "/sbin/docker-init -- /opt/llama/llama-server -m x")
+        _as_process(fake_proc, server, CID, "/opt/llama/llama-server -m x")
+        use_host(monkeypatch, FakeHost(pid=init.pid))
+        fault = make_fault("kill_process", docker_node(base_url="http://127.0.0.1:9"),
+                           journal=FaultJournal(tmp_path), match="llama-server")
+        await fault.inject()
+        assert server.wait(10) == -signal.SIGKILL and init.poll() is None
+    finally:
+        for child in (init, server):
+            if child.poll() is None:
+                child.kill()
+                child.wait(10)

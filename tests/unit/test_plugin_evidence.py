@@ -53,3 +53,37 @@ def test_death_without_start_gives_no_restart() -> None:
     events = container_events([raw("die", 0.0, exitCode="1")], "n")
     assert [e.kind for e in events] == ["docker_die"]
     assert events[0].data["exit_code"] == 1
+
+
+def test_a_network_disconnect_dates_a_refuse_partition() -> None:
+    """The harness confirms the cut only when Docker's API call returns (0.74 s later under
+    load, CI run J): Docker's own ``disconnect`` event is when it happened."""
+    from faultkit.records import Event
+    from slo.effect import effect_of
+
+    disconnect = {**raw("disconnect", 0.05, container="abc"), "Type": "network"}
+    (event,) = container_events([disconnect], "n")
+    assert (event.kind, event.t) == ("docker_network_disconnect", T + 0.05)
+    spec = {"docker_actions": ["network_disconnect"], "required": "mechanism"}
+    timeline = [
+        Event(t=T, source="fault", kind="inject_start", node="n",
+              data={"fault": "partition", "effect": spec}),
+        Event(t=T + 0.01, source="fault", kind="act", node="n", data={"what": "disconnect"}),
+        Event(t=T + 0.75, source="fault", kind="effect", node="n", data={"what": "cut"}),
+        event,
+    ]
+    effect = effect_of(timeline, "n")
+    assert (effect.t, effect.evidence, effect.gaps) == (T + 0.05, "docker_event", ())
+    # without Docker's event the confirmation still dates it, as before
+    assert effect_of(timeline[:3], "n").t == T + 0.75
+
+
+def test_partition_refuse_declares_the_disconnect_event() -> None:
+    from faultkit.faults import make_fault
+    from tests.unit.faults_fake import node
+
+    target = node("n1", docker={"host": "unix:///var/run/docker.sock", "container": "n1"})
+    refuse = make_fault("partition", target, dry_run=True, mode="refuse")
+    assert refuse.effect_spec()["docker_actions"] == ["network_disconnect"]
+    blackhole = make_fault("partition", target, dry_run=True, mode="blackhole")
+    assert blackhole.effect_spec()["docker_actions"] == []

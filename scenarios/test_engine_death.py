@@ -1,0 +1,26 @@
+"""engine death: the engine's worker process dies *inside* its container under load (vLLM's
+engine core, llama-server under docker-init, the simulator), and only the node's own
+supervision may bring it back: its restart policy, its entrypoint. A node whose engine dies
+and stays down — exit 0 under ``on-failure``, a policy ``no`` — fails with that finding
+(``never_restarted``); the harness starting it afterwards is not a recovery."""
+
+import pytest
+
+from faultkit.inventory import Node
+from faultkit.plugin import Experiment
+from scenarios._expect import fault_result
+
+
+@pytest.mark.gate
+@pytest.mark.fault("kill_process")
+async def test_engine_death(experiment: Experiment, node: Node) -> None:
+    pattern = node.engine_process_pattern
+    if pattern is None:
+        pytest.skip(f"no engine process known for engine {node.engine!r}: set the node's "
+                    "engine_process in the inventory")
+    await experiment.run_fault("kill_process", hold_s=0, params={"match": pattern})
+    came_back = fault_result(
+        experiment, "restarted_by_itself", "the node's own supervision brought the engine back",
+        lambda finding: finding is None, "never_restarted")
+    verdict = experiment.check(experiment.default_checks() & came_back)
+    assert verdict.passed, verdict.summary()
