@@ -12,6 +12,10 @@ pidfd). Then revert waits for the node to serve again by itself (``ready_timeout
 does not, and the container has stopped, the harness starts it — an intervention: the
 node did not recover, the harness repaired it, and the run says so.
 
+``t_effect`` is when the signalled processes were gone from the host's process table
+(polled every 10 ms). Revert first waits until the node *shows* the death (health failing,
+the container stopped or restarting: ``death_showed_s``), then for it to serve again.
+
 ``result``: ``matched`` (each killed process: pid and command line), ``restart_policy``
 (the container's *effective* policy, from ``docker inspect``), ``container_died`` and
 ``exit_code`` (when the container went down), ``restart_count_before``/``_after``,
@@ -33,14 +37,42 @@ import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+import httpx
+
 from faultkit import hostpid
 from faultkit.errors import FaultParamError, FaultRefused
 from faultkit.faults.params import Param, ParamSpec
 from faultkit.faults.process import READY_TIMEOUT, _ReadyMixin
+from faultkit.health import probe
 from faultkit.inventory import Inventory, Node
 
 #: signals that end an engine the ways engines end
 SIGNALS = ("SIGKILL", "SIGTERM", "SIGSEGV", "SIGABRT")
+#: how long the signalled processes may take to exit (a SIGTERM handler flushing)
+GONE_WITHIN_S = 10.0
+#: how long the node may keep looking alive after its engine died
+DEATH_SHOWS_S = 30.0
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process: in the process table and not a zombie (a dead
+    process its parent has not reaped yet is dead for this purpose)."""
+    try:
+        stat = (hostpid.PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return False
+    state = stat.rpartition(")")[2].split()[:1]
+    return bool(state) and state[0] not in ("Z", "X")
+
+
+def _wait_gone(pids: list[int], within_s: float) -> bool:
+    """Whether every process of ``pids`` has exited within ``within_s`` (polled every 10 ms)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if not any(_running(pid) for pid in pids):
+            return True
+        time.sleep(0.01)
+    return False
 
 
 class KillProcess(_ReadyMixin):
@@ -48,6 +80,7 @@ class KillProcess(_ReadyMixin):
 
     kind: ClassVar[str] = "kill_process"
     revert_runs_undo: ClassVar[bool] = False  # wait for the node's own supervision first
+    effect_required: ClassVar[str] = "mechanism"  # the signalled processes exited
     PARAMS: ClassVar[ParamSpec] = {
         "match": (str, None),
         "signal": Param(str, "SIGKILL", choices=SIGNALS),
@@ -118,12 +151,38 @@ class KillProcess(_ReadyMixin):
                     f"/{self.params['match']}/: {', '.join(str(p) for p, _ in matched)}")
         for pid, _ in matched:
             await self.act(hostpid.kill, pid, container_id, sig, name=self.container)
+        # the engine is dead when the processes signalled are gone (a SIGTERM may be handled)
+        gone = await asyncio.to_thread(_wait_gone, [pid for pid, _ in matched], GONE_WITHIN_S)
+        if gone:
+            self.effect_in_place(f"{len(matched)} process(es) matching /{self.params['match']}/ "
+                                 "exited")
+        else:
+            self.effect_missing(f"the process(es) signalled with {sig.name} were still running "
+                                f"{GONE_WITHIN_S:g} s later")
 
     async def _after_undo(self) -> None:
+        await self._wait_for_the_death_to_show()
         await self._wait_back(self._t0)
         before = self.result.get("restart_count_before", 0)
         after = self.result.get("restart_count_after", before)
         self.result["container_died"] = after > before or "never_restarted" in self.result
+
+    async def _wait_for_the_death_to_show(self) -> None:
+        """Until the node shows the engine's death — its health fails, or its container
+        stops or restarts — so that "ready again" is not read before the death (vLLM's API
+        server answers /health for a moment after its engine core died). Bounded by
+        :data:`DEATH_SHOWS_S`; ``result["death_showed_s"]`` is when, None if never."""
+        before = self.result.get("restart_count_before", 0)
+        deadline = time.monotonic() + DEATH_SHOWS_S
+        async with httpx.AsyncClient() as client:
+            while time.monotonic() < deadline:
+                st = await asyncio.to_thread(self.docker.state, self.container)
+                down = not st.running or st.restarting or st.restart_count > before
+                if down or not (await probe(self.node, client, timeout_s=1.0)).ok:
+                    self.result["death_showed_s"] = round(time.monotonic() - self._t0, 3)
+                    return
+                await asyncio.sleep(0.1)
+        self.result["death_showed_s"] = None
 
     def _stayed_down(self, status: str, exit_code: int | None) -> None:
         """The container stopped and its restart policy left it so: the finding, in words."""

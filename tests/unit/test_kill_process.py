@@ -125,3 +125,16 @@ async def test_the_init_carrying_the_engines_command_line_is_spared(
             if child.poll() is None:
                 child.kill()
                 child.wait(10)
+
+
+def test_a_zombie_is_dead_and_a_live_process_is_not() -> None:
+    from faultkit.faults.engine import _running, _wait_gone
+
+    child = _sleeper()
+    try:
+        assert _running(child.pid) and not _wait_gone([child.pid], 0.05)
+        child.kill()  # not reaped yet: a zombie
+        assert _wait_gone([child.pid], 5.0)
+    finally:
+        child.wait(10)
+    assert not _running(child.pid)
