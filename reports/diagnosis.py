@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from faultkit.events import EventKind
+from faultkit.faults import FAULTS, fault_class
 from reports.figures import no_outage
 from reports.load import RunData
 
-#: fault kinds that cut or slow the network path (faultkit.faults network family)
-NETWORK_FAULTS = frozenset({"partition", "loss", "bandwidth", "latency"})
+#: fault kinds that cut or slow the network path (the faults of family "network")
+NETWORK_FAULTS = frozenset(k for k in FAULTS if fault_class(k).family == "network")
 #: error classes that mean the client lost the connection or the answer (not a clean reject)
 DROP_CLASSES = frozenset(
     {
@@ -93,7 +94,7 @@ def _rel(data: RunData, t: float) -> str:
 
 
 #: faults that kill the engine's process themselves: an exit 137 after them is theirs
-KILL_KINDS = frozenset({"kill", "kill_process"})
+KILL_KINDS = frozenset(k for k in FAULTS if fault_class(k).kills_the_engine)
 
 
 def _exit_evidence(data: RunData) -> tuple[list[str], list[str]]:

@@ -14,22 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from faultkit.events import MANUAL_PREFIX, EventKind
+from faultkit.faults import kind_class
 from faultkit.records import Event
 from reports.diagnosis import fault_kind
 from reports.figures import NOT_APPLICABLE, no_outage
 from reports.load import RunData
-
-_REVERT_WORDS = {
-    "pause": "unpause",
-    "partition": "reconnect / remove the partition",
-    "loss": "remove packet loss",
-    "latency": "remove added latency",
-    "bandwidth": "remove the bandwidth limit",
-    "memory_squeeze": "restore the memory limit",
-    "stop": "start the container",
-    "rollout": "end of the rollout",
-}
-
 
 #: a container start Docker reports this soon after the harness acted is the harness's
 _HARNESS_START_S = 5.0
@@ -149,10 +138,10 @@ def analyse(data: RunData) -> Recovery:
     if rv_s is not None:
         rv_e = _first(tl, "fault", EventKind.REVERT_END, rv_s.t)
         kind = fault_kind(data) or ""
-        word = _REVERT_WORDS.get(kind, f"revert {kind or 'the fault'}")
+        fault = kind_class(kind)
+        word = (fault.revert_words if fault else "") or f"revert {kind or 'the fault'}"
         # reverting a kill, a rollout or a request fault is bookkeeping, not what fixed it
-        if kind not in ("kill", "kill_process", "rollout", "oversized_context", "flood",
-                        "bad_input"):
+        if fault is not None and fault.revert_is_the_fix:
             mechanisms.append(f"fault reverted ({word})")
             steps.append(
                 Step(

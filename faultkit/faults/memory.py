@@ -58,6 +58,8 @@ def _size_at_least(minimum: int) -> Callable[[str], bool]:
 
 class MemorySqueeze(_ReadyMixin):
     kind: ClassVar[str] = "memory_squeeze"
+    family: ClassVar[str] = "memory"
+    revert_words: ClassVar[str] = "restore the memory limit"
     # in effect once Docker applied the lower limit (its "update" event); on cgroup v1 the
     # kernel may refuse several limits first, which change nothing
     effect_docker_actions: ClassVar[tuple[str, ...]] = ("update",)

@@ -125,6 +125,8 @@ class _NetnsFault(Fault):
 
 class Partition(_NetnsFault):
     kind: ClassVar[str] = "partition"
+    family: ClassVar[str] = "network"
+    revert_words: ClassVar[str] = "reconnect / remove the partition"
     PARAMS: ClassVar[ParamSpec] = {"mode": Param(str, "refuse", choices=("refuse", "blackhole"))}
     effect_required: ClassVar[str] = "mechanism"
 
@@ -198,6 +200,8 @@ class Partition(_NetnsFault):
 
 class Loss(_NetnsFault):
     kind: ClassVar[str] = "loss"
+    family: ClassVar[str] = "network"
+    revert_words: ClassVar[str] = "remove packet loss"
     PARAMS: ClassVar[ParamSpec] = {
         "percent": Param(float, 30.0, gt=0, le=100, unit="%"),
         "mode": Param(str, "auto", choices=("auto", "netem", "iptables")),
@@ -236,6 +240,8 @@ class Loss(_NetnsFault):
 
 class Bandwidth(_NetnsFault):
     kind: ClassVar[str] = "bandwidth"
+    family: ClassVar[str] = "network"
+    revert_words: ClassVar[str] = "remove the bandwidth limit"
     PARAMS: ClassVar[ParamSpec] = {
         "rate": Param(str, "1mbit", check=_positive(_TC_RATE),
                       hint="a tc rate above 0, such as 1mbit, 500kbit or 10mbps"),
@@ -266,6 +272,8 @@ class Bandwidth(_NetnsFault):
 
 class Latency(_NetnsFault):
     kind: ClassVar[str] = "latency"
+    family: ClassVar[str] = "network"
+    revert_words: ClassVar[str] = "remove added latency"
     PARAMS: ClassVar[ParamSpec] = {
         "delay_ms": Param(float, 200.0, gt=0, le=_DELAY_MAX_MS, unit="ms"),
         "jitter_ms": Param(float, 0.0, ge=0, le=_DELAY_MAX_MS, unit="ms"),

@@ -37,6 +37,13 @@ def fault_class(kind: str) -> type[Fault]:
     return cls
 
 
+def kind_class(kind: str | None) -> type[Fault] | None:
+    """The class of fault ``kind`` (for its metadata: ``family``, ``revert_is_the_fix``,
+    ``revert_words``, ``kills_the_engine``); None for a harness action such as
+    ``bad_input``, an unknown kind or none."""
+    return fault_class(kind) if kind in FAULTS else None
+
+
 def check_policy(kind: str, node: Node, inventory: Inventory | None) -> None:
     """Raise :class:`FaultRefused` unless the blast-radius policy allows ``kind`` on ``node``."""
     if inventory is not None:
