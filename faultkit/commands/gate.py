@@ -116,7 +116,7 @@ async def _run_gate(
                 "it was rolled back automatically"
             )
             return result
-        if why := await steady.check_candidate(config):
+        if why := await steady.check_candidate(config) or steady.regression_why():
             result.fail(why)
             return result  # the gate stops at its first failing phase: no scenario runs
         _say(f"{config} is serving; running the gate scenarios")
@@ -151,8 +151,6 @@ async def _run_gate(
         decision = decide(outcomes, code, config)
         result.decision, result.why = decision.decision, decision.why
         result.not_passed, result.accepted = list(decision.not_passed), list(decision.accepted)
-        if result.passed and (why := steady.regression_why()):
-            result.fail(f"{why} (the gate scenarios passed)")
         if result.passed and promote:
             assert isinstance(rollout, Rollout)
             rollout.promote()

@@ -125,13 +125,14 @@ async def test_an_unjudgeable_candidate_stops_the_gate_too(world: World) -> None
     assert "INCONCLUSIVE — missing evidence: no request arrived" in data["why"]
 
 
-async def test_a_regression_fails_the_gate_after_the_scenarios_passed(world: World) -> None:
+async def test_a_regression_fails_the_gate_before_any_scenario(world: World) -> None:
+    """A regression is the steady-state phase failing: the gate stops there."""
     world.windows["cand"] = slis(ttft_p95_s=0.6)
     data = await world.run()
-    assert world.log[-2:] == ["scenarios", "rollback"]
-    assert data["decision"] == "fail"
+    assert world.log == ["steady good", "rollout", "steady cand", "rollback"]
+    assert data["decision"] == "fail" and data["scenarios"] == []
     assert data["why"] == ("regression vs current (good): TTFT p95 0.600 s vs 0.200 s (above "
-                           "1.5× and +0.1 s) (the gate scenarios passed)")
+                           "1.5× and +0.1 s)")
     assert data["steady_state"]["regressions"] == [
         "TTFT p95 0.600 s vs 0.200 s (above 1.5× and +0.1 s)"]
 
