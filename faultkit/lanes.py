@@ -16,12 +16,13 @@ exclusive"`` process; the lanes share the machine, so more lanes than cores buys
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from faultkit.inventory import Inventory, Node
 
-__all__ = ["ENGINE_WEIGHT", "EXCLUSIVE_MARK", "Lane", "node_groups", "plan_lanes"]
+__all__ = ["ENGINE_WEIGHT", "EXCLUSIVE_MARK", "Lane", "LanePlan", "node_groups", "plan_lanes",
+           "plan_passes"]
 
 #: the marker of scenarios that never run beside another one
 EXCLUSIVE_MARK = "exclusive"
@@ -92,3 +93,28 @@ def plan_lanes(
         Lane(tuple(sorted(members, key=order.__getitem__)), round(weight, 3))
         for members, weight in bins
     ]
+
+
+@dataclass(frozen=True)
+class LanePlan:
+    """A whole catalogue run: ``lanes`` side by side, then the ``alone`` nodes' scenarios in
+    one process, then the exclusive scenarios (on every node) in another."""
+
+    lanes: tuple[Lane, ...]
+    alone: tuple[str, ...]
+
+
+def plan_passes(
+    inventory: Inventory, lanes: int, alone_engines: Collection[str] = ()
+) -> LanePlan:
+    """The nodes whose engine is in ``alone_engines`` are kept out of the lanes and tested
+    after them; the others are planned in at most ``lanes`` lanes (:func:`plan_lanes`). A
+    gateway kept apart frees its upstreams from sharing its lane.
+
+    Which engines must run alone is a property of the machine, not of the engines: on the
+    2-core testbed llama.cpp's and LiteLLM's figures are CPU-bound and break their objectives
+    beside the vLLM lane (README, "CI")."""
+    alone = tuple(n.name for n in inventory.nodes if n.engine in alone_engines)
+    together = [n.name for n in inventory.nodes if n.engine not in alone_engines]
+    planned = tuple(plan_lanes(inventory, lanes, together)) if together else ()
+    return LanePlan(lanes=planned, alone=alone)

@@ -26,7 +26,7 @@ import yaml
 from faultkit.constants import LABEL_OWNER, LABEL_SERVING_CONFIG, LOCAL_DOCKER
 from faultkit.docker import DockerHost
 from faultkit.inventory import Inventory
-from faultkit.lanes import EXCLUSIVE_MARK, plan_lanes
+from faultkit.lanes import EXCLUSIVE_MARK, plan_passes
 from testbed.lab import Lab
 from tests.e2e.conftest import REPO, run_cli
 from tests.e2e.known_good_gate import GATE_STEADY_S, PlantedGate
@@ -34,10 +34,11 @@ from tests.e2e.known_good_gate import GATE_STEADY_S, PlantedGate
 #: the module's first test runs the whole scenario suite (≈ 14 min here) in its fixture
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(3600)]
 
-#: the engines whose nodes are tested side by side, in this many lanes (faultkit.lanes);
-#: every other node's scenarios run in a pass of their own (:func:`run_scenario_lanes`)
-SIDE_BY_SIDE_ENGINES = frozenset({"vllm", "sim"})
+#: the catalogue runs in this many lanes side by side (faultkit.lanes.plan_passes), with
+#: these engines' nodes kept out of them and tested after them (:func:`run_scenario_lanes`);
+#: what CI runs is what `faultkit lanes --lanes 2 --alone llamacpp --alone litellm` prints
 SCENARIO_LANES = 2
+ALONE_ENGINES = ("llamacpp", "litellm")
 
 #: Scenarios expected to FAIL on the testbed, with the reason. Everything else must pass
 #: (PASS, or ACCEPTED where EXPECTED_ACCEPTED says so).
@@ -162,7 +163,7 @@ def merge_outcomes(runs: list[dict[str, Outcome]]) -> dict[str, Outcome]:
 
 def run_scenario_lanes(out: Path, inventory: Inventory) -> tuple[int, dict[str, Outcome], str]:
     """The whole catalogue, in CI's time budget (README, "CI"): two lanes side by side —
-    the vLLM node, and the simulated nodes (:func:`faultkit.lanes.plan_lanes`) — then
+    the vLLM node, and the simulated nodes (:func:`faultkit.lanes.plan_passes`) — then
     llama.cpp and the gateway, then the ``exclusive`` scenarios, each pass alone. Exit code:
     the worst of the processes.
 
@@ -172,9 +173,8 @@ def run_scenario_lanes(out: Path, inventory: Inventory) -> tuple[int, dict[str, 
     beside vLLM, ``test_overload[llama]``'s error ratio (run F: 0.081 > 0.05) and LiteLLM's
     TTFT after its restart (run E: 2.9 s > 2 s) broke their objectives, and met them alone.
     """
-    side_by_side = [n.name for n in inventory.nodes if n.engine in SIDE_BY_SIDE_ENGINES]
-    alone = [n.name for n in inventory.nodes if n.engine not in SIDE_BY_SIDE_ENGINES]
-    lanes = plan_lanes(inventory, SCENARIO_LANES, side_by_side)
+    plan = plan_passes(inventory, SCENARIO_LANES, ALONE_ENGINES)
+    lanes, alone = plan.lanes, plan.alone
     not_exclusive = ("-m", f"not {EXCLUSIVE_MARK}")
     names = [f"lane {i + 1} ({lane.node_option()})" for i, lane in enumerate(lanes)]
     with ThreadPoolExecutor(max_workers=len(lanes)) as pool:

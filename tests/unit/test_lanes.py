@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from faultkit.cli import cli
 from faultkit.inventory import Inventory, load_inventory, parse_inventory
-from faultkit.lanes import node_groups, plan_lanes
+from faultkit.lanes import node_groups, plan_lanes, plan_passes
 
 TESTBED = Path(__file__).parents[2] / "testbed" / "inventory.yaml"
 
@@ -82,9 +82,31 @@ def test_the_lanes_command_prints_one_command_per_lane_then_the_exclusive_pass()
     assert any("--node vllm -m 'not exclusive'" in line for line in lines[:2])
     assert any("--node llama,sim-vllm,sim-sglang,gateway -m 'not exclusive'" in line
                for line in lines[:2])
-    assert lines[2].endswith("-m exclusive    # alone, after the lanes")
+    assert lines[2].endswith("-m exclusive    # alone, last")
 
 
 def test_the_lanes_command_refuses_zero_lanes_with_exit_2() -> None:
     result = CliRunner().invoke(cli, ["lanes", "--inventory", str(TESTBED), "--lanes", "0"])
     assert result.exit_code == 2
+
+
+def test_ci_keeps_the_cpu_bound_engines_out_of_the_lanes() -> None:
+    """What the e2e suite runs (README, "CI"): vLLM beside the simulated nodes, llama.cpp and
+    the gateway after them. With the gateway kept apart its upstreams need not share a lane."""
+    plan = plan_passes(load_inventory(TESTBED), 2, ("llamacpp", "litellm"))
+    assert sorted(lane.nodes for lane in plan.lanes) == [("sim-vllm", "sim-sglang"), ("vllm",)]
+    assert plan.alone == ("llama", "gateway")
+    everything = plan_passes(load_inventory(TESTBED), 2, ("llamacpp", "litellm", "vllm", "sim"))
+    assert everything.lanes == () and len(everything.alone) == 5
+
+
+def test_the_lanes_command_keeps_engines_alone_and_refuses_an_unknown_one() -> None:
+    result = CliRunner().invoke(cli, ["lanes", "--inventory", str(TESTBED),
+                                      "--alone", "llamacpp", "--alone", "litellm"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert len(lines) == 4
+    assert "--node llama,gateway -m 'not exclusive'    # alone, after the lanes" in lines[2]
+    assert lines[3].endswith("-m exclusive    # alone, last")
+    bad = CliRunner().invoke(cli, ["lanes", "--inventory", str(TESTBED), "--alone", "tgi"])
+    assert bad.exit_code == 2 and "no node of" in bad.output
