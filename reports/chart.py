@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -27,6 +26,7 @@ from matplotlib.figure import Figure
 from faultkit.records import RequestRecord
 from reports.load import RunData, finite_points
 from reports.text import redact
+from slo.capture import PrometheusCapture
 
 #: outcome → colour of the stacked impact bars, bottom to top
 IMPACT_COLOURS = {"ok": "#2ca02c", "failed": "#d62728", "shed": "#9467bd"}
@@ -45,13 +45,12 @@ _COLOURS = {
 }
 
 
-def _series(prometheus: dict[str, Any]) -> tuple[str, list[tuple[float, float]]] | None:
+def _series(prometheus: PrometheusCapture) -> tuple[str, list[tuple[float, float]]] | None:
     """The first captured series with at least one finite sample: (name, points)."""
-    for s in prometheus.get("series") or []:
-        if isinstance(s, dict):
-            pts = finite_points(s.get("values"))
-            if pts:
-                return str(s.get("name", "series")), pts
+    for s in prometheus.series:
+        pts = finite_points(s.values)
+        if pts:
+            return s.name, pts
     return None
 
 

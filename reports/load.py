@@ -40,6 +40,7 @@ from faultkit.rundir import (
     UnreadableRunFile,
 )
 from reports.errors import NotARunDirectory
+from slo.capture import PrometheusCapture
 from slo.types import Measurement, Verdict, read_measurement, read_verdict
 
 #: files whose presence makes a directory a run directory (any one suffices)
@@ -62,7 +63,7 @@ class RunData:
     run: RunInfo = field(default_factory=RunInfo)
     timeline: list[Event] = field(default_factory=list)
     ledger: list[RequestRecord] = field(default_factory=list)
-    prometheus: dict[str, Any] = field(default_factory=dict)
+    prometheus: PrometheusCapture = field(default_factory=PrometheusCapture)
     container: ContainerEvidence = field(default_factory=ContainerEvidence)
     measurement: Measurement | None = None
     verdict: Verdict | None = None
@@ -207,7 +208,7 @@ def load_run(path: Path) -> RunData:
     data = _require_run_dir(path)
     rd = RunDir(path)
     _load_judgement(data)
-    data.prometheus = _read_obj(rd.prometheus_json, data.problems)
+    data.prometheus = PrometheusCapture.from_json(_read_obj(rd.prometheus_json, data.problems))
     try:
         data.container = rd.container_evidence()
     except UnreadableRunFile as exc:

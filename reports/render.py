@@ -88,16 +88,14 @@ LOG_EXCERPT_LINES = 20
 
 def _series_rows(data: RunData) -> list[dict[str, Any]]:
     result = []
-    for s in data.prometheus.get("series") or []:
-        if not isinstance(s, dict):
-            continue
-        pts = finite_points(s.get("values"))
+    for s in data.prometheus.series:
+        pts = finite_points(s.values)
         result.append(
             {
-                "name": s.get("name", "?"),
-                "promql": s.get("promql", "not captured"),
-                "labels": s.get("labels") or {},
-                "samples": len(s.get("values") or []),
+                "name": s.name,
+                "promql": s.promql,
+                "labels": s.labels,
+                "samples": len(s.values),
                 "min": min((v for _, v in pts), default=None),
                 "max": max((v for _, v in pts), default=None),
             }
@@ -238,7 +236,7 @@ def incident_context(data: RunData) -> dict[str, Any]:
         ],
         "series": _series_rows(data),
         "alerts": _alert_rows(data),
-        "prom_alerts": [a for a in data.prometheus.get("alerts") or [] if isinstance(a, dict)],
+        "prom_alerts": list(data.prometheus.alerts),
         "container_captured": data.container.captured,
         "states": _states(data),
         "log": _log_excerpt(data),

@@ -1,8 +1,8 @@
 """Capture what Prometheus saw during a run: series for the report and a request-count check.
 
 These functions do I/O (through :class:`slo.prom.Prometheus`); the arithmetic they use is
-pure and unit-tested (:func:`counter_increase`). Output shapes match ``prometheus.json``
-in ``faultkit.rundir``::
+pure and unit-tested (:func:`counter_increase`). :func:`capture` returns a
+:class:`PrometheusCapture`, the typed ``prometheus.json`` (docs/run-directory.md)::
 
     {"series": [{"name", "promql", "labels", "values": [[t, v], ...]}],
      "alerts": [{"alertname", "state", "activeAt", "t_seen", "t_state", "labels"}]}
@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from faultkit.events import ALERT_PREFIX
@@ -20,6 +21,63 @@ from faultkit.inventory import Node
 from faultkit.records import Event, RequestRecord
 from slo.profiles import NodeQueries
 from slo.prom import Prometheus, Series
+
+
+@dataclass(frozen=True, slots=True)
+class CapturedSeries:
+    """One range-queried series of ``prometheus.json``: the signal's ``name`` in the engine
+    profile (or ``alerts``), its PromQL, labels and raw ``[t, value]`` samples as written."""
+
+    name: str
+    promql: str
+    labels: dict[str, Any] = field(default_factory=dict)
+    values: list[Any] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "promql": self.promql, "labels": self.labels,
+                "values": self.values}
+
+
+@dataclass(frozen=True, slots=True)
+class PrometheusCapture:
+    """``prometheus.json``: what Prometheus saw during the run (``series``), the alert
+    transitions the observer recorded (``alerts``), and ``error`` when Prometheus could not
+    be read at the end of the run. :meth:`from_json` is tolerant like the run models: a
+    series that is not an object is dropped, a missing name or PromQL reads ``"?"`` /
+    ``"not captured"``."""
+
+    series: tuple[CapturedSeries, ...] = ()
+    alerts: tuple[dict[str, Any], ...] = ()
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"series": [s.to_json() for s in self.series],
+                               "alerts": list(self.alerts)}
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> PrometheusCapture:
+        if not isinstance(data, dict):
+            return cls()
+        raw_series, raw_alerts = data.get("series"), data.get("alerts")
+        series: list[Any] = raw_series if isinstance(raw_series, list) else []
+        alerts: list[Any] = raw_alerts if isinstance(raw_alerts, list) else []
+        error = data.get("error")
+        return cls(
+            series=tuple(
+                CapturedSeries(
+                    name=str(s.get("name", "?")),
+                    promql=str(s.get("promql", "not captured")),
+                    labels=s["labels"] if isinstance(s.get("labels"), dict) else {},
+                    values=s["values"] if isinstance(s.get("values"), list) else [],
+                )
+                for s in series if isinstance(s, dict)
+            ),
+            alerts=tuple(a for a in alerts if isinstance(a, dict)),
+            error=str(error) if error else None,
+        )
 
 
 def counter_increase(values: Sequence[tuple[float, float]]) -> float:
@@ -62,22 +120,22 @@ def capture(
     step: float = 1.0,
     timeline: Sequence[Event] = (),
     rate_window: str = "5s",
-) -> dict[str, Any]:
+) -> PrometheusCapture:
     """Range-query every signal of the node's engine profile over [start, end].
 
     Includes ``up`` and the node's ``ALERTS`` series; signals the engine lacks are skipped.
     """
     queries = NodeQueries.for_node(node)
-    series: list[dict[str, Any]] = []
+    series: list[CapturedSeries] = []
     if queries is not None:
         promqls = dict(queries.catalogue(rate_window))
         job = node.prometheus.job if node.prometheus else node.name
         promqls["alerts"] = f'ALERTS{{job="{job}"}} or ALERTS{{node="{node.name}"}}'
         for name, promql in promqls.items():
             for s in prom.query_range(promql, start, end, step):
-                series.append({"name": name, "promql": promql, "labels": s.labels,
-                               "values": [[t, v] for t, v in s.values]})
-    return {"series": series, "alerts": alerts_from_timeline(timeline, node.name)}
+                series.append(CapturedSeries(name, promql, dict(s.labels),
+                                             [[t, v] for t, v in s.values]))
+    return PrometheusCapture(tuple(series), tuple(alerts_from_timeline(timeline, node.name)))
 
 
 def _raw_increase(prom: Prometheus, selector: str | None, start: float, end: float) -> float:

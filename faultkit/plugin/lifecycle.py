@@ -41,7 +41,7 @@ from faultkit.plugin.run_evidence import RunEvidence
 from faultkit.plugin.status import DryRunPlan
 from faultkit.records import Event, RequestRecord
 from faultkit.rundir import ContainerEvidence, FaultInfo
-from slo.capture import capture, cross_check
+from slo.capture import PrometheusCapture, capture, cross_check
 from slo.evidence import preflight_gaps, steady_state_violations
 from slo.measure import MeasurementInputError, effect_of, measure, recovered_at
 from slo.observer import Observer
@@ -200,16 +200,14 @@ class RunLifecycle(RunEvidence):
         t_end = time.time()
         self._record_container_events(t_end)
         try:
-            self.run.write_json(
+            self.run.write_model(
                 self.run.prometheus_json,
                 capture(prom, self.node, self.t_start, t_end, timeline=self.events),
             )
             check = cross_check(prom, self.node, ledger, self.t_start, t_end)
         except FaultkitError as exc:
             log.warning("could not capture Prometheus series: %s", exc)
-            self.run.write_json(
-                self.run.prometheus_json, {"series": [], "alerts": [], "error": str(exc)}
-            )
+            self.run.write_model(self.run.prometheus_json, PrometheusCapture(error=str(exc)))
             check = None
         self.measurement = measure(
             ledger,

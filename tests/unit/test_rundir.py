@@ -266,3 +266,18 @@ def test_gate_result_round_trips_and_tolerates_old_and_torn_files(tmp_path: Path
     gate.gate_json.write_text("{torn")
     with pytest.raises(UnreadableRunFile, match=r"gate\.json: unreadable"):
         gate.result()
+
+
+def test_prometheus_json_is_a_typed_capture_tolerant_of_what_it_reads(tmp_path: Path) -> None:
+    from slo.capture import CapturedSeries, PrometheusCapture
+
+    run = RunDir(tmp_path)
+    capture = PrometheusCapture(
+        series=(CapturedSeries("up", "up{job=\"j\"}", {"job": "j"}, [[1.0, "1"]]),),
+        alerts=({"alertname": "FaultkitNodeDown", "state": "firing"},))
+    run.write_model(run.prometheus_json, capture)
+    assert PrometheusCapture.from_json(run.read_object(run.prometheus_json)) == capture
+    failed = PrometheusCapture(error="Prometheus unreachable")
+    assert failed.to_json() == {"series": [], "alerts": [], "error": "Prometheus unreachable"}
+    odd = PrometheusCapture.from_json({"series": [3, {"values": "x"}], "alerts": "no"})
+    assert odd.series == (CapturedSeries("?", "not captured", {}, []),) and odd.alerts == ()
