@@ -62,13 +62,14 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def main(trials: int, sigint_trials: int, seed: int, only: list[str], out: Path | None) -> int:
+def main(trials: int, sigint_trials: int, seed: int, only: list[str], out: Path | None,
+         within_s: float | None = None) -> int:
     lab = Lab(progress=lambda message: print(f"[testbed] {message}", file=sys.stderr))
     lab.up()
     inventory, node = torture_node(lab.inventory, "fk-torture")
     results: list[TortureTrial] = []
     plan: list[tuple[FaultCase, signal.Signals, list[float]]] = [
-        (case, signal.SIGKILL, draw_delays(trials, seed)) for case in CASES
+        (case, signal.SIGKILL, draw_delays(trials, seed, within_s=within_s)) for case in CASES
         if not only or case.label in only
     ]
     if sigint_trials:
@@ -107,8 +108,12 @@ if __name__ == "__main__":
     parser.add_argument("--seed", type=int, default=20261201)
     parser.add_argument("--case", action="append", default=[],
                         choices=[c.label for c in CASES], help="only these (repeatable)")
+    parser.add_argument("--within", type=float, default=None, metavar="SECONDS",
+                        help="draw every SIGKILL delay in [0, SECONDS) (e.g. 0.03: inside "
+                             "the act of a fast fault)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     if args.trials < 0 or args.sigint_trials < 0:
         parser.error("--trials and --sigint-trials must be ≥ 0")
-    sys.exit(main(args.trials, args.sigint_trials, args.seed, args.case, args.json))
+    sys.exit(main(args.trials, args.sigint_trials, args.seed, args.case, args.json,
+                  args.within))

@@ -19,8 +19,9 @@ no longer serves, and any journal record still unreverted. The evidence is Docke
 Delays are drawn from a seeded generator: half in the first half second after the journal
 write (before and during the act: for most kinds the act itself takes tens of milliseconds,
 a rollout seconds), half spread over the hold and into the revert. Each trial records the
-phase the harness had reached, read from its own event lines: ``journalled`` (no
-``inject_start`` yet), ``applying``, ``holding``, ``reverting`` or ``reverted``.
+phase the harness had reached when the signal landed, read from its own event lines (its
+stderr, line-buffered) just before sending it: ``journalled`` (no ``inject_start`` yet),
+``applying``, ``holding``, ``reverting`` or ``reverted``.
 
 ``bench/fault_torture.py`` runs the README's table; ``tests/integration/test_fault_torture.py``
 runs a few trials per kind in CI.
@@ -114,10 +115,13 @@ def torture_node(lab_inventory: Inventory, name: str) -> tuple[Inventory, Node]:
     return inventory.model_copy(update={"serving_configs": configs}), node
 
 
-def draw_delays(count: int, seed: int) -> list[float]:
+def draw_delays(count: int, seed: int, *, within_s: float | None = None) -> list[float]:
     """``count`` delays after the journal write: even trials early (``[0, EARLY_S)``), odd
-    ones over the hold and into the revert (``[EARLY_S, HOLD_S + 1)``)."""
+    ones over the hold and into the revert (``[EARLY_S, HOLD_S + 1)``); with ``within_s``,
+    all in ``[0, within_s)`` (to land inside a fast act: most take tens of milliseconds)."""
     rng = random.Random(seed)
+    if within_s is not None:
+        return [round(rng.uniform(0.0, within_s), 4) for _ in range(count)]
     return [round(rng.uniform(0.0, EARLY_S) if i % 2 == 0 else
                   rng.uniform(EARLY_S, HOLD_S + 1.0), 3) for i in range(count)]
 
@@ -150,6 +154,8 @@ def run_trial(
         try:
             _wait_for_record(proc, journal_dir, events)
             time.sleep(delay_s)
+            # the phase reached when the signal lands (a Ctrl-C'd harness goes on to revert)
+            phase = phase_reached(events.read_text(errors="replace"))
             proc.send_signal(signum)
             exit_code: int | None = proc.wait(90)
         finally:
@@ -167,7 +173,7 @@ def run_trial(
     left = left_behind(node, before, journal_dir)
     return TortureTrial(
         case=case.label, signal=signum.name, delay_s=delay_s,
-        phase=phase_reached(events.read_text(errors="replace")), exit_code=exit_code,
+        phase=phase, exit_code=exit_code,
         left_behind=tuple(left), sweep=tuple(swept),
         seconds=round(time.monotonic() - started, 2),
     )
