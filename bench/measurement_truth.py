@@ -1,8 +1,7 @@
 """Measurement truth table: how far faultkit's figures are from what really happened.
 
-Runs each trial of ``testbed.truth.TRIALS`` ``--runs`` times on the testbed's simulated
-nodes, sim-vllm and sim-sglang side by side (``testbed.truth.plan_trials``; the lab must be
-up: ``faultkit testbed up``) and compares t_effect, t_recovered, detection
+Runs each trial of ``testbed.truth.TRIALS`` ``--runs`` times on the testbed's sim-vllm node
+(the lab must be up: ``faultkit testbed up``) and compares t_effect, t_recovered, detection
 and lost requests with the simulator's truth file, Docker's events and Prometheus' ALERTS
 series. Writes every trial to ``--json`` and prints the README table (max |error| per kind).
 
@@ -16,6 +15,7 @@ appends each one there) instead of running new ones.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import tempfile
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.lab import Lab
-from testbed.truth import TRIALS, Trial, TrialKey, plan_trials, run_lanes
+from testbed.truth import TRIALS, Trial, run_trial
 
 
 def _max_abs(values: list[float | None]) -> float | None:
@@ -81,26 +81,28 @@ def write(trials: list[Trial], out: Path | None) -> None:
     print(table(summary))
 
 
-def main(runs: int, names: list[str], out: Path | None) -> int:
+async def main(runs: int, names: list[str], out: Path | None) -> int:
     lab = Lab(progress=lambda message: print(f"[testbed] {message}", file=sys.stderr))
-    lab.up()
-    started = time.monotonic()
-
-    def progress(key: TrialKey, trial: Trial | Exception) -> None:
-        name, run = key
-        took = time.monotonic() - started
-        if isinstance(trial, Exception):
-            print(f"[run {run + 1}] {name}: ERROR {trial!r} ({took:.0f} s)", file=sys.stderr)
-            return
-        problems = f" PROBLEMS {'; '.join(trial.problems)}" if trial.problems else ""
-        print(f"[run {run + 1}] {name} on {trial.node}: errors {trial.errors} "
-              f"({took:.0f} s){problems}", file=sys.stderr)
-
+    # Lab.up() runs its own event loop when it waits for a node: not inside this one
+    await asyncio.to_thread(lab.up)
+    trials: list[Trial] = []
     with tempfile.TemporaryDirectory(prefix="faultkit-truth-") as tmp:
-        results = run_lanes(plan_trials(names, runs), lab.inventory, Path(tmp), progress)
-    trials = [t for t in results.values() if isinstance(t, Trial)]
-    write(trials, out)
-    return 0 if len(trials) == len(results) else 1
+        for run in range(runs):
+            for name in names:
+                started = time.monotonic()
+                trial = await run_trial(name, lab.inventory, Path(tmp))
+                trials.append(trial)
+                took = time.monotonic() - started
+                problems = f" PROBLEMS {'; '.join(trial.problems)}" if trial.problems else ""
+                print(f"[{run + 1}/{runs}] {name}: errors {trial.errors} ({took:.0f} s){problems}",
+                      file=sys.stderr)
+    summary = summarise(trials)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        report = {"summary": summary, "trials": [t.to_json() for t in trials]}
+        out.write_text(json.dumps(report, indent=2))  # noqa: ASYNC240
+    print(table(summary))
+    return 0
 
 
 if __name__ == "__main__":
@@ -119,4 +121,4 @@ if __name__ == "__main__":
             parser.error(f"--from {args.source}: no such file")
         write(load_trials(args.source), args.json)
         sys.exit(0)
-    sys.exit(main(args.runs, args.trial or list(TRIALS), args.json))
+    sys.exit(asyncio.run(main(args.runs, args.trial or list(TRIALS), args.json)))

@@ -18,12 +18,9 @@ integration test (``tests/integration/test_measure_truth.py``) asserts the bound
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,8 +67,6 @@ class Trial:
     truth: dict[str, Any]
     errors: dict[str, float | None] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
-    #: the simulated node it ran on (trials recorded before lanes ran on sim-vllm)
-    node: str = "sim-vllm"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -256,7 +251,6 @@ async def run_trial(name: str, inventory: Inventory, runs_dir: Path, node_name: 
 
     return Trial(
         name=name,
-        node=node.name,
         run_dir=str(exp.run.path),
         measured={
             "t_effect": m.t_effect, "effect_evidence": m.effect_evidence,
@@ -281,61 +275,3 @@ async def run_trial(name: str, inventory: Inventory, runs_dir: Path, node_name: 
         },
         problems=problems,
     )
-
-
-# --------------------------------------------------------------------------- two lanes
-
-#: the simulated nodes the trials run on, side by side (one lane each): the simulators'
-#: figures are simulated time, which a busy CPU hardly moves (README, "CI")
-TRUTH_NODES: tuple[str, ...] = ("sim-vllm", "sim-sglang")
-#: trials only one node can run: the never-ready rollout rolls a sim-vllm candidate config
-PINNED: dict[str, str] = {"rollout-never-ready": "sim-vllm"}
-TrialKey = tuple[str, int]
-
-
-def plan_trials(names: list[str], runs: int, nodes: tuple[str, ...] = TRUTH_NODES
-                ) -> dict[str, list[TrialKey]]:
-    """Each (trial, run) on one node, in run order then the order of ``names`` (kinds
-    interleave as in one lane): a pinned trial on its node, every other trial's runs
-    round-robin from the *second* node on — so each kind runs on every node, and with two
-    nodes and five runs the unpinned node takes three runs of each kind to make up for the
-    pinned ones (15 trials a lane)."""
-    lanes: dict[str, list[TrialKey]] = {node: [] for node in nodes}
-    for run in range(runs):
-        for name in names:
-            pinned = PINNED.get(name)
-            node = pinned if pinned in lanes else nodes[(run + 1) % len(nodes)]
-            assert node is not None
-            lanes[node].append((name, run))
-    return lanes
-
-
-def run_lanes(
-    plan: dict[str, list[TrialKey]], inventory: Inventory, runs_dir: Path,
-    on_trial: Callable[[TrialKey, Trial | Exception], None] = lambda _k, _t: None,
-) -> dict[TrialKey, Trial | Exception]:
-    """Run each node's trials in order, the nodes side by side: one thread and event loop
-    per node, so one trial's blocking work (its report, Docker's events, Prometheus
-    queries) never stalls the other's load and clocks. A trial that raises is returned as
-    its exception; the others still run."""
-
-    def lane(node: str, keys: list[TrialKey]) -> dict[TrialKey, Trial | Exception]:
-        async def trials() -> dict[TrialKey, Trial | Exception]:
-            out: dict[TrialKey, Trial | Exception] = {}
-            for key in keys:
-                try:
-                    result: Trial | Exception = await run_trial(
-                        key[0], inventory, runs_dir / node, node_name=node)
-                except Exception as exc:  # reported by the caller, per trial
-                    result = exc
-                out[key] = result
-                on_trial(key, result)
-            return out
-
-        return asyncio.run(trials())
-
-    results: dict[TrialKey, Trial | Exception] = {}
-    with ThreadPoolExecutor(max_workers=max(1, len(plan))) as pool:
-        for part in pool.map(lane, plan.keys(), plan.values()):
-            results.update(part)
-    return results

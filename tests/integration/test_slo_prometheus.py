@@ -285,11 +285,12 @@ async def test_outage_measured_against_truth(lab: Lab) -> None:
 
         # --- captured series for prometheus.json
         captured = capture(prom, node_cfg, t_start, t_end, step=0.5, timeline=timeline)
-        names = {s["name"] for s in captured["series"]}
+        names = {s.name for s in captured.series}
         assert {"up", "requests_rate", "restarts", "alerts"} <= names
         assert any(a["alertname"] == "FaultkitNodeDown" and a["state"] == "firing"
-                   for a in captured["alerts"])
-        json.dumps(captured)
+                   for a in captured.alerts)
+        written = json.loads(json.dumps(captured.to_json()))  # what prometheus.json holds
+        assert type(captured).from_json(written) == captured
     finally:
         await node.stop()
         prom.close()
