@@ -115,12 +115,14 @@ class AcceptedFinding(_Model):
 
 #: Each engine's worker process, as its command line shows it inside the container: the
 #: process whose death is the engine's death. vLLM (V1) names its engine core process
-#: ``VLLM::EngineCore`` (setproctitle); SGLang its scheduler ``sglang::scheduler``; llama.cpp
-#: serves from one process; the simulator too.
+#: ``VLLM::EngineCore`` (setproctitle); SGLang its scheduler ``sglang::scheduler``; TGI's
+#: launcher runs its model shards as ``text-generation-server``; llama.cpp serves from one
+#: process; the simulator too. A gateway (LiteLLM) has no engine to kill.
 ENGINE_PROCESSES: dict[str, str] = {
     "vllm": r"VLLM::EngineCore",
     "sglang": r"sglang::scheduler",
     "llamacpp": r"llama-server",
+    "tgi": r"text-generation-server",
     "sim": r"testbed\.simnode",
 }
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from faultkit.docker import state_from_attrs
 from faultkit.errors import FaultParamError, FaultRefused
 from faultkit.faults import make_fault
 from faultkit.journal import FaultJournal
@@ -151,3 +152,54 @@ def test_every_fault_declares_its_family_and_what_its_revert_means() -> None:
     assert {k for k in FAULTS if not fault_class(k).revert_is_the_fix} == {
         "kill", "kill_process", "rollout", "oversized_context", "flood"}
     assert kind_class("bad_input") is None and kind_class(None) is None
+
+
+def test_every_engine_has_a_worker_to_kill_and_the_inventory_overrides_it() -> None:
+    """test_engine_death fails (never skips) on an engine node without a pattern: every
+    engine but the gateway's has one."""
+    from faultkit.inventory.models import ENGINE_PROCESSES, Engine
+
+    engines = set(Engine.__args__) - {"litellm"}  # type: ignore[attr-defined]
+    assert engines == set(ENGINE_PROCESSES)
+    assert docker_node(engine="vllm").engine_process_pattern == "VLLM::EngineCore"
+    assert docker_node(engine="vllm", engine_process="MyWorker").engine_process_pattern == \
+        "MyWorker"
+
+
+async def test_a_container_its_policy_left_down_is_started_and_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Through the revert's own path (``_wait_back``): the node stays unready, the container
+    has exited 0 under ``on-failure``; the harness starts it, and the finding says why."""
+    from faultkit.errors import NodeNotReady
+    from faultkit.faults import process
+
+    class Down(FakeHost):
+        started = False
+
+        def state(self, name: str) -> object:
+            attrs = self.inspect(name)
+            attrs["State"] = {"Status": "running" if self.started else "exited",
+                              "Running": self.started, "ExitCode": 0, "Pid": 0}
+            return state_from_attrs(attrs)
+
+        def start(self, name: str) -> None:
+            self.started = True
+
+    host = Down()
+    use_host(monkeypatch, host)
+    calls = []
+
+    async def wait_ready(node: object, timeout_s: float) -> None:
+        calls.append(timeout_s)
+        if not host.started:
+            raise NodeNotReady("n1", "http://127.0.0.1:9/health", timeout_s, "refused")
+
+    monkeypatch.setattr(process, "wait_ready", wait_ready)
+    fault = make_fault("kill_process", docker_node(), dry_run=True, match="x",
+                       ready_timeout_s=1, first_token=False)
+    fault.result.update(restart_policy="on-failure", restart_count_before=0)
+    await fault._wait_back(0.0)
+    assert host.started and len(calls) == 2
+    assert "'on-failure' did not bring it back (on-failure never restarts an exit 0)" in \
+        fault.result["never_restarted"]
