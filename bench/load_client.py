@@ -12,13 +12,22 @@ C. TTFT timestamp error at 256 concurrent streams: the server stamps the wall-cl
    tokens paced at 20 ms (a realistic decode speed: 12,800 chunks/s in total) and at zero
    latency (the client saturated, so the error is mostly its own queueing).
 
+D. honesty of connection reuse — requests that fail only because the client reused a
+   connection the server had closed: against the fake server's ``close_after`` mode (it
+   closes every streamed connection, as llama.cpp does) and, when its binary and model are
+   under ``$FAULTKIT_HOME``, llama.cpp's own server on loopback (400 requests, 8 streams,
+   32 in / 24 out), for faultkit's default mode and for ``vllm bench serve``.
+
 A and B run ``--rounds`` times, interleaved with vLLM's runs, and report best and median:
 the machine may be shared, and the best run is the closest to the client's capacity.
 
 If ``vllm`` is importable in ``$FAULTKIT_HOME/vllm-venv`` (default ``~/.cache/faultkit``),
 ``vllm bench serve`` runs A and B against the same server on the same core and both
 figures are printed with the ratio ours / vLLM's. Otherwise that part says why it was
-skipped. Usage: ``python bench/load_client.py [--quick] [--skip-vllm]``.
+skipped. Usage: ``python bench/load_client.py [--quick] [--skip-vllm] [--json FILE]``;
+``--json`` writes every figure, with ``ratio_default_req_per_s``,
+``ratio_default_tok_per_s`` (best faultkit ÷ best vLLM, default mode, this run) and
+``ttft_stamp_error_ms`` (``p50``/``p99``/``max``, 256 streams paced at 20 ms).
 """
 
 from __future__ import annotations
@@ -27,10 +36,12 @@ import argparse
 import asyncio
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import httpx
@@ -60,10 +71,10 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
 
 
 async def ours(
-    url: str, model: str, concurrency: int, requests: int, tokens: int, keepalive: bool = False
+    url: str, model: str, concurrency: int, requests: int, tokens: int, reuse: bool = True
 ) -> dict[str, float]:
     profile = LoadProfile(
-        keepalive=keepalive,
+        reuse_connections=reuse,
         concurrency=concurrency,
         requests=requests,
         output_tokens=tokens,
@@ -121,7 +132,13 @@ def tokenizer_dir() -> Path | None:
 
 
 def vllm_bench(
-    python: Path, tok: Path, url: str, concurrency: int, requests: int, tokens: int
+    python: Path,
+    tok: Path,
+    url: str,
+    concurrency: int,
+    requests: int,
+    tokens: int,
+    served_model: str = "burst",
 ) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
@@ -142,7 +159,7 @@ def vllm_bench(
             "--model",
             str(tok),
             "--served-model-name",
-            "burst",
+            served_model,
             "--tokenizer",
             str(tok),
             "--dataset-name",
@@ -182,6 +199,50 @@ def vllm_bench(
     }
 
 
+async def false_failures(url: str, model: str, requests: int, concurrency: int,
+                         tokens: int) -> dict[str, object]:
+    """faultkit's default mode against a server: how many requests failed, and why."""
+    profile = LoadProfile(
+        concurrency=concurrency, requests=requests, input_tokens=32, output_tokens=tokens
+    )
+    result = await LoadGenerator(Target("bench", url, model), profile).run()
+    s = summarize(result.records, duration_s=result.duration_s)
+    return {
+        "requests": requests,
+        "failed": requests - s.ok,
+        "errors": dict(s.errors_by_class),
+        "connections": result.connections.to_json() if result.connections else None,
+    }
+
+
+def start_llama_server() -> tuple[subprocess.Popen[str] | None, str]:
+    """llama.cpp's server from ``$FAULTKIT_HOME`` on a free loopback port (None, why if absent)."""
+    home = faultkit_home()
+    binaries = sorted(home.glob("llama-server-*/llama-server"))
+    models = sorted((home / "models").glob("*.gguf"))
+    if not binaries or not models:
+        return None, f"no llama-server binary or GGUF model under {home}"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    cmd = [str(binaries[-1]), "-m", str(models[0]), "--host", "127.0.0.1", "--port", str(port),
+           "-c", "4096", "-np", "8", "-t", "1"]
+    if SERVER_CPU is not None:
+        cmd = ["taskset", "-c", str(SERVER_CPU), *cmd]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    return None, "llama-server did not become healthy within 60 s"
+
+
 def _fmt(values: list[float], unit: str) -> str:
     return f"best {max(values):,.0f} {unit}  median {statistics.median(values):,.0f} {unit}"
 
@@ -191,6 +252,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller runs (smoke test)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (best-of)")
     parser.add_argument("--skip-vllm", action="store_true")
+    parser.add_argument("--json", type=Path, help="write every figure to this file")
     args = parser.parse_args()
     os.sched_setaffinity(0, {CLIENT_CPU})
     scale = 0.2 if args.quick else 1.0
@@ -202,8 +264,13 @@ def main() -> None:
     if python is not None and tok is None:
         python, why = None, "no tokenizer under $FAULTKIT_HOME/models"
     server, url = start_server()
-    keys = ("ours_a", "ours_b", "ours_b_ka", "vllm_a", "vllm_b")
+    keys = ("ours_a", "ours_b", "ours_b_fresh", "vllm_a", "vllm_b")
     results: dict[str, list[float]] = {k: [] for k in keys}
+    out: dict[str, object] = {
+        "machine": {"python": sys.version.split()[0], "cpus": os.cpu_count(),
+                    "load_average_at_start": os.getloadavg()[0]},
+        "vllm": why if python is not None else f"skipped: {why}",
+    }
     try:
         print(
             f"server {url} (CPU {SERVER_CPU}), client on CPU {CLIENT_CPU}, "
@@ -217,35 +284,76 @@ def main() -> None:
         for _ in range(args.rounds):
             results["ours_a"].append(asyncio.run(ours(url, "burst", *a))["tok_s"])
             results["ours_b"].append(asyncio.run(ours(url, "burst", *b))["req_s"])
-            results["ours_b_ka"].append(asyncio.run(ours(url, "burst", *b, True))["req_s"])
+            results["ours_b_fresh"].append(asyncio.run(ours(url, "burst", *b, False))["req_s"])
             if python is not None and tok is not None:
                 results["vllm_a"].append(vllm_bench(python, tok, url, *a)["tok_s"])
                 results["vllm_b"].append(vllm_bench(python, tok, url, *b)["req_s"])
+        out["rounds"] = {k: v for k, v in results.items() if v}
         print(f"A  {a[0]} streams x {a[2]} tokens, {a[1]} requests, {args.rounds} rounds")
-        print(f"   faultkit  {_fmt(results['ours_a'], 'tok/s')}")
+        print(f"   faultkit  {_fmt(results['ours_a'], 'tok/s')}   (default)")
         if results["vllm_a"]:
             ratio = max(results["ours_a"]) / max(results["vllm_a"])
+            out["ratio_default_tok_per_s"] = round(ratio, 3)
             print(f"   vllm      {_fmt(results['vllm_a'], 'tok/s')}   ratio (best) {ratio:.2f}x")
         print(f"B  {b[0]} streams x {b[2]} tokens, {b[1]} requests, {args.rounds} rounds")
-        print(f"   faultkit  {_fmt(results['ours_b'], 'req/s')}   (default: new connection each)")
-        print(f"   faultkit  {_fmt(results['ours_b_ka'], 'req/s')}   (--keepalive)")
+        print(f"   faultkit  {_fmt(results['ours_b'], 'req/s')}   (default: reuse, checked)")
+        print(f"   faultkit  {_fmt(results['ours_b_fresh'], 'req/s')}   (--fresh-connections)")
         if results["vllm_b"]:
             best = max(results["vllm_b"])
             ratio = max(results["ours_b"]) / best
-            ratio_ka = max(results["ours_b_ka"]) / best
+            ratio_fresh = max(results["ours_b_fresh"]) / best
+            out["ratio_default_req_per_s"] = round(ratio, 3)
+            out["ratio_fresh_req_per_s"] = round(ratio_fresh, 3)
             print(
                 f"   vllm      {_fmt(results['vllm_b'], 'req/s')}   (keep-alive)   "
-                f"ratio (best) {ratio:.2f}x default, {ratio_ka:.2f}x keep-alive"
+                f"ratio (best) {ratio:.2f}x default, {ratio_fresh:.2f}x fresh connections"
             )
+        stamp: dict[str, dict[str, float]] = {}
         for label, model in (("paced, 20 ms/token", "slow,delay=0.02"), ("zero latency", "ok")):
             rc = asyncio.run(ttft_error(url, model, 256, c))
+            stamp[label] = rc
             print(
                 f"C  TTFT timestamp error, 256 concurrent streams, {label} ({c} req): "
                 f"p50 {rc['p50_ms']:.2f} ms  p99 {rc['p99_ms']:.2f} ms  max {rc['max_ms']:.2f} ms"
             )
+        paced = stamp["paced, 20 ms/token"]
+        out["ttft_stamp_error_ms"] = {
+            "p50": round(paced["p50_ms"], 3),
+            "p99": round(paced["p99_ms"], 3),
+            "max": round(paced["max_ms"], 3),
+        }
+        out["ttft_stamp_error_zero_latency_ms"] = stamp["zero latency"]
+        honesty: dict[str, object] = {}
+        closing = asyncio.run(false_failures(url, "close_after", int(2000 * scale), 8, 24))
+        honesty["fakeserver_close_after"] = closing
+        print(f"D  false failures, server closing every streamed connection: "
+              f"{closing['failed']} of {closing['requests']}  ({closing['connections']})")
+        llama, llama_url = start_llama_server()
+        if llama is None:
+            honesty["llama_server"] = f"skipped: {llama_url}"
+            print(f"D  llama.cpp server: skipped ({llama_url})")
+        else:
+            try:
+                ours_llama = asyncio.run(false_failures(llama_url, "m", 400, 8, 24))
+                honesty["llama_server"] = {"faultkit": ours_llama}
+                line = f"faultkit {ours_llama['failed']} of 400 failed"
+                if python is not None and tok is not None:
+                    theirs = vllm_bench(python, tok, llama_url, 8, 400, 24, served_model="m")
+                    failed = 400 - int(theirs["completed"])
+                    honesty["llama_server"] = {"faultkit": ours_llama,
+                                               "vllm_bench_failed": failed}
+                    line += f", vllm bench serve {failed} of 400"
+                print(f"D  llama.cpp server (400 req, 8 streams, 32 in / 24 out): {line}")
+            finally:
+                llama.kill()
+                llama.wait()
+        out["honesty"] = honesty
     finally:
         server.kill()
         server.wait()
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+        print(f"wrote {args.json}")
 
 
 if __name__ == "__main__":

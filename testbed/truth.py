@@ -48,6 +48,7 @@ TRIALS: dict[str, tuple[str, dict[str, Any], float]] = {
 #: Load of a trial: enough arrivals that the truth file pins each moment to ~40 ms.
 TRUTH_LOAD = LoadProfile(
     rate=25.0,
+    reuse_connections=False,
     concurrency=256,
     input_tokens=16,
     output_tokens=16,

@@ -39,6 +39,7 @@ from faultkit.load import (
     Target,
 )
 from faultkit.load.colstats import summarize_file
+from faultkit.load.connections import ReuseStats
 from faultkit.load.generator import LATENESS_BOUND_S
 from faultkit.load.ledger import LedgerCounts
 from faultkit.load.profile import MAX_RATE_RPS
@@ -79,7 +80,8 @@ _SECONDS = FiniteFloat(gt=0, unit="s")
 )
 @click.option("--no-stream", is_flag=True, help="non-streaming requests (TTFT = E2E)")
 @click.option(
-    "--keepalive", is_flag=True, help="reuse connections (faster; see LoadProfile.keepalive)"
+    "--fresh-connections", is_flag=True,
+    help="one connection per request (default: reuse those proven open; see LoadProfile)",
 )
 @click.option("--warmup", type=click.IntRange(min=0), default=0, help="warm-up requests")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -118,7 +120,7 @@ def load(**opts: Any) -> None:
             total_timeout_s=opts["total_timeout"],
             seed=opts["seed"],
             warmup=opts["warmup"],
-            keepalive=opts["keepalive"],
+            reuse_connections=not opts["fresh_connections"],
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
@@ -145,7 +147,8 @@ def load(**opts: Any) -> None:
             ttft_max_s=opts["ttft_max"],
             tpot_max_s=opts["tpot_max"],
         )
-    click.echo(format_summary(summary, profile, late_sends=result.late_sends))
+    click.echo(format_summary(summary, profile, late_sends=result.late_sends,
+                              connections=result.connections))
     if opts["json_path"]:
         _write_json(Path(opts["json_path"]), target, profile, result, summary)
     if opts["csv_path"]:
@@ -299,8 +302,16 @@ async def _progress(gen: LoadGenerator, profile: LoadProfile) -> None:
             await asyncio.sleep(0.5)
 
 
-def format_summary(s: LoadSummary, profile: LoadProfile, *, late_sends: int = 0) -> str:
+def format_summary(
+    s: LoadSummary,
+    profile: LoadProfile,
+    *,
+    late_sends: int = 0,
+    connections: ReuseStats | None = None,
+) -> str:
     """The human summary, in the layout of the issue.
+
+    With connection reuse on, one line says what the pool did (``connections``).
 
     Open loop only: a user-facing TTFT line (from the scheduled arrival, see
     ``stats.user_ttft_s``), the number of arrivals shed by the client's in-flight cap, and
@@ -328,6 +339,8 @@ def format_summary(s: LoadSummary, profile: LoadProfile, *, late_sends: int = 0)
             f"   Sent late (> {LATENESS_BOUND_S * 1000:.0f} ms): {late_sends}" if late_sends else ""
         )
         lines.append(f"Shed by client: {s.shed_client}{late}")
+    if profile.reuse_connections and connections is not None:
+        lines.append(connections_line(connections))
     lines += errors_and_goodput(s)
     return "\n".join(lines)
 
@@ -342,6 +355,7 @@ def _write_json(
         "t_end": result.t_end,
         "summary": summary.to_json(),
         "late_sends": result.late_sends,
+        "connections": result.connections.to_json() if result.connections else None,
         "violations": result.violations,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -383,3 +397,13 @@ def _append_csv(path: Path, target: Target, profile: LoadProfile, s: LoadSummary
         if new:
             writer.writeheader()
         writer.writerow(row)
+
+
+def connections_line(stats: ReuseStats) -> str:
+    """What the connection pool did, for people: reuse is never silent about its cost."""
+    line = f"Connections: {stats.reused} reused (each proven open first)"
+    if stats.found_closed:
+        line += f", {stats.found_closed} found closed by the server and not used"
+    if stats.no_reuse:
+        line += f"; fresh ones for {', '.join(stats.no_reuse)} (it closes kept-alive connections)"
+    return line

@@ -123,7 +123,8 @@ class OversizedContext(_LoadFault):
         p = self.params
         return LoadProfile(concurrency=p["concurrency"], requests=p["requests"],
                            input_tokens=p["input_tokens"], output_tokens=p["output_tokens"],
-                           first_token_timeout_s=60.0, total_timeout_s=120.0)
+                           first_token_timeout_s=60.0, total_timeout_s=120.0,
+                           reuse_connections=False)
 
 
 class Flood(_LoadFault):
@@ -146,4 +147,5 @@ class Flood(_LoadFault):
         p = self.params
         return LoadProfile(rate=p["rate"], concurrency=p["concurrency"],
                            input_tokens=p["input_tokens"], output_tokens=p["output_tokens"],
-                           first_token_timeout_s=30.0, total_timeout_s=60.0)
+                           first_token_timeout_s=30.0, total_timeout_s=60.0,
+                           reuse_connections=False)

@@ -44,8 +44,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+from yarl import URL
 
 from faultkit.load.classify import classify_exception
+from faultkit.load.connections import CheckedReuseConnector
 from faultkit.load.ledger import Clock, Ledger
 from faultkit.load.profile import LoadProfile, Target
 from faultkit.load.prompts import synthetic_prompt
@@ -145,9 +147,20 @@ class RequestRunner:
         except Exception as exc:  # every request must end in a record, whatever broke
             error_class, detail = classify_exception(exc)
             status = "fail"
+            if error_class == "reset" and progress.t_first_byte is None:
+                self._stop_reusing()
         record = self._record(request_id, progress, status, error_class, detail)
         self.ledger.finish(record)
         return record
+
+    def _stop_reusing(self) -> None:
+        """A connection broke before any response: maybe a kept-alive one the server had
+        closed. Reuse no connection to this server from now on (the record stays a
+        failure; see :mod:`faultkit.load.connections`)."""
+        connector = self.session.connector
+        if isinstance(connector, CheckedReuseConnector):
+            url = URL(self.url)
+            connector.stop_reusing(url.host or "", url.port)
 
     def shed(self, request_id: str, t_scheduled: float, reason: str) -> RequestRecord:
         """Record an arrival that is not sent at all; return its terminal record.

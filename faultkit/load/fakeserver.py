@@ -13,8 +13,8 @@ response can end reproducible on loopback. The **model name** selects the behavi
 ``error_field``     ``after`` tokens, then an SSE ``error:`` field (llama.cpp) and ``[DONE]``
 ``truncated``       ``after`` tokens, then a clean end of body without ``[DONE]``
 ``reset``           ``after`` tokens, then the socket is aborted mid-stream
-``close_after``     like ``ok``, then closes the kept-alive connection ``linger`` s later
-                    without announcing it (as llama.cpp's server does)
+``close_after``     like ``ok``, then closes the kept-alive connection without announcing it:
+                    at once (as llama.cpp's server does) or ``linger`` s later
 ``status``          HTTP ``code`` (default 500) with an OpenAI-style error body
 ``hang_headers``    never sends the response headers
 ``hang_first``      sends the role-only chunk, then nothing
@@ -146,9 +146,11 @@ async def _generate(request: web.Request) -> web.StreamResponse:
     await resp.write(b"data: [DONE]\n\n")
     await resp.write_eof()
     if mode == "close_after" and request.transport is not None:
-        asyncio.get_running_loop().call_later(
-            float(params.get("linger", "0.002")), request.transport.close
-        )
+        linger = float(params.get("linger", "0"))
+        if linger:
+            asyncio.get_running_loop().call_later(linger, request.transport.close)
+        else:  # at once, as llama.cpp's server: its FIN follows the last chunk
+            request.transport.close()
     return resp
 
 

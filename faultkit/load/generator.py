@@ -33,6 +33,7 @@ from typing import Any
 import aiohttp
 
 from faultkit.load.client import RequestRunner, pool_trace_config
+from faultkit.load.connections import CheckedReuseConnector, ReuseStats
 from faultkit.load.ledger import Clock, Ledger
 from faultkit.load.profile import LoadProfile, Target
 from faultkit.records import RequestRecord
@@ -67,6 +68,8 @@ class LoadResult:
     late_sends: int = 0
     requests: int = 0
     ledger_file: Path | None = None
+    #: what the connection pool did (None on a session the caller gave)
+    connections: ReuseStats | None = None
 
     @property
     def duration_s(self) -> float:
@@ -88,16 +91,15 @@ def arrival_offsets(rate: float, burstiness: float, seed: int) -> Iterator[float
         yield t
 
 
-def new_session(*, keepalive: bool = False, limit: int = 0) -> aiohttp.ClientSession:
+def new_session(*, reuse: bool = True, limit: int = 0) -> aiohttp.ClientSession:
     """The client session the generator uses (``limit`` 0 = no connection cap).
 
-    Without ``keepalive`` every request gets a fresh connection (see ``LoadProfile``).
-    With a ``limit``, a request that times out still waiting for a pooled connection is
+    ``reuse``: pooled connections proven open are reused (:mod:`faultkit.load.connections`);
+    without it every request gets a fresh connection (see ``LoadProfile``). With a
+    ``limit``, a request that times out still waiting for a pooled connection is
     classified ``client_exhausted`` (see ``client.pool_trace_config``).
     """
-    connector = aiohttp.TCPConnector(
-        limit=limit, force_close=not keepalive, enable_cleanup_closed=True
-    )
+    connector = CheckedReuseConnector(limit=limit, reuse=reuse)
     # tracing costs a little per request; only a limited pool can make requests wait
     traces = [pool_trace_config()] if limit else None
     return aiohttp.ClientSession(connector=connector, auto_decompress=False, trace_configs=traces)
@@ -144,7 +146,7 @@ class LoadGenerator:
     async def run(self) -> LoadResult:
         """Warm up, send the load, wait for in-flight requests, check the ledger."""
         own_session = self._session is None
-        session = self._session or new_session(keepalive=self.profile.keepalive)
+        session = self._session or new_session(reuse=self.profile.reuse_connections)
         try:
             warm = await self._warmup(session)
             runner = RequestRunner(
@@ -159,6 +161,8 @@ class LoadGenerator:
                 await self._closed_loop(runner)
             t_end = self.clock.mono()
         finally:
+            connector = session.connector
+            stats = connector.stats if isinstance(connector, CheckedReuseConnector) else None
             if own_session:
                 await session.close()
         violations = self.ledger.check()
@@ -183,6 +187,7 @@ class LoadGenerator:
             late_sends=late.count,
             requests=self.ledger.counts.finished,
             ledger_file=self.ledger.columnar_path,
+            connections=stats,
         )
 
     def _take(self, *, clock_deadline: bool = True) -> int | None:

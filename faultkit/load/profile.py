@@ -45,6 +45,7 @@ _ALIASES = {
     "total_timeout": "total_timeout_s",
     "kind": "endpoint",
     "endpoint_kind": "endpoint",
+    "keepalive": "reuse_connections",
 }
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -65,11 +66,12 @@ class LoadProfile:
     first, or when stopped from outside (neither given = run until stopped). ``warmup``
     requests are sent first and kept out of the ledger.
 
-    Each request opens its own TCP connection unless ``keepalive`` is set. That keeps
-    attribution exact — a connection failure always belongs to the request that saw it —
-    and avoids spurious resets from servers that close a kept-alive connection after a
-    streamed answer without saying so (llama.cpp's server does, while sending
-    ``Keep-Alive: timeout=5``). ``keepalive=True`` is faster against servers that honour it.
+    Connections: a request reuses a pooled connection only when it is proven still open,
+    and a server seen closing kept-alive connections behind the client's back gets a fresh
+    connection per request from then on (:mod:`faultkit.load.connections`): fast, and no
+    request is ever lost to the client's own reuse. ``reuse_connections=False`` opens one
+    connection per request, as the fault experiments do (:data:`BACKGROUND_PROFILE`): every
+    user then goes through connect, the path a restarted or partitioned node breaks first.
 
     Timeouts per request: ``connect_timeout_s`` for the TCP connect,
     ``first_token_timeout_s`` from invoke to the first content chunk (streaming only),
@@ -92,7 +94,7 @@ class LoadProfile:
     total_timeout_s: float = 300.0
     seed: int = 0
     warmup: int = 0
-    keepalive: bool = False
+    reuse_connections: bool = True
     #: extra JSON fields merged into every request body (e.g. ``{"temperature": 0}``)
     extra_body: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
@@ -156,9 +158,12 @@ class LoadProfile:
         return cls(**values)
 
     @classmethod
-    def from_string(cls, text: str) -> LoadProfile:
-        """Parse ``"concurrency=4,output_tokens=32,stream=false"`` (empty string = defaults)."""
-        data: dict[str, str] = {}
+    def from_string(cls, text: str, **defaults: Any) -> LoadProfile:
+        """Parse ``"concurrency=4,output_tokens=32,stream=false"`` (empty string = defaults).
+
+        ``defaults`` replace the class defaults for keys the text does not give.
+        """
+        data: dict[str, Any] = {}
         for part in text.split(","):
             if not part.strip():
                 continue
@@ -166,7 +171,8 @@ class LoadProfile:
             if not sep:
                 raise ValueError(f"load profile item {part.strip()!r} is not key=value")
             data[key.strip()] = value.strip()
-        return cls.from_dict(data)
+        given = {_ALIASES.get(key, key) for key in data}
+        return cls.from_dict({**{k: v for k, v in defaults.items() if k not in given}, **data})
 
 
 #: The scenarios' background load when no ``--load-profile`` is given (the pytest plugin's
@@ -181,6 +187,7 @@ class LoadProfile:
 #: flood queues users ~10 s).
 BACKGROUND_PROFILE = LoadProfile(
     rate=10.0,
+    reuse_connections=False,
     concurrency=256,
     input_tokens=32,
     output_tokens=24,
@@ -199,7 +206,7 @@ _FLOAT = {
     "first_token_timeout_s",
     "total_timeout_s",
 }
-_BOOL = {"stream", "ignore_eos", "include_usage", "keepalive"}
+_BOOL = {"stream", "ignore_eos", "include_usage", "reuse_connections"}
 
 
 def _convert(key: str, value: str) -> Any:

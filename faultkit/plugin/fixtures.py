@@ -75,7 +75,8 @@ def load_profile(faultkit_settings: Settings, request: pytest.FixtureRequest) ->
     text = marker.args[0] if marker else faultkit_settings.load_profile
     if text:
         try:
-            return LoadProfile.from_string(text)
+            # one connection per request unless the profile says otherwise (LoadProfile)
+            return LoadProfile.from_string(text, reuse_connections=False)
         except ValueError as exc:
             raise pytest.UsageError(f"load profile {text!r}: {exc}") from exc
     return BACKGROUND_PROFILE

@@ -54,8 +54,11 @@ def test_summary_and_result_files(endpoint: str, tmp_path: Path) -> None:
     assert re.fullmatch(
         r"Throughput: \d+ tok/s   Request rate: [\d.]+ req/s   Errors: 0\.0 %", lines[3]
     )
-    assert len(lines) == 4  # closed loop: no arrival-based lines
+    # reuse is on by default: 40 requests on 4 workers reuse 36 connections, proven open
+    assert lines[4] == "Connections: 36 reused (each proven open first)"
+    assert len(lines) == 5  # closed loop: no arrival-based lines
     data = json.loads(out_json.read_text())
+    assert data["connections"] == {"reused": 36, "found_closed": 0, "no_reuse": []}
     assert data["summary"]["requests"] == 40
     assert data["summary"]["ok"] == 40
     assert data["summary"]["total_output_tokens"] == 320
@@ -176,3 +179,15 @@ def test_live_progress_status_line() -> None:
     # under the test runner neither stream is a terminal; --json to stdout never shows it
     assert _live_wanted(None) is False
     assert _live_wanted("-") is False
+
+
+def test_fresh_connections_flag_reuses_none(endpoint: str, tmp_path: Path) -> None:
+    out_json = tmp_path / "r.json"
+    args = ["load", "--endpoint", endpoint, "--model", "ok", "--concurrency", "2",
+            "--requests", "10", "--fresh-connections", "--json", str(out_json)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "Connections:" not in result.output
+    data = json.loads(out_json.read_text())
+    assert data["profile"]["reuse_connections"] is False
+    assert data["connections"]["reused"] == 0

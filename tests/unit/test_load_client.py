@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -204,16 +205,80 @@ async def test_tgi_gets_no_ignore_eos() -> None:
     assert runner.body(3) == runner.body(3)
 
 
-async def test_fresh_connection_per_request_avoids_spurious_resets(server: str) -> None:
-    """A server closing kept-alive connections after each stream (llama.cpp does) must not
-    make healthy requests look reset; with keep-alive the hazard is real."""
+async def test_reuse_never_costs_a_request_on_a_server_that_closes_after_each_stream(
+    server: str,
+) -> None:
+    """A server closing kept-alive connections after each stream (llama.cpp does): the
+    default reuse finds the pooled connection closed before writing to it, stops reusing
+    connections to that server, and every request succeeds."""
     model = "close_after,linger=0"
-    fresh = LoadProfile(concurrency=1, requests=30, output_tokens=4)
-    result = await LoadGenerator(Target("t", server, model), fresh).run()
+    checked = LoadProfile(concurrency=1, requests=30, output_tokens=4)
+    result = await LoadGenerator(Target("t", server, model), checked).run()
     assert [r.status for r in result.records] == ["ok"] * 30
-    reused = fresh.replace(keepalive=True)
-    result = await LoadGenerator(Target("t", server, model), reused).run()
+    assert result.connections is not None
+    assert result.connections.found_closed >= 1
+    assert result.connections.no_reuse == (server.removeprefix("http://"),)
+
+
+async def test_unchecked_reuse_shows_the_hazard_the_check_removes(server: str) -> None:
+    """The same server through aiohttp's plain pool: requests die as false resets."""
+    connector = aiohttp.TCPConnector(force_close=False)
+    async with aiohttp.ClientSession(connector=connector) as plain:
+        profile = LoadProfile(concurrency=1, requests=30, output_tokens=4)
+        gen = LoadGenerator(Target("t", server, "close_after,linger=0"), profile, session=plain)
+        result = await gen.run()
     assert any(r.error_class == "reset" for r in result.records)
+
+
+async def test_reuse_on_a_server_that_keeps_connections(server: str) -> None:
+    profile = LoadProfile(concurrency=2, requests=40, output_tokens=4)
+    result = await LoadGenerator(Target("t", server, "ok"), profile).run()
+    assert [r.status for r in result.records] == ["ok"] * 40
+    assert result.connections is not None
+    assert result.connections.reused >= 36  # all but the first per worker (and a spare)
+    assert result.connections.found_closed == 0
+    fresh = await LoadGenerator(
+        Target("t", server, "ok"), profile.replace(reuse_connections=False)
+    ).run()
+    assert fresh.connections is not None and fresh.connections.reused == 0
+
+
+def test_peer_closed_sees_fin_reset_and_stray_bytes_but_not_an_idle_connection() -> None:
+    from faultkit.load.connections import peer_closed
+
+    for how in ("idle", "fin", "bytes", "rst"):
+        listener = socket.create_server(("127.0.0.1", 0))
+        client = socket.create_connection(listener.getsockname())
+        peer, _ = listener.accept()
+        if how == "fin":
+            peer.close()
+        elif how == "bytes":
+            peer.sendall(b"HTTP/1.1 408 Request Timeout\r\n\r\n")
+        elif how == "rst":
+            peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            peer.close()
+        try:
+            assert peer_closed(client.fileno()) is (how != "idle"), how
+        finally:
+            client.close()
+            if how in ("idle", "bytes"):
+                peer.close()
+            listener.close()
+
+
+def test_keepalive_in_a_profile_string_still_means_reuse() -> None:
+    assert LoadProfile.from_string("keepalive=false").reuse_connections is False
+    assert LoadProfile.from_string("").reuse_connections is True
+    assert LoadProfile.from_string("", reuse_connections=False).reuse_connections is False
+    assert LoadProfile.from_string("keepalive=1", reuse_connections=False).reuse_connections
+
+
+def test_fault_experiments_open_one_connection_per_request() -> None:
+    from faultkit.load.profile import BACKGROUND_PROFILE
+    from testbed.truth import TRUTH_LOAD
+
+    assert BACKGROUND_PROFILE.reuse_connections is False
+    assert TRUTH_LOAD.reuse_connections is False
 
 
 # ------------------------------------------------------------------ clean rejections
