@@ -52,6 +52,7 @@ from faultkit.load.ledger import Clock, Ledger
 from faultkit.load.profile import LoadProfile, Target
 from faultkit.load.prompts import synthetic_prompt
 from faultkit.load.responses import http_error, parse_whole, response_header
+from faultkit.load.rxstamps import ArrivalMarks, arrival_marks
 from faultkit.load.sse import StreamInterpreter, StreamOutcome
 from faultkit.records import RequestKind, RequestRecord, Status
 
@@ -207,8 +208,18 @@ class RequestRunner:
                         interp = StreamInterpreter()
                         progress.outcome = interp.outcome
                         mono = self.clock.mono
-                        async for chunk in resp.content.iter_any():
-                            interp.feed(chunk, mono())
+                        body = resp.content
+                        arrivals = _arrivals(resp)
+                        if arrivals is not None and arrivals.body is body:
+                            progress.t_first_byte = self._arrived(arrivals.headers_at)
+                        received = 0
+                        async for chunk in body.iter_any():
+                            if arrivals is None:
+                                interp.feed(chunk, mono())
+                            else:
+                                for piece, at in arrivals.split(body, chunk, received):
+                                    interp.feed(piece, self._arrived(at))
+                                received += len(chunk)
                             if waiting_first and interp.outcome.t_first_token is not None:
                                 cm.reschedule(total_deadline)
                                 waiting_first = False
@@ -248,6 +259,11 @@ class RequestRunner:
         if outcome.ok:
             return "ok", None, None
         return "fail", outcome.error_class, outcome.error_detail
+
+    def _arrived(self, stamp: float | None) -> float:
+        """A kernel arrival stamp (epoch s) on the monotonic clock, never after now."""
+        now = self.clock.mono()
+        return now if stamp is None else min(self.clock.mono_of(stamp), now)
 
     def _record(
         self,
@@ -314,6 +330,13 @@ async def _queued_end(
 ) -> None:
     if isinstance(ctx.trace_request_ctx, _Progress):
         ctx.trace_request_ctx.pool_wait = False
+
+
+def _arrivals(resp: aiohttp.ClientResponse) -> ArrivalMarks | None:
+    """The kernel arrival marks of the response's connection (None: the consumer's clock,
+    on a connection the load client's connector did not open)."""
+    connection = resp.connection
+    return arrival_marks(connection.transport) if connection is not None else None
 
 
 def _opt(epoch: Any, mono: float | None) -> float | None:

@@ -41,6 +41,8 @@ import aiohttp
 from aiohttp.client_proto import ResponseHandler
 from aiohttp.connector import Connection
 
+from faultkit.load.rxstamps import stamp_arrivals
+
 __all__ = ["IDLE_REUSE_S", "CheckedReuseConnector", "ReuseStats", "peer_closed"]
 
 #: A pooled connection unused for this long is closed by the client, not reused.
@@ -80,7 +82,8 @@ class ReuseStats:
 
 
 class CheckedReuseConnector(aiohttp.TCPConnector):
-    """aiohttp's TCP connector with the two rules of this module's docstring.
+    """aiohttp's TCP connector with the two rules of this module's docstring; every new
+    connection's reads are dated by the kernel (:mod:`faultkit.load.rxstamps`).
 
     ``reuse=False`` closes every connection after its response (one connection per
     request), as the fault experiments want (docs/definitions.md, "Connections").
@@ -114,6 +117,13 @@ class CheckedReuseConnector(aiohttp.TCPConnector):
         server = f"{host}:{port}"
         if server not in self.stats.no_reuse:
             self.stats.no_reuse = (*self.stats.no_reuse, server)
+
+    async def _create_connection(
+        self, req: Any, traces: list[Any], timeout: Any  # noqa: ASYNC109 (aiohttp's signature)
+    ) -> ResponseHandler:
+        protocol = await super()._create_connection(req, traces, timeout)
+        stamp_arrivals(protocol.transport)  # date every read by the kernel (rxstamps)
+        return protocol
 
     def _release(
         self, key: Any, protocol: ResponseHandler, *, should_close: bool = False

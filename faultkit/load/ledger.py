@@ -65,6 +65,10 @@ class Clock:
     def epoch(self, mono: float) -> float:
         return self.anchor_epoch + (mono - self.anchor_mono)
 
+    def mono_of(self, epoch: float) -> float:
+        """The monotonic time of an epoch-seconds stamp taken elsewhere (the kernel's)."""
+        return self.anchor_mono + (epoch - self.anchor_epoch)
+
     def now(self) -> float:
         """Epoch seconds now, on the monotonic-anchored scale."""
         return self.epoch(time.monotonic())
