@@ -8,9 +8,10 @@ either ``Z`` or an offset; Go's zero time (``0001-01-01T00:00:00Z``, "never") re
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
-__all__ = ["parse_rfc3339"]
+__all__ = ["CLOCK_STEP_TOLERANCE_S", "clock_step_gap", "parse_rfc3339", "wall_minus_monotonic"]
 
 
 def parse_rfc3339(text: str | None) -> float | None:
@@ -29,3 +30,30 @@ def parse_rfc3339(text: str | None) -> float | None:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return parsed.timestamp()
+
+
+#: a wall-clock step larger than this during a run makes its times incomparable
+CLOCK_STEP_TOLERANCE_S = 0.5
+
+
+def wall_minus_monotonic() -> float:
+    """``time.time() − time.monotonic()``: constant while nobody steps the wall clock."""
+    return time.time() - time.monotonic()
+
+
+def clock_step_gap(offset_at_start: float, *, tolerance_s: float = CLOCK_STEP_TOLERANCE_S,
+                   offset_now: float | None = None) -> str | None:
+    """Why a run's times cannot be compared, if the wall clock stepped since the start.
+
+    The harness dates its own events by the wall clock, the load client by the monotonic
+    clock anchored once, Docker and Prometheus by their own wall clocks: a step of the wall
+    clock (NTP, a frozen and resumed machine) mid-run shifts some of them and not others,
+    so detection, recovery and the SLI windows would be computed from mismatched times.
+    """
+    now = wall_minus_monotonic() if offset_now is None else offset_now
+    step = now - offset_at_start
+    if abs(step) <= tolerance_s:
+        return None
+    return (f"the wall clock stepped by {step:+.1f} s relative to the monotonic clock during "
+            "the run (NTP, or the machine was frozen and resumed): times from Docker, "
+            "Prometheus and the load client no longer line up, so nothing can be judged")

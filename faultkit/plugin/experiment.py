@@ -35,6 +35,7 @@ from faultkit.plugin.lifecycle import RunLifecycle
 from faultkit.plugin.live import LiveStatus
 from faultkit.records import Event, JsonlWriter
 from faultkit.rundir import RunDir
+from faultkit.timestamps import wall_minus_monotonic
 from slo.accepted import apply_accepted
 from slo.checks import (
     CheckFn,
@@ -68,6 +69,9 @@ class Experiment(RunLifecycle):
     load: BackgroundLoad | None = None
     _timeline: JsonlWriter | None = None
     _container_before: dict[str, Any] | None = None
+    #: wall − monotonic clock at scenario start: a step by the end makes the run
+    #: INCONCLUSIVE (faultkit.timestamps.clock_step_gap)
+    _clock_offset: float = field(default_factory=wall_minus_monotonic)
     #: the node the fault was injected on when it is not ``node`` (``run_fault(on=…)``)
     fault_node: Node | None = None
     t_start: float = field(default_factory=time.time)

@@ -41,6 +41,7 @@ from faultkit.plugin.run_evidence import RunEvidence
 from faultkit.plugin.status import DryRunPlan
 from faultkit.records import Event, RequestRecord
 from faultkit.rundir import ContainerEvidence, FaultInfo
+from faultkit.timestamps import clock_step_gap, wall_minus_monotonic
 from slo.capture import PrometheusCapture, capture, cross_check
 from slo.evidence import preflight_gaps, steady_state_violations
 from slo.measure import MeasurementInputError, effect_of, measure, recovered_at
@@ -72,6 +73,7 @@ class RunLifecycle(RunEvidence):
         measurement: Measurement | None
         load: BackgroundLoad | None
         _container_before: dict[str, Any] | None
+        _clock_offset: float
         live: LiveStatus
 
         def note(self, kind: str, **data: Any) -> None: ...
@@ -103,6 +105,7 @@ class RunLifecycle(RunEvidence):
         prom = Prometheus(self.inventory.prometheus.url)
         deadline = recovery_deadline_s or self.slo.recovery_s_max + 15
         self.note(EventKind.SCENARIO_START, scenario=self.scenario, fault=kind)
+        self._clock_offset = wall_minus_monotonic()
         running = None
         if self._container_before is not None and "error" not in self._container_before:
             running = bool(self._container_before.get("running"))
@@ -196,6 +199,9 @@ class RunLifecycle(RunEvidence):
 
     def _finish(self, prom: Prometheus) -> Measurement:
         self.live.phase("measure")
+        stepped = clock_step_gap(self._clock_offset)
+        if stepped is not None:
+            self.note(EventKind.EVIDENCE_GAP, reason=stepped)
         ledger = self.run.ledger()
         t_end = time.time()
         self._record_container_events(t_end)

@@ -41,3 +41,27 @@ def test_docker_state_uses_it() -> None:
                                         "FinishedAt": "0001-01-01T00:00:00Z"}})
     assert state.started_at == pytest.approx(EPOCH, abs=1e-6)
     assert state.finished_at is None
+
+
+def test_a_wall_clock_step_during_a_run_is_an_evidence_gap() -> None:
+    from faultkit.timestamps import clock_step_gap, wall_minus_monotonic
+
+    start = wall_minus_monotonic()
+    assert clock_step_gap(start) is None  # no step between two reads
+    assert clock_step_gap(100.0, offset_now=100.4) is None  # within the tolerance
+    gap = clock_step_gap(100.0, offset_now=128.3)  # CI run O: +28.3 s mid-scenario
+    assert gap is not None and "stepped by +28.3 s" in gap
+    assert clock_step_gap(100.0, offset_now=99.0) is not None  # a step back counts too
+
+
+def test_the_gap_makes_the_measurement_inconclusive() -> None:
+    from faultkit.events import EventKind
+    from faultkit.records import Event
+    from faultkit.timestamps import clock_step_gap
+    from slo.measure import Effect, evidence_gaps
+
+    reason = clock_step_gap(0.0, offset_now=28.3)
+    timeline = [Event(t=1.0, source="harness", kind=EventKind.EVIDENCE_GAP, node="n",
+                      data={"reason": reason})]
+    effect = Effect(t=0.5, evidence="docker_event", detail="die")
+    assert evidence_gaps(timeline, [], "n", effect) == [reason]
