@@ -34,12 +34,15 @@ import functools
 import json
 import socket
 import struct
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from aiohttp import web
 
-__all__ = ["make_app", "serve"]
+__all__ = ["make_app", "serve", "serve_in_subprocess"]
 
 _FIRST_SEND: web.AppKey[dict[str, float]] = web.AppKey("first_send", dict)
 
@@ -192,6 +195,24 @@ async def serve(port: int = 0, host: str = "127.0.0.1") -> tuple[web.AppRunner, 
     server = site._server
     assert isinstance(server, asyncio.Server)
     return runner, int(server.sockets[0].getsockname()[1])
+
+
+@contextlib.contextmanager
+def serve_in_subprocess() -> Iterator[str]:
+    """Run the server in a child process on a free loopback port; yield its base URL.
+
+    Another process, so that its timing is independent of the caller's event loop (a
+    truth source for client timestamps, a load target that does not share its loop).
+    """
+    proc = subprocess.Popen([sys.executable, "-m", "faultkit.load.fakeserver", "--port", "0"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        yield f"http://127.0.0.1:{int(line.rsplit(':', 1)[1])}"
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def main() -> None:

@@ -6,8 +6,6 @@ import csv
 import json
 import re
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,21 +13,14 @@ import pytest
 from click.testing import CliRunner
 
 from faultkit.cli import cli
+from faultkit.load.fakeserver import serve_in_subprocess
 from faultkit.records import read_ledger
 
 
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "faultkit.load.fakeserver", "--port", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    yield f"http://127.0.0.1:{int(line.rsplit(':', 1)[1])}"
-    proc.kill()
-    proc.wait()
+    with serve_in_subprocess() as url:
+        yield url
 
 
 def _closed_port() -> int:

@@ -7,8 +7,6 @@ writes the first content chunk), in another process: nothing the client computes
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
@@ -17,6 +15,7 @@ import httpx
 import pytest
 
 from faultkit.load import LoadGenerator, LoadProfile, Target
+from faultkit.load.fakeserver import serve_in_subprocess
 from faultkit.load.rxstamps import ArrivalMarks
 
 #: the loop is blocked this long while the only token arrives (0.05 … 0.30 s; the token is
@@ -31,16 +30,8 @@ BOUND_S = 0.06
 
 @pytest.fixture
 def server() -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "faultkit.load.fakeserver", "--port", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    port = int(proc.stdout.readline().rsplit(":", 1)[1])
-    yield f"http://127.0.0.1:{port}"
-    proc.kill()
-    proc.wait()
+    with serve_in_subprocess() as url:
+        yield url
 
 
 async def _first_token_error(url: str, session: aiohttp.ClientSession | None) -> float:
