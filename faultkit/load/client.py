@@ -100,6 +100,9 @@ class RequestRunner:
         self.kind: RequestKind = profile.endpoint
         path = "/chat/completions" if profile.endpoint == "chat" else "/completions"
         self.url = target.api_root + path
+        url = URL(self.url)
+        #: (host, port) as the connector keys this server's connections
+        self._server = (url.host or "", url.port)
         self._timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=profile.connect_timeout_s, connect=None
         )
@@ -160,8 +163,7 @@ class RequestRunner:
         failure; see :mod:`faultkit.load.connections`)."""
         connector = self.session.connector
         if isinstance(connector, CheckedReuseConnector):
-            url = URL(self.url)
-            connector.stop_reusing(url.host or "", url.port)
+            connector.stop_reusing(*self._server)
 
     def shed(self, request_id: str, t_scheduled: float, reason: str) -> RequestRecord:
         """Record an arrival that is not sent at all; return its terminal record.

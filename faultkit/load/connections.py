@@ -97,6 +97,8 @@ class CheckedReuseConnector(aiohttp.TCPConnector):
             enable_cleanup_closed=True,
         )
         self.stats = ReuseStats()
+        #: (host, port) of the servers in ``stats.no_reuse``, for the per-release check
+        self._no_reuse: set[tuple[str, int | None]] = set()
 
     async def _get(self, key: Any, traces: list[Any]) -> Connection | None:
         while True:
@@ -114,9 +116,9 @@ class CheckedReuseConnector(aiohttp.TCPConnector):
 
     def stop_reusing(self, host: str, port: int | None) -> None:
         """Close every later connection to ``host:port`` after its response."""
-        server = f"{host}:{port}"
-        if server not in self.stats.no_reuse:
-            self.stats.no_reuse = (*self.stats.no_reuse, server)
+        if (host, port) not in self._no_reuse:
+            self._no_reuse.add((host, port))
+            self.stats.no_reuse = (*self.stats.no_reuse, f"{host}:{port}")
 
     async def _create_connection(
         self, req: Any, traces: list[Any], timeout: Any  # noqa: ASYNC109 (aiohttp's signature)
@@ -128,5 +130,6 @@ class CheckedReuseConnector(aiohttp.TCPConnector):
     def _release(
         self, key: Any, protocol: ResponseHandler, *, should_close: bool = False
     ) -> None:
-        closes_behind_our_back = f"{key.host}:{key.port}" in self.stats.no_reuse
+        # every response passes here: no string work unless a server was marked
+        closes_behind_our_back = bool(self._no_reuse) and (key.host, key.port) in self._no_reuse
         super()._release(key, protocol, should_close=should_close or closes_behind_our_back)
