@@ -40,11 +40,15 @@ ERROR_CLASSES: tuple[str, ...] = (
     # The client ran out of its own resources (file descriptors, ephemeral ports, a free
     # connection in its pool): says nothing about the node, so the run is inconclusive.
     "client_exhausted",
+    # A timeout the client cannot vouch for: the request was sent, or its timer fired, at
+    # least LATE_CLIENT_S late because the client's own event loop was stalled, so the node
+    # may well have answered in time (faultkit.load.client): the run is inconclusive.
+    "client_stalled",
     "other",
 )
 
 #: Error classes caused by the load client itself, not by the node under test.
-CLIENT_SIDE: frozenset[str] = frozenset({"shed_client", "client_exhausted"})
+CLIENT_SIDE: frozenset[str] = frozenset({"shed_client", "client_exhausted", "client_stalled"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,8 @@ CLASS_WORDS: dict[str, tuple[str, str]] = {
     "cancelled": ("cancelled request", "cancelled requests"),
     "shed_client": ("arrival shed by the client", "arrivals shed by the client"),
     "client_exhausted": ("client out of resources", "client out of resources"),
+    "client_stalled": ("timeout while the client was stalled",
+                       "timeouts while the client was stalled"),
     "other": ("other error", "other errors"),
 }
 

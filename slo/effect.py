@@ -1,11 +1,14 @@
 """t_effect: the moment a fault took effect, from the best evidence on the timeline.
 
-The definition is docs/definitions.md's ("t_effect"), applied in this order: Docker's own
-event for the node's container (``docker_die``, ``docker_pause``, … as the fault's
-``inject_start`` declares in ``data["effect"]``), the fault's confirmation that its
-mechanism is in place (``effect``), and only then the harness's call (``act``, else
-``inject_start``). Faults whose injection spans the outage (rollout, stop, restart, node
-restart, memory squeeze, floods) take effect at their first disruptive act. Missing
+The definition is docs/definitions.md's ("t_effect"), applied in this order: the effect as
+the node's clients saw it, observed directly by the fault (an ``effect`` event whose
+``evidence`` is ``observed``, dated by the observation: the cut watch of ``partition
+mode=refuse``), Docker's own event for the node's container (``docker_die``,
+``docker_pause``, … as the fault's ``inject_start`` declares in ``data["effect"]``), the
+fault's confirmation that its mechanism is in place (``effect``), and only then the
+harness's call (``act``, else ``inject_start``). Faults whose injection spans the outage
+(rollout, stop, restart, node restart, memory squeeze, floods) take effect at their first
+disruptive act. Missing
 evidence the fault declared required is returned as gaps: the verdict is then INCONCLUSIVE.
 """
 
@@ -45,7 +48,7 @@ class Effect:
     """When the fault took effect, from which evidence, and what evidence is missing."""
 
     t: float
-    evidence: str  # docker_event | mechanism | act | call
+    evidence: str  # observed | docker_event | mechanism | act | call
     detail: str
     gaps: tuple[str, ...] = ()
 
@@ -76,7 +79,9 @@ def effect_of(timeline: Sequence[Event], node: str) -> Effect:
         ),
         key=lambda e: e.t,
     )
-    mechanism = [e for e in fault_events(timeline, node, EventKind.EFFECT) if e.t >= start.t]
+    confirmed = [e for e in fault_events(timeline, node, EventKind.EFFECT) if e.t >= start.t]
+    observed = [e for e in confirmed if e.data.get("evidence") == "observed"]
+    mechanism = [e for e in confirmed if e.data.get("evidence") != "observed"]
     required = str(spec.get("required") or "")
     if required == "docker" and not docker:
         gaps.append(
@@ -92,6 +97,9 @@ def effect_of(timeline: Sequence[Event], node: str) -> Effect:
         t = t_act if t_act is not None else start.t
         what = acts[0].data.get("what") if acts else "inject() called"
         return Effect(t, "act", f"first disruptive act: {what}", tuple(gaps))
+    if observed:
+        return Effect(observed[0].t, "observed", str(observed[0].data.get("what") or
+                                                     "the clients' view"), tuple(gaps))
     if docker:
         first = docker[0]
         detail = f"Docker '{first.kind.removeprefix(DOCKER_PREFIX)}' event"

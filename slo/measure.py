@@ -9,8 +9,10 @@ exactly:
   shows the fault: an alert for the node entering ``firing`` (primary), else ``up == 0``
   first seen — the moment Prometheus recorded (the alert's ``activeAt + for``, the scrape
   timestamp). The harness's readiness probe is a figure (``probe_detection_s``), never
-  detection. A signal stamped before t_effect is not detection; it is noted as a finding
-  about the signal. "Not detected within the window" is a finding.
+  detection. A signal stamped before t_effect is not a negative figure: when the observer
+  first saw it after the fault's first act and it still held at t_effect, it is the scrape
+  (or evaluation) under way when the fault took effect, and counts at t_effect; otherwise
+  it is a finding about the signal (notes). "Not detected within the window" is a finding.
 - **Recovery time** = t_recovered − t_effect (also t_recovered − t_revert), where
   t_recovered is the start of the first period of at least ``recovery_hold_s`` in which
   the readiness endpoint answers OK and every request *scheduled* succeeds, lasting to the
@@ -103,39 +105,78 @@ _SIGNALS: dict[str, str] = {
 }
 
 
+#: the transition that ends what each signal kind shows (a scrape that succeeds again, an
+#: alert that resolves)
+_REVERSALS: dict[str, str] = {
+    EventKind.ALERT_FIRING: EventKind.ALERT_RESOLVED, EventKind.UP_0: EventKind.UP_1,
+}
+
+
+def _held(timeline: Sequence[Event], node: str, event: Event, t_from: float) -> bool:
+    """Whether what ``event`` shows still held at ``t_from`` (no reversal stamped between)."""
+    reversal = _REVERSALS.get(event.kind)
+    name = event.data.get("alertname")
+    t = _state_time(event)
+    return not any(
+        e.source == "observer" and e.node == node and e.kind == reversal
+        and (name is None or e.data.get("alertname") == name)
+        and t < _state_time(e) < t_from
+        for e in timeline
+    )
+
+
 def detect(
-    timeline: Sequence[Event], node: str, t_from: float
+    timeline: Sequence[Event], node: str, t_from: float, t_acting: float | None = None
 ) -> tuple[float | None, DetectSignal | None, str | None, dict[str, float], list[str]]:
     """First moment each signal showed the fault at or after ``t_from``; pick by priority.
 
     Returns (t_detect, monitoring signal, detail, first time per signal incl. ``probe``,
     notes). Only ``alert`` and ``up`` are detection; ``probe`` is reported as a figure.
     A signal counts only as a *transition* (an alert already firing before the fault
-    began shows up as no new ``alert_firing`` event). Transitions stamped before
-    ``t_from`` are findings about the signal (notes), never detection.
+    began shows up as no new ``alert_firing`` event).
+
+    Prometheus stamps a scrape with the moment it *began* and an alert with the evaluation
+    tick that fired it, so the scrape under way when the fault took effect (and the alert
+    it fires) carry a time a little before ``t_from``. A monitoring transition stamped
+    before ``t_from`` therefore counts as detection *at* ``t_from`` (0 s, never a negative
+    figure) when the observer first saw it at or after the fault's first act
+    (``t_acting``) and it still held at ``t_from``; the notes say so. Any other transition
+    stamped before ``t_from`` is a finding about the signal (notes), never detection.
     """
     firsts: dict[str, tuple[float, str]] = {}
     early: dict[str, float] = {}
+    straddled: dict[str, tuple[float, float]] = {}  # signal -> (stamp, seen)
     for event in timeline:
         if event.source != "observer" or event.node != node or event.kind not in _SIGNALS:
             continue
         signal = _SIGNALS[event.kind]
         t = _state_time(event)
-        if t < t_from:
-            if event.t >= t_from - 0.5 and signal not in firsts:
-                early.setdefault(signal, t)  # seen around the fault but stamped before it
-            continue
         if event.kind == EventKind.ALERT_FIRING:
             detail = f"alert {event.data.get('alertname')} firing"
         elif event.kind == EventKind.UP_0:
             detail = "up == 0 (scrape failed)"
         else:
             detail = f"readiness probe failed: {event.data.get('detail')}"
+        if t < t_from:
+            caused = (signal != "probe" and t_acting is not None and event.t >= t_acting
+                      and _held(timeline, node, event, t_from))
+            if caused and signal not in straddled:
+                straddled[signal] = (t, event.t)
+                t, detail = t_from, f"{detail}, stamped {t_from - t:.3f} s before t_effect"
+            else:
+                if event.t >= t_from - 0.5 and signal not in firsts:
+                    early.setdefault(signal, t)  # seen around the fault but stamped before it
+                continue
         if signal not in firsts or t < firsts[signal][0]:
             firsts[signal] = (t, detail)
     notes = [f"the {signal} signal was stamped {t_from - t:.3f} s before the fault took "
              "effect (not counted as detection)" for signal, t in early.items()
              if signal not in firsts]
+    notes += [f"the {signal} signal was stamped {t_from - stamp:.3f} s before the fault took "
+              f"effect by the scrape or evaluation under way then (first seen "
+              f"{seen - t_from:+.3f} s after it): counted as detection at t_effect"
+              for signal, (stamp, seen) in straddled.items()
+              if signal in firsts and firsts[signal][0] == t_from]
     by_signal = {k: v[0] for k, v in firsts.items()}
     for signal in ("alert", "up"):
         if signal in firsts:
@@ -260,7 +301,12 @@ def evidence_gaps(
     if down:
         gaps.append(f"Prometheus was unreachable during the run ({down[0].data.get('detail')}): "
                     "monitoring could not be observed")
-    exhausted = [r for r in requests if r.error_class in _CLIENT_EXHAUSTION]
+    stalled = [r for r in requests if r.error_class == "client_stalled"]
+    if stalled:
+        gaps.append(f"the load client's event loop stalled: {len(stalled)} requests timed out "
+                    f"while it could not act on time ({stalled[0].error_detail}); the node "
+                    "cannot be judged on them")
+    exhausted = [r for r in requests if r.error_class in _CLIENT_EXHAUSTION - {"client_stalled"}]
     if exhausted:
         gaps.append(f"the load client ran out of resources ({len(exhausted)} requests "
                     f"{exhausted[0].error_class}: {exhausted[0].error_detail}); the node "
@@ -314,7 +360,11 @@ def measure(
         notes.append(f"the fault was injected on {faulted}, which {node} depends on: "
                      f"t_effect is {faulted}'s, everything else is measured on {node}")
 
-    t_detect, signal, detail, by_signal, detect_notes = detect(timeline, node, t_effect)
+    t_acting = fault_time(timeline, faulted, EventKind.ACT)
+    if t_acting is None:
+        t_acting = fault_time(timeline, faulted, EventKind.INJECT_START)
+    t_detect, signal, detail, by_signal, detect_notes = detect(timeline, node, t_effect,
+                                                               t_acting)
     notes.extend(detect_notes)
     if t_detect is None:
         probe_note = " (the harness's readiness probe saw it)" if "probe" in by_signal else ""

@@ -30,7 +30,7 @@ class Measurement:
     """Detection, recovery and loss for one fault (definitions: docs/definitions.md).
 
     Every duration counts from ``t_effect``, the moment the fault took effect, fixed by the
-    best evidence available (``effect_evidence``: ``docker_event`` > ``mechanism`` >
+    best evidence available (``effect_evidence``: ``observed`` > ``docker_event`` > ``mechanism`` >
     ``act`` > ``call``; ``effect_detail`` says which event). No duration is negative.
 
     - detection_s = t_detect − t_effect, by *monitoring* only (``detect_signal``: an

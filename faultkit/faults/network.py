@@ -4,7 +4,10 @@ Mechanisms (``result["mode"]`` and the events' ``mode`` say which one ran):
 
 - ``partition mode=refuse``: disconnect the container from every Docker network; revert
   reconnects each with the same aliases and static IP. Clients going through the published
-  port get their connection reset (docker-proxy cannot reach the engine).
+  port get their connection reset (docker-proxy cannot reach the engine). A cut watch
+  (:mod:`faultkit.faults.cutwatch`) probes the node's endpoint while Docker acts and dates
+  the cut by the last answer before it: Docker's own event comes at the end of its
+  operation, 0.1–0.7 s after the cut.
 - ``partition mode=blackhole``: iptables ``DROP`` of everything except loopback in the
   container's netns (``nsenter -t PID -n``): clients hang until they time out.
 - ``loss percent=P``: ``tc netem loss`` where the kernel has ``sch_netem``; otherwise
@@ -48,6 +51,7 @@ from urllib.parse import urlsplit
 from faultkit import hostpid, netns
 from faultkit.errors import FaultError, FaultRefused, FaultUnsupported
 from faultkit.faults.base import Fault
+from faultkit.faults.cutwatch import CutWatch
 from faultkit.faults.params import Param, ParamSpec
 from faultkit.inventory import Inventory, Node
 from faultkit.proxy import DelayProxy
@@ -58,6 +62,11 @@ _TC_RATE = re.compile(r"(?i)(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit|tbit|bps|kbps|mbp
 _TC_SIZE = re.compile(r"(?i)(\d+(?:\.\d+)?)(b|k|kb|m|mb|g|gb|kbit|mbit|gbit)?")
 #: one way of added delay or jitter: up to a minute
 _DELAY_MAX_MS = 60_000
+#: partition refuse: how long the cut watch may wait for the node's first answer before the
+#: disconnect (none: the cut cannot be bracketed, Docker's event dates it), and for the cut
+#: once Docker's call returned (the cut comes first; this bounds a node still answering)
+_WATCH_ANSWER_S = 0.5
+_WATCH_CUT_S = 1.0
 
 
 def _positive(pattern: re.Pattern[str]) -> Callable[[str], bool]:
@@ -131,9 +140,10 @@ class Partition(_NetnsFault):
     effect_required: ClassVar[str] = "mechanism"
 
     def effect_spec(self) -> dict[str, Any]:
-        """``refuse``: Docker's own ``disconnect`` event dates the cut (the API call returns
-        only after it; under load, most of a second later); its confirmation stays the
-        required evidence. ``blackhole``: the rules' confirmation."""
+        """``refuse``: the cut watch's observation dates the cut; failing that, Docker's own
+        ``disconnect`` event (written when Docker's operation ends: 0.1 s after the cut
+        idle, most of a second under load), and the call's confirmation stays the required
+        evidence. ``blackhole``: the rules' confirmation."""
         spec = super().effect_spec()
         if self.params.get("mode") == "refuse":
             spec["docker_actions"] = ["network_disconnect"]
@@ -179,10 +189,22 @@ class Partition(_NetnsFault):
             self.effect_in_place("DROP rules on INPUT and OUTPUT (all but lo) in the netns")
             self._blackhole_pid = pid
             return
-        self.acting(f"disconnect from {', '.join(self.result['networks'])}")
-        for network in self.result["networks"]:
-            await self.act(self.docker.disconnect, self.container, network)
-        self.effect_in_place(f"disconnected from {', '.join(self.result['networks'])}")
+        networks = ", ".join(self.result["networks"])
+        watch = CutWatch(self.node.base_url, self.node.health_path)
+        watch.start()
+        try:
+            await asyncio.to_thread(watch.wait_answered, _WATCH_ANSWER_S)
+            self.acting(f"disconnect from {networks}")
+            for network in self.result["networks"]:
+                await self.act(self.docker.disconnect, self.container, network)
+            await asyncio.to_thread(watch.wait_cut, _WATCH_CUT_S)
+        finally:
+            cut = await asyncio.to_thread(watch.stop)
+        self.effect_in_place(f"disconnected from {networks}")
+        if cut is not None:
+            self.result["cut_bracket_s"] = round(cut.bracket_s, 6)
+            self.effect_observed(cut.last_answer, cut.describe(), bracket_s=cut.bracket_s,
+                                 failure=cut.failure)
 
 
     async def _before_undo(self) -> None:

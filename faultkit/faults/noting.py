@@ -9,7 +9,9 @@ declares what proves it (``effect_docker_actions``, ``effect_required``, ``spans
 ``inject_start`` carries that declaration as ``data["effect"]`` so measurement reads it from
 the timeline alone. ``_apply`` calls :meth:`acting` just before its first disruptive act
 (event ``act``) and :meth:`effect_in_place` once its mechanism is confirmed (event
-``effect``, e.g. the iptables rule was added); :meth:`effect_missing` (event ``no_effect``)
+``effect``, e.g. the iptables rule was added); :meth:`effect_observed` records the moment
+the node's clients lost it, seen directly (event ``effect``, evidence ``observed``, dated
+by the observation: :mod:`faultkit.faults.cutwatch`); :meth:`effect_missing` (event ``no_effect``)
 records that the mechanism demonstrably did nothing. When the harness itself had to bring
 the node back, the fault emits ``harness_intervened``.
 
@@ -63,10 +65,15 @@ class FaultNotes:
 
     # events -------------------------------------------------------------------------
     def emit(self, kind: str, **data: Any) -> None:
+        """One fault event, dated now."""
+        self._emit_at(time.time(), kind, data)
+
+    def _emit_at(self, t: float, kind: str, data: dict[str, Any]) -> None:
+        """One fault event dated at epoch ``t`` (evidence is dated by its own source)."""
         payload = {"fault": self.kind, "id": self.id, "params": dict(self.params), **data}
         if self.mode:
             payload.setdefault("mode", self.mode)
-        event = Event(t=time.time(), source="fault", kind=kind, node=self.node.name, data=payload)
+        event = Event(t=t, source="fault", kind=kind, node=self.node.name, data=payload)
         if self.timeline is not None:
             try:
                 self.timeline(event)
@@ -90,6 +97,11 @@ class FaultNotes:
     def effect_in_place(self, what: str, **data: Any) -> None:
         """Record that the fault's mechanism is confirmed in place (event ``effect``)."""
         self.emit(EventKind.EFFECT, evidence="mechanism", what=what, **data)
+
+    def effect_observed(self, t: float, what: str, **data: Any) -> None:
+        """Record the effect as the node's clients saw it, at epoch ``t`` (event ``effect``,
+        evidence ``observed``: it outranks Docker's events, docs/definitions.md)."""
+        self._emit_at(t, EventKind.EFFECT, {"evidence": "observed", "what": what, **data})
 
     def effect_missing(self, why: str) -> None:
         """Record that the mechanism demonstrably did nothing (run becomes INCONCLUSIVE)."""

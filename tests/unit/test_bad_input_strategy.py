@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from scenarios.test_bad_input import malformed_request
+from scenarios._malformed import malformed_request
 
 
 class Message(BaseModel):

@@ -76,6 +76,13 @@ def test_a_network_disconnect_dates_a_refuse_partition() -> None:
     assert (effect.t, effect.evidence, effect.gaps) == (T + 0.05, "docker_event", ())
     # without Docker's event the confirmation still dates it, as before
     assert effect_of(timeline[:3], "n").t == T + 0.75
+    # the cut watch's observation outranks Docker's event, written when Docker's operation
+    # ended (0.1 s after the cut idle, most of a second under load)
+    observed = Event(t=T + 0.012, source="fault", kind="effect", node="n",
+                     data={"evidence": "observed", "what": "the endpoint stopped answering"})
+    effect = effect_of([*timeline, observed], "n")
+    assert (effect.t, effect.evidence, effect.gaps) == (T + 0.012, "observed", ())
+    assert effect.detail == "the endpoint stopped answering"
 
 
 def test_partition_refuse_declares_the_disconnect_event() -> None:

@@ -118,14 +118,47 @@ def test_signals_before_the_fault_do_not_count() -> None:
     assert m.detect_signal == "up"
 
 
-def test_a_signal_stamped_before_t_effect_is_a_finding_not_a_negative_figure() -> None:
-    # the scrape that showed up == 0 is stamped 0.1 s before Docker's die event
+def _with_up(*events: Event) -> list[Event]:
     timeline = [e for e in outage_timeline(alert=False) if e.kind not in ("up_0", "up_1")]
-    timeline.append(ev(1010.4, "observer", "up_0", value=0.0, t_sample=1009.9))
+    return sorted([*timeline, *events], key=lambda e: e.t)
+
+
+def test_the_scrape_under_way_at_the_fault_counts_at_t_effect_never_negative() -> None:
+    # the scrape that failed at the kill began 0.1 s before Docker's die event (Prometheus
+    # stamps a scrape with its start); the observer saw it only after the harness acted
+    m = measure(outage_ledger(), _with_up(ev(1010.4, "observer", "up_0", value=0.0,
+                                             t_sample=1009.9)), NODE)
+    assert (m.detect_signal, m.detection_s) == ("up", 0.0)
+    assert all(v >= 0 for v in m.detection_by_signal_s.values())
+    assert any("stamped 0.100 s before" in n and "counted as detection at t_effect" in n
+               for n in m.notes), m.notes
+
+
+def test_an_alert_fired_by_that_scrape_counts_at_t_effect_too() -> None:
+    timeline = [*outage_timeline(up=False, alert=False),
+                ev(1010.6, "observer", "alert_firing", alertname="FaultkitNodeDown",
+                   t_state=1009.97)]
     m = measure(outage_ledger(), sorted(timeline, key=lambda e: e.t), NODE)
+    assert (m.detect_signal, m.detection_s) == ("alert", 0.0)
+
+
+def test_a_signal_seen_before_the_harness_acted_is_a_finding_not_detection() -> None:
+    # seen at 1009.93, before the act at 1009.95: not the fault's doing
+    m = measure(outage_ledger(), _with_up(ev(1009.93, "observer", "up_0", value=0.0,
+                                             t_sample=1009.9)), NODE)
+    assert m.detection_s is None
+    assert any("up signal was stamped 0.100 s before" in n and "not counted" in n
+               for n in m.notes), m.notes
+
+
+def test_a_signal_that_ended_before_t_effect_is_a_finding_not_detection() -> None:
+    # a failed scrape, then a good one, both stamped before the die event
+    m = measure(outage_ledger(), _with_up(
+        ev(1010.2, "observer", "up_0", value=0.0, t_sample=1009.96),
+        ev(1010.2, "observer", "up_1", value=1.0, t_sample=1009.99),
+    ), NODE)
     assert m.detection_s is None
     assert all(v >= 0 for v in m.detection_by_signal_s.values())
-    assert any("up signal was stamped 0.100 s before" in n for n in m.notes)
 
 
 def test_readiness_failing_at_end_means_not_recovered_and_loss_runs_to_window_end() -> None:
