@@ -201,22 +201,37 @@ def truth_lost(
     effect: float,
     recovered: float,
     deaths: list[float],
+    cuts: list[float] | None = None,
 ) -> tuple[int, int]:
     """Users lost by the server's own record: arrivals in [effect, recovered] (or in flight
-    at ``effect``) that the server never finished — and how many more are *undecidable*
-    (finished within :data:`DELIVERY_RACE_S` before a death, delivered or not).
+    at ``effect``) that the server never finished, or accepted before a network cut and
+    finished only after it (``cuts``: its connection was gone) — and how many more are
+    *undecidable*: finished within :data:`DELIVERY_RACE_S` before a death, or within that
+    much of a cut on either side (delivered or not).
 
     Called with the *measured* window, whose edges are checked against truth separately:
     this checks the per-request classification exactly (a window edge 0.1 s off moves a
     few requests at 25 req/s, which is the window's error, not the classification's)."""
-    finished = {e["id"]: e["t"] for e in truth_events(node, t0)
-                if e["event"] == "request_finished"}
+    events = truth_events(node, t0)
+    finished = {e["id"]: e["t"] for e in events if e["event"] == "request_finished"}
+    accepted = {e["id"]: e["t"] for e in events if e["event"] == "request_accepted"}
     ours = [r for r in ledger if r.node == node.name and r.kind != "probe"]
     span = [r for r in ours
             if effect <= _arrival(r) <= recovered or r.t_invoke < effect < r.t_end]
-    lost = sum(1 for r in span if r.id not in finished)
-    racing = sum(1 for r in span if r.id in finished
-                 and any(0 <= death - finished[r.id] <= DELIVERY_RACE_S for death in deaths))
+
+    def cut_off(request_id: str) -> bool:
+        """Accepted before a cut and finished only after it: its connection was gone."""
+        t_accepted, t_finished = accepted.get(request_id), finished[request_id]
+        return t_accepted is not None and any(
+            t_accepted < cut and t_finished >= cut + DELIVERY_RACE_S for cut in cuts or ())
+
+    def racing_one(t: float) -> bool:
+        return (any(0 <= death - t <= DELIVERY_RACE_S for death in deaths)
+                or any(abs(t - cut) < DELIVERY_RACE_S for cut in cuts or ()))
+
+    lost = sum(1 for r in span if r.id not in finished or cut_off(r.id))
+    racing = sum(1 for r in span if r.id in finished and not cut_off(r.id)
+                 and racing_one(finished[r.id]))
     return lost, racing
 
 
@@ -244,7 +259,11 @@ async def run_trial(name: str, inventory: Inventory, runs_dir: Path, node_name: 
     if m.t_recovered is not None:
         deaths = [_t(e) for e in docker_events(node, t0, t_end)
                   if e.get("Action") in DEATH_ACTIONS]
-        lost, racing = truth_lost(ledger, node, t0, m.t_effect, m.t_recovered, deaths)
+        # a refuse tears the path down, not the server: what the server finished after the
+        # cut went to a reset connection (a blackhole's streams may survive on TCP
+        # retransmission, so its finishes stay the server's word)
+        cuts = [m.t_effect] if name == "partition-refuse" else []
+        lost, racing = truth_lost(ledger, node, t0, m.t_effect, m.t_recovered, deaths, cuts)
 
     def diff(a: float | None, b: float | None) -> float | None:
         return None if a is None or b is None else round(a - b, 3)
