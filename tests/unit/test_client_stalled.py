@@ -8,9 +8,8 @@ microseconds). The stall here is real: the test blocks the loop the request runs
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -34,22 +33,9 @@ async def server() -> AsyncIterator[str]:
 
 
 @pytest.fixture
-def full_backlog() -> Iterator[str]:
-    """A port whose accept queue is full: the kernel drops new SYNs, connects hang."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(0)
-    port = int(srv.getsockname()[1])
-    fillers = []
-    for _ in range(4):
-        c = socket.socket()
-        c.setblocking(False)
-        c.connect_ex(("127.0.0.1", port))
-        fillers.append(c)
-    yield f"http://127.0.0.1:{port}"
-    for c in fillers:
-        c.close()
-    srv.close()
+def backlogged(full_backlog: int) -> str:
+    """The URL of a port whose connects hang (``full_backlog``, tests/unit/conftest.py)."""
+    return f"http://127.0.0.1:{full_backlog}"
 
 
 async def _send(base_url: str, model: str, *, block_s: float = 0.0,
@@ -82,19 +68,19 @@ async def test_the_same_timeout_on_time_is_the_nodes(server: str) -> None:
     assert (record.status, record.error_class) == ("fail", "timeout_first_token")
 
 
-async def test_a_connect_timeout_noticed_late_is_the_clients(full_backlog: str) -> None:
-    record = await _send(full_backlog, "ok", block_s=LATE_CLIENT_S + 0.6, **CONNECT)
+async def test_a_connect_timeout_noticed_late_is_the_clients(backlogged: str) -> None:
+    record = await _send(backlogged, "ok", block_s=LATE_CLIENT_S + 0.6, **CONNECT)
     assert record.error_class == "client_stalled"
     assert record.error_detail is not None and "timeout_connect" in record.error_detail
 
 
-async def test_a_connect_timeout_on_time_is_the_nodes(full_backlog: str) -> None:
-    record = await _send(full_backlog, "ok", **CONNECT)
+async def test_a_connect_timeout_on_time_is_the_nodes(backlogged: str) -> None:
+    record = await _send(backlogged, "ok", **CONNECT)
     assert record.error_class == "timeout_connect"
 
 
-async def test_a_timeout_of_a_request_sent_late_is_the_clients(full_backlog: str) -> None:
-    record = await _send(full_backlog, "ok", sent_late_s=LATE_CLIENT_S + 0.5, **CONNECT)
+async def test_a_timeout_of_a_request_sent_late_is_the_clients(backlogged: str) -> None:
+    record = await _send(backlogged, "ok", sent_late_s=LATE_CLIENT_S + 0.5, **CONNECT)
     assert record.error_class == "client_stalled"
 
 

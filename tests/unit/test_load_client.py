@@ -10,7 +10,7 @@ import socket
 import struct
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -98,25 +98,6 @@ async def test_refused_on_closed_port() -> None:
     record = await _one(f"http://127.0.0.1:{_closed_port()}", "ok")
     assert (record.status, record.error_class) == ("fail", "refused")
     assert record.t_first_byte is None
-
-
-@pytest.fixture
-def full_backlog() -> Iterator[int]:
-    """A port whose accept queue is full: the kernel drops new SYNs, connects hang."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(0)
-    port = int(srv.getsockname()[1])
-    fillers = []
-    for _ in range(4):
-        c = socket.socket()
-        c.setblocking(False)
-        c.connect_ex(("127.0.0.1", port))
-        fillers.append(c)
-    yield port
-    for c in fillers:
-        c.close()
-    srv.close()
 
 
 async def test_timeout_connect_on_full_backlog(full_backlog: int) -> None:
