@@ -51,7 +51,7 @@ from urllib.parse import urlsplit
 from faultkit import hostpid, netns
 from faultkit.errors import FaultError, FaultRefused, FaultUnsupported
 from faultkit.faults.base import Fault
-from faultkit.faults.cutwatch import CutWatch
+from faultkit.faults.cutwatch import CutSeen, CutWatch
 from faultkit.faults.params import Param, ParamSpec
 from faultkit.inventory import Inventory, Node
 from faultkit.proxy import DelayProxy
@@ -190,21 +190,33 @@ class Partition(_NetnsFault):
             self._blackhole_pid = pid
             return
         networks = ", ".join(self.result["networks"])
-        watch = CutWatch(self.node.base_url, self.node.health_path)
-        watch.start()
-        try:
-            await asyncio.to_thread(watch.wait_answered, _WATCH_ANSWER_S)
-            self.acting(f"disconnect from {networks}")
-            for network in self.result["networks"]:
-                await self.act(self.docker.disconnect, self.container, network)
-            await asyncio.to_thread(watch.wait_cut, _WATCH_CUT_S)
-        finally:
-            cut = await asyncio.to_thread(watch.stop)
+        cut = await self._disconnect_watched(networks)
         self.effect_in_place(f"disconnected from {networks}")
         if cut is not None:
             self.result["cut_bracket_s"] = round(cut.bracket_s, 6)
             self.effect_observed(cut.last_answer, cut.describe(), bracket_s=cut.bracket_s,
                                  failure=cut.failure)
+
+    async def _disconnect_watched(self, networks: str) -> CutSeen | None:
+        """Disconnect every network while a cut watch probes the node's endpoint; the cut it
+        saw (None: it could not bracket one, or the endpoint is not plain ``http://``)."""
+        try:
+            watch = CutWatch(self.node.base_url, self.node.health_path)
+        except ValueError:
+            watch = None  # TLS: no watch, Docker's event dates the cut
+        if watch is not None:
+            watch.start()
+        try:
+            if watch is not None:
+                await asyncio.to_thread(watch.wait_answered, _WATCH_ANSWER_S)
+            self.acting(f"disconnect from {networks}")
+            for network in self.result["networks"]:
+                await self.act(self.docker.disconnect, self.container, network)
+            if watch is not None:
+                await asyncio.to_thread(watch.wait_cut, _WATCH_CUT_S)
+        finally:
+            cut = None if watch is None else await asyncio.to_thread(watch.stop)
+        return cut
 
 
     async def _before_undo(self) -> None:

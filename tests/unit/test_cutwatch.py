@@ -4,67 +4,32 @@ test itself closed it (evidence the watch never reads)."""
 from __future__ import annotations
 
 import socket
-import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from faultkit.faults.cutwatch import CutWatch
+from tests.unit.conftest import AnsweringServer
 
 
-class _TinyServer:
-    """Answers every connection with a status line, until :meth:`cut`."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.cut_at: float | None = None
-        #: when the server sent each answer (its own record)
-        self.sent: list[float] = []
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                conn.recv(1024)
-                self.sent.append(time.time())
-                conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n")
-
-    def cut(self) -> None:
-        self.cut_at = time.time()
-        self.sock.close()  # nothing listens from now on: connections are refused
-
-
-@pytest.fixture
-def server() -> Iterator[_TinyServer]:
-    srv = _TinyServer()
-    yield srv
-    if srv.cut_at is None:
-        srv.cut()
-
-
-def test_the_bracket_holds_the_moment_the_server_was_cut(server: _TinyServer) -> None:
-    watch = CutWatch(f"http://127.0.0.1:{server.port}", "/health")
+def test_the_bracket_holds_the_moment_the_server_was_cut(
+    answering_server: AnsweringServer,
+) -> None:
+    watch = CutWatch(f"http://127.0.0.1:{answering_server.port}", "/health")
     watch.start()
     try:
         assert watch.wait_answered(2.0)
         time.sleep(0.05)
-        server.cut()
+        answering_server.cut()
         seen = watch.wait_cut(2.0)
     finally:
         watch.stop()
-    assert seen is not None and server.cut_at is not None
+    assert seen is not None and answering_server.cut_at is not None
     # the last answer the watch saw is the server's last answer (connections accepted
     # before the close are still served), and its first failure came after the close
-    last_sent = max(server.sent)
+    last_sent = max(answering_server.sent)
     assert last_sent <= seen.last_answer <= last_sent + 0.05
-    assert seen.first_failure >= server.cut_at
+    assert seen.first_failure >= answering_server.cut_at
     assert seen.failure == "refused"
     assert 0 <= seen.bracket_s < 0.5
     assert seen.probes >= 2
@@ -82,8 +47,8 @@ def test_no_answer_before_the_failure_is_no_bracket() -> None:
     assert watch.stop() is None
 
 
-def test_a_server_still_answering_is_no_cut(server: _TinyServer) -> None:
-    watch = CutWatch(f"http://127.0.0.1:{server.port}")
+def test_a_server_still_answering_is_no_cut(answering_server: AnsweringServer) -> None:
+    watch = CutWatch(f"http://127.0.0.1:{answering_server.port}")
     watch.start()
     assert watch.wait_cut(0.3) is None
     assert watch.stop() is None
@@ -92,3 +57,45 @@ def test_a_server_still_answering_is_no_cut(server: _TinyServer) -> None:
 def test_only_plain_http_urls() -> None:
     with pytest.raises(ValueError, match="plain http"):
         CutWatch("https://example.invalid")
+
+
+class _CuttingDocker:
+    """Stands in for Docker: ``disconnect`` cuts the server off, then takes Docker's time."""
+
+    def __init__(self, server: AnsweringServer) -> None:
+        self.server = server
+        self.disconnected: list[str] = []
+
+    def disconnect(self, container: str, network: str) -> None:
+        self.server.cut()
+        time.sleep(0.15)  # Docker's operation goes on after the cut (bench/partition_cut.py)
+        self.disconnected.append(network)
+
+
+async def test_a_refuse_partition_dates_its_effect_by_the_cut_it_watched(
+    answering_server: AnsweringServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from faultkit.faults import make_fault
+    from faultkit.records import Event
+    from slo.effect import effect_of
+    from tests.unit.faults_fake import node
+
+    events: list[Event] = []
+    target = node("n1", base_url=f"http://127.0.0.1:{answering_server.port}",
+                  docker={"host": "unix:///var/run/docker.sock", "container": "n1"})
+    fault = make_fault("partition", target, timeline=events.append, dry_run=True, mode="refuse")
+    docker = _CuttingDocker(answering_server)
+    monkeypatch.setattr(type(fault), "docker", property(lambda self: docker))
+    fault.mode = "refuse"
+    fault.result["networks"] = ["lab"]
+    fault.emit("inject_start", effect=fault.effect_spec())
+    await fault._apply()
+    assert docker.disconnected == ["lab"]
+    effect = effect_of(events, "n1")
+    assert effect.evidence == "observed"
+    assert answering_server.cut_at is not None
+    # dated by the server's last answer, before the cut; not by the call's return
+    assert max(answering_server.sent) <= effect.t <= answering_server.cut_at + 0.05
+    confirmed = next(e.t for e in events if e.data.get("evidence") == "mechanism")
+    assert confirmed - effect.t >= 0.15
+    assert fault.result["cut_bracket_s"] >= 0
