@@ -57,6 +57,7 @@ class EventKind(StrEnum):
     RECOVERY_DEADLINE = "recovery_deadline"  # stopped waiting for recovery
     SCENARIO_END = "scenario_end"
     SATURATION = "saturation"  # noted by the overload scenario
+    MACHINE_LOCK_WAITED = "machine_lock_waited"  # waited for another lane's flood first
 
     # -- Docker's own container events (source "harness"; any action: docker_kind())
     DOCKER_DIE = "docker_die"

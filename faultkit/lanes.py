@@ -4,9 +4,9 @@ Two scenarios may run at the same time only if nothing one does can show in the 
 measurement. A fault on a node shows in that node's figures, and in the figures of every
 gateway routing to it; so a gateway and its upstreams form one *group*, and every other
 node is a group of its own. Scenarios that act on or load several nodes at once
-(``node_restart``, ``contained_failure``, and ``overload``, whose flood loads the machine
-the nodes share: the ``exclusive`` marker) never run beside anything: they get a pass of
-their own after the lanes.
+(``node_restart``, ``contained_failure``: the ``exclusive`` marker) never run beside
+anything: they get a pass of their own after the lanes. Two floods (``overload``) never run
+at once either: they take the machine lock ``flood`` (:mod:`faultkit.machinelock`).
 
 :func:`plan_lanes` packs the groups into at most ``lanes`` lanes, heaviest first onto the
 lightest lane (longest-processing-time first). The weight of a node is how long its share

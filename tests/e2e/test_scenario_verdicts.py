@@ -172,8 +172,8 @@ def run_scenario_lanes(out: Path, inventory: Inventory) -> tuple[int, dict[str, 
     is simulated time, hardly moved by a busy CPU. llama.cpp's and LiteLLM's are CPU-bound:
     beside vLLM, ``test_overload[llama]``'s error ratio (run F: 0.081 > 0.05) and LiteLLM's
     TTFT after its restart (run E: 2.9 s > 2 s) broke their objectives, and met them alone.
-    ``test_overload`` is ``exclusive``: two floods at once (one per lane) stalled the
-    background load's event loop 2.2 s on the lab (README, "CI").
+    Two ``test_overload`` floods never run at once (the machine lock ``flood``): two at once,
+    one per lane, stalled the background load's event loop 2.2 s on the lab (README, "CI").
     """
     plan = plan_passes(inventory, SCENARIO_LANES, ALONE_ENGINES)
     lanes, alone = plan.lanes, plan.alone
