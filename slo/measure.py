@@ -19,8 +19,11 @@ exactly:
   end of the observation window: max(start of the final readiness-OK stretch, arrival of
   the first successful request after the last failed one), never before t_effect. Requests
   the harness cancelled while draining (``cancelled``) and client-side failures
-  (``shed_client``, ``client_exhausted``: the load client's own limits, evidence about the
-  client, not the node) do not break it — the latter still count as lost inside the span.
+  (``shed_client``, ``client_exhausted``, ``client_stalled``: evidence about the client,
+  not the node) do not break it — the latter still count as lost inside the span — except
+  a cancelled request that had waited ``recovery_hold_s`` or more without a first token:
+  the node had left that user unanswered (a llama.cpp node still working through a
+  flood's abandoned requests read "recovered after 0.0 s" while it answered no one).
   If the harness had to bring the node back (``harness_intervened`` events), that is
   recorded: it is not the system's own recovery.
 - **Lost request** = a request *scheduled* in [t_effect, t_recovered] (or in flight at
@@ -215,6 +218,13 @@ def _answered_at(event: Event) -> float:
     return event.t + float(latency) if isinstance(latency, int | float) else event.t
 
 
+def _left_unanswered(r: RequestRecord, hold_s: float) -> bool:
+    """A request the harness cancelled after it had waited ``hold_s`` or more for its first
+    token: the node left that user unanswered (it breaks recovery like a failure)."""
+    return (r.error_class == "cancelled" and r.t_first_token is None
+            and r.t_end - arrival(r) >= hold_s)
+
+
 def recovered_at(
     requests: Sequence[RequestRecord],
     timeline: Sequence[Event],
@@ -234,7 +244,8 @@ def recovered_at(
     elif not have_probes:
         notes.append("no readiness probes in the timeline: recovery judged on requests only")
     after = sorted((r for r in requests if arrival(r) >= t_effect
-                    and r.error_class not in _NOT_ABOUT_THE_NODE), key=arrival)
+                    and (r.error_class not in _NOT_ABOUT_THE_NODE
+                         or _left_unanswered(r, hold_s))), key=arrival)
     last_bad = max((i for i, r in enumerate(after) if r.status != "ok"), default=None)
     if last_bad is not None:
         later = after[last_bad + 1 :]

@@ -400,3 +400,26 @@ def test_a_fault_on_an_upstream_gives_t_effect_and_the_rest_is_the_gateways() ->
     assert any("injected on up" in note for note in m.notes)
     with pytest.raises(MeasurementInputError):  # without effect_node: no fault on NODE
         measure(ledger, timeline, NODE)
+
+
+def test_a_user_left_unanswered_until_the_harness_cancelled_is_no_recovery() -> None:
+    # the node took every request from 1020 on and answered none: at the window's end the
+    # harness cancelled them, up to 10 s after they arrived
+    ledger = [r for r in outage_ledger() if r.t_invoke < 1020.0]
+    for i in range(100):
+        t = 1020.0 + i * 0.1
+        ledger.append(dataclasses.replace(
+            req(2000 + i, t, "unknown", "cancelled"), t_end=1030.0, t_first_token=None,
+            t_last_token=None, output_tokens=None))
+    m = measure(ledger, outage_timeline(), NODE, recovery_hold_s=5, t_window_end=1030.0)
+    assert m.t_recovered is None
+    assert any("last request scheduled in the window failed" in n for n in m.notes), m.notes
+
+
+def test_requests_cancelled_soon_after_they_were_sent_do_not_break_recovery() -> None:
+    ledger = outage_ledger()
+    ledger += [dataclasses.replace(req(3000 + i, 1029.5 + i * 0.1, "unknown", "cancelled"),
+                                   t_end=1029.95, t_first_token=None, t_last_token=None,
+                                   output_tokens=None) for i in range(4)]
+    m = measure(ledger, outage_timeline(), NODE, recovery_hold_s=5)
+    assert m.t_recovered == pytest.approx(1015.2)
