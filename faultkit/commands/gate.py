@@ -293,7 +293,7 @@ def gate(
             "(protected, or 'rollout' missing from its faults allowlist)"
         )
     try:
-        profile, source = gate_load_profile(pytest_args)
+        profile, source = gate_load_profile(pytest_args, node=node)
     except ValueError as exc:
         raise BadInput(f"the gate's load profile: {exc}") from None
     steady = SteadyPhase(node, inventory.slo_for(node), steady_s, profile, say=_say,

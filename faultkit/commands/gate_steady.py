@@ -21,6 +21,7 @@ act. Figures are client-side (:class:`~faultkit.windows.WindowSLIs` of the reque
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -230,11 +231,13 @@ def _regression(unit: Unit, label: str, cur: float, cand: float) -> str:
 
 
 def gate_load_profile(
-    pytest_args: Sequence[str], environ: Mapping[str, str] = os.environ
+    pytest_args: Sequence[str], environ: Mapping[str, str] = os.environ,
+    node: Node | None = None,
 ) -> tuple[LoadProfile, str]:
     """The background load the gate scenarios run with, and where it came from, in the
     plugin's order: ``--load-profile`` among the gate's pytest arguments, else
-    ``$FAULTKIT_LOAD_PROFILE``, else :data:`~faultkit.load.profile.BACKGROUND_PROFILE`. (An
+    ``$FAULTKIT_LOAD_PROFILE``, else :data:`~faultkit.load.profile.BACKGROUND_PROFILE` (at
+    the node's ``background_rate`` when the inventory gives one). (An
     ini file's ``faultkit_load_profile`` and per-scenario markers are not read: the gate
     scenarios set none.) A malformed profile raises ``ValueError`` naming its source."""
     text, source = None, ""
@@ -245,6 +248,9 @@ def gate_load_profile(
             text, source = arg.partition("=")[2], "--load-profile"
     if text is None and environ.get("FAULTKIT_LOAD_PROFILE"):
         text, source = environ["FAULTKIT_LOAD_PROFILE"], "$FAULTKIT_LOAD_PROFILE"
+    if not text and node is not None and node.background_rate is not None:
+        profile = dataclasses.replace(BACKGROUND_PROFILE, rate=node.background_rate)
+        return profile, f"the scenarios' default background load at {node.name}'s background_rate"
     if not text:
         return BACKGROUND_PROFILE, "the scenarios' default background load"
     try:

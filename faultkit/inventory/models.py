@@ -157,6 +157,11 @@ class Node(_Model):
         "process inside the container (kill_process; default per engine: ENGINE_PROCESSES)",
     )
     slo: dict[str, Any] = Field(default_factory=dict)
+    background_rate: float | None = Field(
+        None, gt=0, le=2000, allow_inf_nan=False,
+        description="req/s of the scenarios' background load on this node (default 10): "
+        "keep it within what the node serves in steady state",
+    )
     faults: list[str] = Field(default_factory=list)
     protected: bool = False
     accepted_findings: list[AcceptedFinding] = Field(

@@ -66,9 +66,14 @@ def runs_dir(faultkit_settings: Settings) -> Path:
 
 
 @pytest.fixture
-def load_profile(faultkit_settings: Settings, request: pytest.FixtureRequest) -> LoadProfile:
+def load_profile(
+    faultkit_settings: Settings, request: pytest.FixtureRequest, node: Node
+) -> LoadProfile:
     """Background load for scenarios: the ``load_profile`` marker, else --load-profile, else
-    :data:`~faultkit.load.profile.BACKGROUND_PROFILE` (open loop, 10 req/s)."""
+    :data:`~faultkit.load.profile.BACKGROUND_PROFILE` (open loop, 10 req/s) at the node's
+    ``background_rate`` when the inventory gives one."""
+    import dataclasses
+
     from faultkit.load.profile import BACKGROUND_PROFILE, LoadProfile
 
     marker = request.node.get_closest_marker("load_profile")
@@ -79,6 +84,8 @@ def load_profile(faultkit_settings: Settings, request: pytest.FixtureRequest) ->
             return LoadProfile.from_string(text, reuse_connections=False)
         except ValueError as exc:
             raise pytest.UsageError(f"load profile {text!r}: {exc}") from exc
+    if node.background_rate is not None:
+        return dataclasses.replace(BACKGROUND_PROFILE, rate=node.background_rate)
     return BACKGROUND_PROFILE
 
 

@@ -282,6 +282,18 @@ def test_the_gate_load_profile_follows_the_scenarios_settings() -> None:
         gate_load_profile(("--load-profile", "rate=x"), {})
 
 
+def test_the_gate_load_profile_takes_the_nodes_background_rate() -> None:
+    from tests.unit.faults_fake import node
+
+    gateway = node("gw", background_rate=5)
+    profile, source = gate_load_profile((), {}, node=gateway)
+    assert profile.rate == 5.0 and profile.input_tokens == BACKGROUND_PROFILE.input_tokens
+    assert "gw's background_rate" in source
+    # an explicit profile still wins, as in the plugin
+    assert gate_load_profile((), {"FAULTKIT_LOAD_PROFILE": "rate=4"}, node=gateway)[0].rate == 4
+    assert gate_load_profile((), {}, node=node("plain"))[0] == BACKGROUND_PROFILE
+
+
 # --------------------------------------------------------------------------- gate.md
 
 
