@@ -23,6 +23,13 @@ from slo.checks import error_ratio_at_most, recovered_within
 
 FLOOD_RATE = 100.0
 FLOOD_SECONDS = 10.0
+#: the flood's requests in flight at most (arrivals beyond are shed by the client, as its
+#: records show): 32× llama.cpp's slots and above every testbed node's batch, so the node is
+#: still flooded, while the harness's own client is not. Uncapped, the flood on the vLLM
+#: node held ~350 streams open in the load's event loop, which fell 2.7 s behind (CI run
+#: B, INCONCLUSIVE: client_stalled), and llama.cpp worked through 580 abandoned requests for
+#: 20 s after it (CI run A).
+FLOOD_IN_FLIGHT = 64
 
 
 def saturation(records: list[RequestRecord], offered_rps: float) -> dict[str, Any]:
@@ -48,7 +55,8 @@ async def test_overload(experiment: Experiment) -> None:
     # flood on the testbed's two cores, the background load's event loop fell 2.2 s behind
     # and its connects read as timeouts (now client_stalled: INCONCLUSIVE).
     async with machine_lock("flood") as waited_s:
-        await experiment.run_fault("flood", hold_s=FLOOD_SECONDS, params={"rate": FLOOD_RATE})
+        await experiment.run_fault("flood", hold_s=FLOOD_SECONDS,
+                                   params={"rate": FLOOD_RATE, "concurrency": FLOOD_IN_FLIGHT})
     if waited_s > 0.5:
         experiment.note(EventKind.MACHINE_LOCK_WAITED, lock="flood", seconds=round(waited_s, 1))
     point = saturation(list(experiment.fault_result.get("records") or []), FLOOD_RATE)
