@@ -6,8 +6,9 @@ process it competes for the GIL with the load generator's event loop. Every time
 gives the GIL up (each socket read), it waits up to a switch interval to get it back, so
 the load falls behind its schedule. Measured on the testbed beside the vLLM lane: requests
 sent up to 1.97 s after their arrival while the drawing ran in a thread, and one connect
-timed out (2 s) that the node had answered — CI on 2026-12-01 read it as a lost request.
-In a child process the load's loop keeps the GIL to itself.
+"timed out" after 2 s, where a loopback handshake takes microseconds: the client, not the
+node, was late, and CI on 2026-12-01 read it as a lost request. In a child process the
+drawing no longer competes with the load's loop for the GIL.
 
 ``python -m scenarios._malformed BASE_URL MODEL`` prints the answers as JSON lines
 ``[body (first 200 bytes), status or exception name]``; :func:`send_malformed_apart` runs it
