@@ -202,21 +202,22 @@ class Partition(_NetnsFault):
         saw (None: it could not bracket one, or the endpoint is not plain ``http://``)."""
         try:
             watch = CutWatch(self.node.base_url, self.node.health_path)
-        except ValueError:
-            watch = None  # TLS: no watch, Docker's event dates the cut
-        if watch is not None:
-            watch.start()
+        except ValueError:  # TLS: no watch, Docker's event dates the cut
+            await self._disconnect(networks)
+            return None
+        watch.start()
         try:
-            if watch is not None:
-                await asyncio.to_thread(watch.wait_answered, _WATCH_ANSWER_S)
-            self.acting(f"disconnect from {networks}")
-            for network in self.result["networks"]:
-                await self.act(self.docker.disconnect, self.container, network)
-            if watch is not None:
-                await asyncio.to_thread(watch.wait_cut, _WATCH_CUT_S)
+            await asyncio.to_thread(watch.wait_answered, _WATCH_ANSWER_S)
+            await self._disconnect(networks)
+            await asyncio.to_thread(watch.wait_cut, _WATCH_CUT_S)
         finally:
-            cut = None if watch is None else await asyncio.to_thread(watch.stop)
+            cut = await asyncio.to_thread(watch.stop)
         return cut
+
+    async def _disconnect(self, networks: str) -> None:
+        self.acting(f"disconnect from {networks}")
+        for network in self.result["networks"]:
+            await self.act(self.docker.disconnect, self.container, network)
 
 
     async def _before_undo(self) -> None:
