@@ -86,13 +86,48 @@ case "$cmd" in
     "$VENV/bin/ruff" check --no-cache .
     "$VENV/bin/mypy" --cache-dir=/dev/null
     "$VENV/bin/lint-imports"
-    testbed_up
-    say "unit, integration and end-to-end tests (e2e runs the whole scenario suite and checks its verdicts)"
-    # the 25 slowest tests and a JUnit file for CI; per-test timeouts are in pyproject.toml
     mkdir -p test-results
     export FAULTKIT_REQUIRE_PROMTOOL=1  # installed with Debian's prometheus above: never skip
-    exec "$VENV/bin/pytest" tests -p no:cacheprovider --durations=25 \
-      --junitxml=test-results/junit.xml "$@"
+    if (($#)); then  # a targeted run: exactly the given selection, in one process
+      testbed_up
+      exec "$VENV/bin/pytest" tests -p no:cacheprovider --durations=25 \
+        --junitxml=test-results/junit.xml "$@"
+    fi
+    # CI: the unit tests, the integration tests in two processes side by side, the e2e
+    # tests; each with the 25 slowest tests and its JUnit file, per-test timeouts in
+    # pyproject.toml. Every phase runs whatever the one before found; the exit code is the
+    # worst. Why these phases and processes, and what was measured: docs/ci.md.
+    worst=0
+    run_pytest() {  # NAME PYTEST_ARGS...: one pytest process, named in its JUnit file
+      local name=$1 code=0
+      shift
+      "$VENV/bin/pytest" -p no:cacheprovider --durations=25 \
+        --junitxml="test-results/junit-$name.xml" "$@" || code=$?
+      say "$name tests: exit $code"
+      return "$code"
+    }
+    note() { local code=$1; ((code > worst)) && worst=$code; return 0; }
+    say "unit tests (2 xdist workers)"
+    code=0; run_pytest unit tests/unit -n 2 || code=$?; note "$code"
+    testbed_up  # after the unit tests, which do not need it
+    say "integration tests, two processes side by side: the testbed's, and those on their own containers (logs: test-results/integration-*.log)"
+    export FAULTKIT_TESTS_TESTBED_IS_UP=1  # brought up above; neither process brings it up again
+    run_pytest integration-testbed tests/integration -m "not own_containers" \
+      >test-results/integration-testbed.log 2>&1 &
+    testbed_pid=$!
+    run_pytest integration-own tests/integration -m own_containers \
+      >test-results/integration-own.log 2>&1 &
+    own_pid=$!
+    code=0; wait "$testbed_pid" || code=$?; note "$code"
+    code=0; wait "$own_pid" || code=$?; note "$code"
+    unset FAULTKIT_TESTS_TESTBED_IS_UP
+    for name in testbed own; do
+      say "integration tests ($name): output"
+      cat "test-results/integration-$name.log"
+    done
+    say "end-to-end tests (the whole scenario suite and its expected verdicts)"
+    code=0; run_pytest e2e tests/e2e || code=$?; note "$code"
+    exit "$worst"
     ;;
   *)
     echo "usage: bash run.sh scenarios|tests|setup [pytest args...]" >&2

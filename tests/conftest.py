@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import settings
 
@@ -16,11 +18,18 @@ settings.register_profile("faultkit", deadline=None)
 settings.load_profile("faultkit")
 
 
+#: set by ``bash run.sh tests``, which brings the testbed up before its test processes start
+#: (docs/ci.md): a process started beside another must not bring it up again — that would
+#: wait for the readiness of a node the other's fault has just taken down, or restart it
+LAB_IS_UP_ENV = "FAULTKIT_TESTS_TESTBED_IS_UP"
+
+
 @pytest.fixture(scope="session")
 def lab() -> Lab:
     """The local lab, up and scraped (idempotent: reuses what is already running)."""
     lab = Lab(progress=lambda message: print(f"[testbed] {message}"))
-    lab.up()
+    if os.environ.get(LAB_IS_UP_ENV) != "1":
+        lab.up()
     return lab
 
 

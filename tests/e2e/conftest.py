@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,7 @@ import pytest
 if TYPE_CHECKING:
     from testbed.lab import Lab
     from tests.e2e.known_good_gate import PlantedGate
+    from tests.e2e.scenario_suite import Outcome
 
 REPO = Path(__file__).resolve().parents[2]
 FAULTKIT = [sys.executable, "-m", "faultkit.cli"]
@@ -23,9 +25,35 @@ def run_cli(*args: str, timeout: float = 600, cwd: Path = REPO) -> subprocess.Co
     )
 
 
-@pytest.fixture(scope="session")
-def planted_gate(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> PlantedGate:
-    """The known-good gate, run once, with planted secrets (see ``known_good_gate``)."""
-    from tests.e2e.known_good_gate import run_planted_gate
+@dataclass(frozen=True)
+class SuiteRun:
+    """The session's run of the whole scenario catalogue, and its known-good gate."""
 
-    return run_planted_gate(tmp_path_factory.mktemp("planted-gate"))
+    code: int  # the worst exit code of the scenario processes
+    outcomes: dict[str, Outcome]
+    output: str
+    planted_gate: PlantedGate
+
+
+@pytest.fixture(scope="session")
+def suite_run(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> SuiteRun:
+    """The scenario catalogue in its lanes (``scenario_suite.run_scenario_lanes``), with the
+    known-good gate of ``sim-vllm`` (``known_good_gate``, planted secrets) run as soon as
+    the lane testing ``sim-vllm`` is done, beside the vLLM lane that is still running — the
+    two most expensive things the e2e tests do, overlapped (docs/ci.md)."""
+    from tests.e2e.known_good_gate import NODE, run_planted_gate
+    from tests.e2e.scenario_suite import AfterLane, run_scenario_lanes
+
+    gates: list[PlantedGate] = []
+    after = AfterLane(NODE, lambda: gates.append(
+        run_planted_gate(tmp_path_factory.mktemp("planted-gate"))))
+    code, outcomes, output = run_scenario_lanes(
+        tmp_path_factory.mktemp("suite"), lab.inventory, after)
+    (gate,) = gates
+    return SuiteRun(code, outcomes, output, gate)
+
+
+@pytest.fixture(scope="session")
+def planted_gate(suite_run: SuiteRun) -> PlantedGate:
+    """The known-good gate, run once, with planted secrets (see ``known_good_gate``)."""
+    return suite_run.planted_gate

@@ -5,7 +5,8 @@ known findings: real findings on the lab's engines (accepted in the testbed inve
 they read ACCEPTED) and known-bad serving configs that must be caught. Each expectation
 names why. The suite runs once per session (``pytest scenarios`` subprocesses, exactly
 as a user runs them: two lanes side by side, then the passes that run alone —
-:func:`run_scenario_lanes`), plus targeted runs for a known-bad config and the gate.
+:func:`tests.e2e.scenario_suite.run_scenario_lanes`; the session fixture ``suite_run``
+in ``conftest.py``), plus targeted runs for a known-bad config and the gate.
 """
 
 from __future__ import annotations
@@ -13,10 +14,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
-import xml.etree.ElementTree as ET
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,19 +23,13 @@ import yaml
 from faultkit.constants import LABEL_OWNER, LABEL_SERVING_CONFIG, LOCAL_DOCKER
 from faultkit.docker import DockerHost
 from faultkit.inventory import Inventory
-from faultkit.lanes import EXCLUSIVE_MARK, plan_passes
 from testbed.lab import Lab
-from tests.e2e.conftest import REPO, run_cli
+from tests.e2e.conftest import REPO, SuiteRun, run_cli
 from tests.e2e.known_good_gate import GATE_STEADY_S, PlantedGate
+from tests.e2e.scenario_suite import Outcome, run_scenarios
 
 #: the module's first test runs the whole scenario suite (≈ 14 min here) in its fixture
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(3600)]
-
-#: the catalogue runs in this many lanes side by side (faultkit.lanes.plan_passes), with
-#: these engines' nodes kept out of them and tested after them (:func:`run_scenario_lanes`);
-#: what CI runs is what `faultkit lanes --lanes 2 --alone llamacpp --alone litellm` prints
-SCENARIO_LANES = 2
-ALONE_ENGINES = ("llamacpp", "litellm")
 
 #: Scenarios expected to FAIL on the testbed, with the reason. Everything else must pass
 #: (PASS, or ACCEPTED where EXPECTED_ACCEPTED says so).
@@ -53,62 +44,6 @@ EXPECTED_ACCEPTED: dict[str, str] = {
         "wrongly typed fields with 200): a known engine behaviour, accepted until 2027-06-30"
     ),
 }
-
-
-@dataclass(frozen=True)
-class Outcome:
-    test_id: str
-    passed: bool
-    skipped: bool
-    message: str
-    run_dir: Path | None
-    #: the plugin's faultkit_verdict property: PASS/FAIL/INCONCLUSIVE/ACCEPTED
-    verdict: str | None = None
-
-    def measurement(self) -> dict[str, Any] | None:
-        path = self.run_dir / "measurement.json" if self.run_dir else None
-        return json.loads(path.read_text()) if path and path.exists() else None
-
-
-def run_scenarios(
-    out: Path, *args: str, timeout: float = 3600
-) -> tuple[int, dict[str, Outcome], str]:
-    """Run ``pytest scenarios`` as a user would; return exit code, outcomes by id, output."""
-    junit = out / "junit.xml"
-    argv = [
-        sys.executable,
-        "-m",
-        "pytest",
-        str(REPO / "scenarios"),
-        "-p",
-        "no:cacheprovider",
-        "-q",
-        "--runs-dir",
-        str(out / "runs"),
-        f"--junitxml={junit}",
-        *args,
-    ]
-    proc = subprocess.run(
-        argv, capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False
-    )
-    outcomes: dict[str, Outcome] = {}
-    if junit.exists():
-        for case in ET.parse(junit).getroot().iter("testcase"):
-            props = {p.get("name"): p.get("value") for p in case.iter("property")}
-            failure = case.find("failure")
-            if failure is None:
-                failure = case.find("error")
-            test_id = case.get("name", "?")
-            run_dir = props.get("faultkit_run_dir")
-            outcomes[test_id] = Outcome(
-                test_id=test_id,
-                passed=failure is None and case.find("skipped") is None,
-                skipped=case.find("skipped") is not None,
-                message=(failure.get("message") or "") if failure is not None else "",
-                run_dir=Path(run_dir) if run_dir else None,
-                verdict=props.get("faultkit_verdict"),
-            )
-    return proc.returncode, outcomes, proc.stdout[-6000:] + proc.stderr[-3000:]
 
 
 def expected_to_fail(test_id: str) -> str | None:
@@ -133,78 +68,9 @@ def serving_config_label(inventory: Inventory, node_name: str) -> str | None:
     )
 
 
-def catalogue_ids() -> set[str]:
-    """The names of every scenario test the catalogue collects on the testbed
-    (``test_kill[llama]``, …): what the lanes together must have run."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", str(REPO / "scenarios"), "-p", "no:cacheprovider",
-         "--collect-only", "-q"],
-        capture_output=True, text=True, timeout=300, cwd=REPO, check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return {line.split("::")[-1] for line in proc.stdout.splitlines() if "::" in line}
-
-
-def merge_outcomes(runs: list[dict[str, Outcome]]) -> dict[str, Outcome]:
-    """The outcomes of several ``pytest scenarios`` processes as one. A test that ran in
-    two of them is an error of the plan; the rows pytest writes for an empty parameter set
-    (a scenario with no node in that process's ``--node``) are skips, and give way to the
-    process that did run the test."""
-    merged: dict[str, Outcome] = {}
-    for outcomes in runs:
-        for test_id, outcome in outcomes.items():
-            seen = merged.get(test_id)
-            if seen is None or seen.skipped:
-                merged[test_id] = outcome
-            else:
-                assert outcome.skipped, f"{test_id} ran in two scenario processes"
-    return merged
-
-
-def run_scenario_lanes(out: Path, inventory: Inventory) -> tuple[int, dict[str, Outcome], str]:
-    """The whole catalogue, in CI's time budget (README, "CI"): two lanes side by side —
-    the vLLM node, and the simulated nodes (:func:`faultkit.lanes.plan_passes`) — then
-    llama.cpp and the gateway, then the ``exclusive`` scenarios, each pass alone. Exit code:
-    the worst of the processes.
-
-    Who shares the two cores is measured, not assumed: in CI runs E and F every simulated
-    node's scenario passed beside the vLLM lane, and so did vLLM's. The simulators' latency
-    is simulated time, hardly moved by a busy CPU. llama.cpp's and LiteLLM's are CPU-bound:
-    beside vLLM, ``test_overload[llama]``'s error ratio (run F: 0.081 > 0.05) and LiteLLM's
-    TTFT after its restart (run E: 2.9 s > 2 s) broke their objectives, and met them alone.
-    Two ``test_overload`` floods never run at once (the machine lock ``flood``): two at once,
-    one per lane, stalled the background load's event loop 2.2 s on the lab (README, "CI").
-    """
-    plan = plan_passes(inventory, SCENARIO_LANES, ALONE_ENGINES)
-    lanes, alone = plan.lanes, plan.alone
-    not_exclusive = ("-m", f"not {EXCLUSIVE_MARK}")
-    names = [f"lane {i + 1} ({lane.node_option()})" for i, lane in enumerate(lanes)]
-    with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
-        futures = [
-            pool.submit(run_scenarios, out / f"lane-{i + 1}", "--node", lane.node_option(),
-                        *not_exclusive)
-            for i, lane in enumerate(lanes)
-        ]
-        results = [f.result() for f in futures]
-    if alone:
-        names.append(f"alone ({','.join(alone)})")
-        results.append(run_scenarios(out / "alone", "--node", ",".join(alone), *not_exclusive))
-    names.append("exclusive")
-    results.append(run_scenarios(out / "exclusive", "-m", EXCLUSIVE_MARK))
-    outcomes = merge_outcomes([lane_outcomes for _, lane_outcomes, _ in results])
-    output = "\n".join(f"--- {name}: exit {code}\n{text}"
-                       for name, (code, _, text) in zip(names, results, strict=True))
-    missing = catalogue_ids() - outcomes.keys()
-    assert not missing, f"scenarios no lane ran: {sorted(missing)}\n{output}"
-    # pytest exits 5 when a -m/--node selection collects nothing: not a failure of the suite
-    return max(0 if code == 5 else code for code, _, _ in results), outcomes, output
-
-
 @pytest.fixture(scope="module")
-def suite(
-    lab: Lab, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[int, dict[str, Outcome], str]:
-    return run_scenario_lanes(tmp_path_factory.mktemp("suite"), lab.inventory)
+def suite(suite_run: SuiteRun) -> tuple[int, dict[str, Outcome], str]:
+    return suite_run.code, suite_run.outcomes, suite_run.output
 
 
 def test_every_scenario_has_its_expected_verdict(

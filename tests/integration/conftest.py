@@ -1,0 +1,35 @@
+"""Which integration tests may run beside which: ``bash run.sh tests`` runs them in two
+pytest processes side by side (docs/ci.md).
+
+A test either acts on the testbed's own nodes and Prometheus, or only on containers and
+servers it starts itself (the mark ``own_containers``). The testbed's tests take turns in
+one process: the truth trials kill, pause and cut ``sim-vllm`` and read its truth file,
+which another test's request would disturb. The tests on their own containers (the
+scratch vLLM, the fault tests' scratch nodes, LiteLLM on fake upstreams) take turns in the
+other, so only one scratch vLLM ever starts at a time. Which side a module is on is stated
+here, not guessed: a module not named below runs with the testbed's tests, which is
+always safe.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+#: modules that act only on what they start themselves (no testbed node, no lab Prometheus)
+OWN_CONTAINER_MODULES = frozenset({
+    "test_fault_torture",
+    "test_faults_crash",
+    "test_faults_network",
+    "test_faults_process",
+    "test_litellm_gateway",
+    "test_simnode_docker",
+    "test_vllm_configs",
+    "test_vllm_node",
+})
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    # marked as each test is collected, before any pytest_collection_modifyitems (where
+    # ``-m`` selects) runs
+    if item.path.parent.name == "integration" and item.path.stem in OWN_CONTAINER_MODULES:
+        item.add_marker(pytest.mark.own_containers)
