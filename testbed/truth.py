@@ -192,6 +192,18 @@ DELIVERY_RACE_S = 0.1
 #: whose request, finished 5 ms before the OOM kill, fell outside the race window when it
 #: was measured from ``die``
 DEATH_ACTIONS = ("oom", "die")
+#: ``kill`` with one of these signals is a death too: Docker sends SIGKILL when it removes
+#: a container (a rollout), and the kernel ends the process there — in a run beside the
+#: scratch vLLM starting, the simulator finished a request 9 ms before that ``kill`` and
+#: 100 ms before ``die``; the client saw its last chunk cut off
+SIGKILL_SIGNALS = frozenset({"9", "KILL", "SIGKILL"})
+
+
+def death_moments(events: list[dict[str, Any]]) -> list[float]:
+    """When the node's process died, by Docker's events (see :data:`DEATH_ACTIONS`)."""
+    return [_t(e) for e in events if e.get("Action") in DEATH_ACTIONS or (
+        e.get("Action") == "kill"
+        and ((e.get("Actor") or {}).get("Attributes") or {}).get("signal") in SIGKILL_SIGNALS)]
 
 
 def truth_lost(
@@ -257,8 +269,7 @@ async def run_trial(name: str, inventory: Inventory, runs_dir: Path, node_name: 
     lost: int | None = None
     racing = 0
     if m.t_recovered is not None:
-        deaths = [_t(e) for e in docker_events(node, t0, t_end)
-                  if e.get("Action") in DEATH_ACTIONS]
+        deaths = death_moments(docker_events(node, t0, t_end))
         # a refuse tears the path down, not the server: what the server finished after the
         # cut went to a reset connection (a blackhole's streams may survive on TCP
         # retransmission, so its finishes stay the server's word)

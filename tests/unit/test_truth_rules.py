@@ -1,0 +1,57 @@
+"""The truth trials' own rules (testbed/truth.py): when the server's record cannot decide
+whether a user lost a request. The cases are the ones CI runs met."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from faultkit.inventory.models import Node
+from faultkit.records import RequestRecord
+from testbed import truth
+from testbed.truth import death_moments, truth_lost
+
+T = 1_000.0  # the fault's effect, epoch seconds
+
+
+def _event(action: str, at: float, **attrs: str) -> dict[str, Any]:
+    return {"Type": "container", "Action": action, "timeNano": str(int(at * 1e9)),
+            "Actor": {"Attributes": {"name": "faultkit-sim-vllm", **attrs}}}
+
+
+def test_a_sigkill_is_a_death_and_a_polite_signal_is_not() -> None:
+    events = [_event("kill", T + 0.071, signal="9"), _event("kill", T + 0.5, signal="15"),
+              _event("die", T + 0.162, exitCode="137"), _event("oom", T + 2.0),
+              _event("destroy", T + 0.377)]
+    assert death_moments(events) == pytest.approx([T + 0.071, T + 0.162, T + 2.0])
+
+
+def _record(request_id: str, t_invoke: float, status: str) -> RequestRecord:
+    return RequestRecord(id=request_id, node="sim-vllm", kind="background", t_invoke=t_invoke,
+                         status=status, t_end=t_invoke + 0.6)  # type: ignore[arg-type]
+
+
+def test_a_request_finished_just_before_the_sigkill_is_undecidable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CI, rollout-never-ready: accepted 0.47 s before the removal, finished by the server
+    9 ms before Docker's SIGKILL and 100 ms before ``die``; the client saw a reset."""
+    events = [
+        {"event": "request_accepted", "id": "a", "t": T - 0.474},
+        {"event": "request_finished", "id": "a", "t": T + 0.062},
+        {"event": "request_accepted", "id": "b", "t": T - 0.2},
+        {"event": "request_finished", "id": "b", "t": T - 0.15},  # long before: delivered
+    ]
+    monkeypatch.setattr(truth, "truth_events", lambda node, since: events)
+    ledger = [_record("a", T - 0.477, "fail"), _record("b", T - 0.21, "ok"),
+              _record("c", T + 0.2, "fail")]  # arrived in the outage, never reached it
+    node = Node.model_validate({"name": "sim-vllm", "engine": "vllm",
+                                "model": "tiny", "base_url": "http://127.0.0.1:18001"})
+    deaths = death_moments([_event("kill", T + 0.071, signal="9"),
+                            _event("die", T + 0.162, exitCode="137")])
+    lost, undecidable = truth_lost(ledger, node, T - 5, T, T + 6, deaths)
+    assert (lost, undecidable) == (1, 1)  # c lost; a undecidable (b was in flight, and ok)
+    # by ``die`` alone, "a" finished 100 ms before: outside the race, counted delivered
+    lost, undecidable = truth_lost(ledger, node, T - 5, T, T + 6, [T + 0.162 + 0.001])
+    assert (lost, undecidable) == (1, 0)
