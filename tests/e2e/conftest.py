@@ -19,9 +19,13 @@ REPO = Path(__file__).resolve().parents[2]
 FAULTKIT = [sys.executable, "-m", "faultkit.cli"]
 
 
-def run_cli(*args: str, timeout: float = 600, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, timeout: float = 600, cwd: Path = REPO, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``faultkit ARGS…`` as a user runs it (``env``: its whole environment; default ours)."""
     return subprocess.run(
-        [*FAULTKIT, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False
+        [*FAULTKIT, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
+        check=False, env=env,
     )
 
 
@@ -32,7 +36,9 @@ class SuiteRun:
     code: int  # the worst exit code of the scenario processes
     outcomes: dict[str, Outcome]
     output: str
-    planted_gate: PlantedGate
+    #: the gate, or what went wrong running it: raised by the ``planted_gate`` fixture, so
+    #: it fails the gate's two tests, not the catalogue's
+    planted_gate: PlantedGate | Exception
 
 
 @pytest.fixture(scope="session")
@@ -44,16 +50,23 @@ def suite_run(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> SuiteRun:
     from tests.e2e.known_good_gate import NODE, run_planted_gate
     from tests.e2e.scenario_suite import AfterLane, run_scenario_lanes
 
-    gates: list[PlantedGate] = []
-    after = AfterLane(NODE, lambda: gates.append(
-        run_planted_gate(tmp_path_factory.mktemp("planted-gate"))))
+    gates: list[PlantedGate | Exception] = []
+
+    def gate() -> None:
+        try:
+            gates.append(run_planted_gate(tmp_path_factory.mktemp("planted-gate")))
+        except Exception as exc:  # kept: the gate's own tests raise it
+            gates.append(exc)
+
     code, outcomes, output = run_scenario_lanes(
-        tmp_path_factory.mktemp("suite"), lab.inventory, after)
-    (gate,) = gates
-    return SuiteRun(code, outcomes, output, gate)
+        tmp_path_factory.mktemp("suite"), lab.inventory, AfterLane(NODE, gate))
+    (result,) = gates
+    return SuiteRun(code, outcomes, output, result)
 
 
 @pytest.fixture(scope="session")
 def planted_gate(suite_run: SuiteRun) -> PlantedGate:
     """The known-good gate, run once, with planted secrets (see ``known_good_gate``)."""
+    if isinstance(suite_run.planted_gate, Exception):
+        raise suite_run.planted_gate
     return suite_run.planted_gate
