@@ -19,7 +19,6 @@ integration test (``tests/integration/test_measure_truth.py``) asserts the bound
 from __future__ import annotations
 
 import itertools
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -34,6 +33,7 @@ from faultkit.rundir import RunDir
 from slo.prom import Prometheus
 from slo.types import Measurement
 from testbed.paths import state_dir
+from testbed.simnode.truth import parse_truth
 
 #: The experiments the truth table covers: name → (fault kind, params, hold seconds).
 TRIALS: dict[str, tuple[str, dict[str, Any], float]] = {
@@ -79,8 +79,9 @@ class Trial:
 def truth_events(node: Node, since: float) -> list[dict[str, Any]]:
     """The simulator's ground-truth lines written since ``since`` (epoch seconds)."""
     path = state_dir(f"sim/{node.name}") / "truth.jsonl"
-    lines = path.read_text().splitlines() if path.exists() else []
-    return [e for e in map(json.loads, filter(None, lines)) if e["t"] >= since]
+    # a line cut short by the process's death is its unfinished last event (parse_truth)
+    events, _cut_short = parse_truth(path.read_text()) if path.exists() else ([], 0)
+    return [e for e in events if e["t"] >= since]
 
 
 def docker_events(node: Node, since: float, until: float) -> list[dict[str, Any]]:

@@ -30,6 +30,12 @@ from testbed.paths import INVENTORY
 
 TEST_LABELS = {LABEL_OWNER: "tests", LABEL_NODE: "vllm-scratch"}
 CONTAINER_PORT = 8000
+#: CPU weight of a scratch vLLM (Docker's default is 1024): it yields the cores to the lab
+#: when both want them, and has them all when the lab is idle. CI runs the vLLM tests beside
+#: the measurement-truth trials (docs/ci.md); a scratch vLLM starting at the default weight
+#: held both cores long enough that the simulated node answered a readiness probe after
+#: 1.06 s and missed a Prometheus scrape, and that trial read "not in steady state".
+SCRATCH_CPU_SHARES = 64
 
 
 def free_port() -> int:
@@ -86,6 +92,7 @@ class ScratchVllm:
             volumes=vllm_node.vllm_container_mounts(),
             labels={**TEST_LABELS, LABEL_SERVING_CONFIG: config_name},
             init=True,
+            cpu_shares=SCRATCH_CPU_SHARES,
         )
         return cls(container, f"http://127.0.0.1:{port}", config, started, client)
 

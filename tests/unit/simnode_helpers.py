@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
@@ -10,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.simnode import SimConfig, SimNode
+from testbed.simnode.truth import parse_truth
 
 
 @dataclass
@@ -40,7 +40,8 @@ async def running_node(tmp_path: Path, **overrides: Any) -> AsyncIterator[Runnin
 
 
 def read_truth(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    events, _cut_short = parse_truth(path.read_text())
+    return events
 
 
 def parse_sse(body: str) -> list[str]:

@@ -3,6 +3,7 @@ whether a user lost a request. The cases are the ones CI runs met."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from faultkit.inventory.models import Node
 from faultkit.records import RequestRecord
 from testbed import truth
+from testbed.simnode.truth import TruthFileError, TruthLog, parse_truth
 from testbed.truth import death_moments, truth_lost
 
 T = 1_000.0  # the fault's effect, epoch seconds
@@ -55,3 +57,39 @@ def test_a_request_finished_just_before_the_sigkill_is_undecidable(
     # by ``die`` alone, "a" finished 100 ms before: outside the race, counted delivered
     lost, undecidable = truth_lost(ledger, node, T - 5, T, T + 6, [T + 0.162 + 0.001])
     assert (lost, undecidable) == (1, 0)
+
+
+# --------------------------------------------------------------------- the truth file itself
+
+TORN = '{"t":1796164102.9368334,"event":"request_accepted","id":"30e744-000345","max_tokens"'
+STARTED = '{"t":1796164104.488811,"event":"started","pid":7}'
+READY = '{"t":1796164105.0,"event":"ready"}'
+
+
+def test_a_line_cut_short_by_a_death_is_read_as_that_and_the_restart_kept() -> None:
+    """CI, memory squeeze: the OOM kill stopped a line mid-write, and the next process's
+    first line was appended to it (before the writer's fix)."""
+    events, cut_short = parse_truth("\n".join([TORN + STARTED, READY]) + "\n")
+    assert [e["event"] for e in events] == ["started", "ready"] and cut_short == 1
+    events, cut_short = parse_truth("\n".join([TORN, STARTED, READY]))  # the fixed writer
+    assert [e["event"] for e in events] == ["started", "ready"] and cut_short == 1
+    events, cut_short = parse_truth(READY + "\n" + TORN)  # died writing its last line
+    assert [e["event"] for e in events] == ["ready"] and cut_short == 1
+
+
+def test_an_unreadable_line_no_death_explains_is_refused() -> None:
+    with pytest.raises(TruthFileError, match="truth line 2"):
+        parse_truth("\n".join([READY, TORN, READY]))
+
+
+def test_the_writer_starts_after_a_dead_writers_fragment_on_a_line_of_its_own(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "truth.jsonl"
+    path.write_text(READY + "\n" + TORN)  # a process died writing
+    log = TruthLog(str(path))
+    log.emit("started", pid=8)
+    log.close()
+    events, cut_short = parse_truth(path.read_text())
+    assert [e["event"] for e in events] == ["ready", "started"] and cut_short == 1
+    assert path.read_text().splitlines()[1] == TORN
