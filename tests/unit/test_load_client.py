@@ -418,18 +418,24 @@ async def test_no_local_address_left_is_client_exhausted(server: str) -> None:
 
 
 async def test_waiting_for_the_client_pool_is_client_exhausted(server: str) -> None:
-    # the hung request holds the only connection 10x longer than the other may wait for it:
-    # with FAST's 0.3 s against 0.5 s, a busy machine let the waiter have the connection
+    """A request waits for the pool until its own first-token deadline (3 s); the other
+    holds the only connection, streaming a token every 0.5 s, until its total deadline
+    (4 s): a second apart, whatever the machine's load.
+
+    With both hung before their first token, the two 3 s deadlines tied: on a busy CI
+    machine (the unit tests on two workers) the holder's fired first, freed the connection
+    and the waiter got it, and both read ``timeout_first_token``."""
     session = new_session(limit=1)
     try:
-        profile = LoadProfile(concurrency=2, requests=2, first_token_timeout_s=3.0,
-                              total_timeout_s=4.0, connect_timeout_s=0.3)
-        gen = LoadGenerator(Target("t", server, "hang_headers"), profile, session=session)
+        profile = LoadProfile(concurrency=2, requests=2, output_tokens=20,
+                              first_token_timeout_s=3.0, total_timeout_s=4.0,
+                              connect_timeout_s=0.3)
+        gen = LoadGenerator(Target("t", server, "slow,delay=0.5"), profile, session=session)
         result = await gen.run()
     finally:
         await session.close()
     classes = sorted(r.error_class or "" for r in result.records)
-    assert classes == ["client_exhausted", "timeout_first_token"]
+    assert classes == ["client_exhausted", "timeout_total"]
     pooled = next(r for r in result.records if r.error_class == "client_exhausted")
     assert pooled.error_detail == "no free connection in the client's pool (limit 1) in time"
 
