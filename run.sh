@@ -107,8 +107,8 @@ case "$cmd" in
       return "$code"
     }
     note() { local code=$1; ((code > worst)) && worst=$code; return 0; }
-    say "unit tests (2 xdist workers)"
-    code=0; run_pytest unit tests/unit -n 2 || code=$?; note "$code"
+    say "unit tests"
+    code=0; run_pytest unit tests/unit || code=$?; note "$code"
     testbed_up  # after the unit tests, which do not need it
     say "integration tests, two processes side by side: the testbed's, and those on their own containers (logs: test-results/integration-*.log)"
     export FAULTKIT_TESTS_TESTBED_IS_UP=1  # brought up above; neither process brings it up again
