@@ -1,0 +1,67 @@
+"""The steady-state check before a fault (slo/evidence.py, steady_state_violations): what
+counts as the readiness probe "not OK throughout the baseline"."""
+
+from __future__ import annotations
+
+from faultkit.events import EventKind
+from faultkit.inventory import SLOSettings
+from faultkit.records import Event, RequestRecord
+from slo.evidence import steady_state_violations
+
+T = 1_000.0  # the baseline's start
+NOT_READY = "the readiness probe was not OK throughout the baseline"
+SLO = SLOSettings()  # TTFT objective 2.5 s
+
+
+def _probe(at: float, ok: bool, latency_s: float, detail: str = "ok") -> Event:
+    return Event(t=at, source="observer", node="n",
+                 kind=EventKind.HEALTH_OK if ok else EventKind.HEALTH_FAIL,
+                 data={"ok": ok, "status": 200 if ok else None, "detail": detail,
+                       "latency_s": latency_s})
+
+
+def _served(at: float, ttft_s: float) -> RequestRecord:
+    return RequestRecord(id=f"r{at}", node="n", kind="background", t_invoke=at, status="ok",
+                         t_end=at + ttft_s + 0.3, t_first_token=at + ttft_s)
+
+
+USERS = [_served(T + i * 0.2, 0.3) for i in range(25)]
+
+
+def _violations(probes: list[Event]) -> list[str]:
+    return steady_state_violations(USERS, probes, "n", SLO, T, T + 5.0)
+
+
+def test_a_probe_always_ok_is_steady() -> None:
+    assert _violations([_probe(T - 0.1 + i * 0.3, True, 0.01) for i in range(17)]) == []
+
+
+def test_one_slow_answer_is_not_a_readiness_failure() -> None:
+    """CI, test_memory_squeeze[vllm]: /health timed out after 1.23 s (the probe gives it
+    1 s), the next probe was answered 0.34 s later; every user was served within 1.43 s."""
+    probes = [_probe(T - 0.02, True, 0.014), _probe(T + 0.64, False, 1.23, "timeout"),
+              _probe(T + 1.87, True, 0.89), _probe(T + 3.0, True, 0.02)]
+    assert _violations(probes) == []
+
+
+def test_a_silence_as_long_as_the_ttft_objective_is_a_readiness_failure() -> None:
+    probes = [_probe(T - 0.02, True, 0.014), _probe(T + 0.5, False, 1.0, "timeout"),
+              _probe(T + 1.5, False, 1.0, "timeout"), _probe(T + 2.5, True, 0.6)]
+    assert NOT_READY in _violations(probes)  # unanswered from +0.5 to +3.1: 2.6 s ≥ 2.5 s
+
+
+def test_a_refusal_or_an_error_status_is_a_readiness_failure_however_short() -> None:
+    for detail in ("ConnectionRefusedError", "status 503"):
+        probes = [_probe(T - 0.02, True, 0.01), _probe(T + 1.0, False, 0.001, detail),
+                  _probe(T + 1.25, True, 0.01)]
+        assert NOT_READY in _violations(probes), detail
+
+
+def test_a_refusal_just_before_the_baseline_answered_after_its_start_counts() -> None:
+    probes = [_probe(T - 0.3, False, 0.001, "ConnectionRefusedError"), _probe(T + 0.1, True, 0.01)]
+    assert NOT_READY in _violations(probes)
+
+
+def test_a_probe_still_failing_at_the_end_is_a_readiness_failure() -> None:
+    probes = [_probe(T - 0.02, True, 0.01), _probe(T + 4.5, False, 1.0, "timeout")]
+    assert NOT_READY in _violations(probes)
