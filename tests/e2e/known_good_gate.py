@@ -2,7 +2,7 @@
 
 The gate of ``sim-vllm-good`` is the most expensive thing the e2e tests do after the
 catalogue (rollout, steady state of both configs, the gate scenarios, rollback: about
-2.5 minutes); it runs beside the catalogue's vLLM lane (``conftest.suite_run``). Two
+2.5 minutes), run once after the catalogue (``conftest.suite_run``). Two
 questions are asked of it: did it PASS (``test_scenario_verdicts``), and did any planted
 secret reach a file or the output (``test_planted_secrets``). One run answers both, so CI
 pays for one.
@@ -70,7 +70,7 @@ def run_planted_gate(workdir: Path) -> PlantedGate:
     inventory = workdir / "inventory.yaml"
     _inventory_with_secrets(inventory, env_secret)
     started = time.time() - 1
-    # the key is in the gate's environment only: the scenario lanes run beside it
+    # the key is in the gate's environment only, never in this process's
     result = run_cli(
         "gate", "--inventory", str(inventory), "--node", NODE, "--config", CONFIG,
         "--out", str(workdir / "gates"), "--steady-s", GATE_STEADY_S, timeout=1800,

@@ -9,7 +9,6 @@ import json
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,15 +17,6 @@ from typing import Any
 from faultkit.inventory import Inventory
 from faultkit.lanes import EXCLUSIVE_MARK, plan_passes
 from tests.e2e.conftest import REPO
-
-
-@dataclass(frozen=True)
-class AfterLane:
-    """Work that needs ``node`` to itself (see :func:`run_scenario_lanes`)."""
-
-    node: str
-    work: Callable[[], object]
-
 
 #: the catalogue runs in this many lanes side by side (faultkit.lanes.plan_passes), with
 #: these engines' nodes kept out of them and tested after them (:func:`run_scenario_lanes`);
@@ -122,9 +112,7 @@ def merge_outcomes(runs: list[dict[str, Outcome]]) -> dict[str, Outcome]:
     return merged
 
 
-def run_scenario_lanes(
-    out: Path, inventory: Inventory, after: AfterLane | None = None
-) -> tuple[int, dict[str, Outcome], str]:
+def run_scenario_lanes(out: Path, inventory: Inventory) -> tuple[int, dict[str, Outcome], str]:
     """The whole catalogue, in CI's time budget (README, "CI"): two lanes side by side —
     the vLLM node, and the simulated nodes (:func:`faultkit.lanes.plan_passes`) — then
     llama.cpp and the gateway, then the ``exclusive`` scenarios, each pass alone. Exit code:
@@ -137,27 +125,18 @@ def run_scenario_lanes(
     TTFT after its restart (run E: 2.9 s > 2 s) broke their objectives, and met them alone.
     Two ``test_overload`` floods never run at once (the machine lock ``flood``): two at once,
     one per lane, stalled the background load's event loop 2.2 s on the lab (README, "CI").
-
-    ``after``: work that needs ``after.node`` to itself, run as soon as the lane testing
-    that node has finished, while the other lanes still run (docs/ci.md: the lane of the
-    simulated nodes ends minutes before vLLM's); after every pass when no lane tests it.
     """
     plan = plan_passes(inventory, SCENARIO_LANES, ALONE_ENGINES)
     lanes, alone = plan.lanes, plan.alone
     not_exclusive = ("-m", f"not {EXCLUSIVE_MARK}")
     names = [f"lane {i + 1} ({lane.node_option()})" for i, lane in enumerate(lanes)]
-    after_in_lane = after is not None and any(after.node in lane.nodes for lane in lanes)
-
-    def lane_then(i: int) -> tuple[int, dict[str, Outcome], str]:
-        lane = lanes[i]
-        result = run_scenarios(out / f"lane-{i + 1}", "--node", lane.node_option(),
-                               *not_exclusive)
-        if after is not None and after.node in lane.nodes:
-            after.work()
-        return result
-
     with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
-        results = list(pool.map(lane_then, range(len(lanes))))
+        futures = [
+            pool.submit(run_scenarios, out / f"lane-{i + 1}", "--node", lane.node_option(),
+                        *not_exclusive)
+            for i, lane in enumerate(lanes)
+        ]
+        results = [f.result() for f in futures]
     if alone:
         names.append(f"alone ({','.join(alone)})")
         results.append(run_scenarios(out / "alone", "--node", ",".join(alone), *not_exclusive))
@@ -168,7 +147,5 @@ def run_scenario_lanes(
                        for name, (code, _, text) in zip(names, results, strict=True))
     missing = catalogue_ids() - outcomes.keys()
     assert not missing, f"scenarios no lane ran: {sorted(missing)}\n{output}"
-    if after is not None and not after_in_lane:
-        after.work()
     # pytest exits 5 when a -m/--node selection collects nothing: not a failure of the suite
     return max(0 if code == 5 else code for code, _, _ in results), outcomes, output
