@@ -167,7 +167,9 @@ def _truth_moments(
         dead = [e["t"] for e in truth if e["event"] == "dead" and e["t"] > (effect or t0)]
         recovered = ready_after(max(dead) if dead else effect)
     elif name == "memory-squeeze":
-        effect = docker_first("container", ("update",))
+        # the lower limit applied, or the kernel's OOM kill under it if Docker reports that
+        # first (its ``update`` is written when the call returns, which can be after the kill)
+        effect = docker_first("container", ("update", "oom"))
         deaths = [_t(e) for e in docker if e.get("Action") == "die" and _t(e) >= (effect or t0)]
         recovered = ready_after(max(deaths)) if deaths else None
         if not deaths:

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from faultkit.faults.memory import MemorySqueeze
 from faultkit.records import Event, RequestRecord
 from slo.measure import MeasurementInputError, measure, window_slis
 
@@ -248,6 +249,18 @@ def _effect_timeline(spec: dict[str, object], *extra: Event) -> list[Event]:
         ev(1012.0, "fault", "inject_end"),
         ev(1013.0, "fault", "revert_end"),
     ], key=lambda e: e.t)
+
+
+def test_a_memory_squeeze_takes_effect_at_the_oom_kill_when_docker_reports_it_first() -> None:
+    """CI run F2: the kernel OOM-killed the engine inside Docker's update call; Docker's
+    ``oom`` came 1.7 s before its ``update`` (written when the call returned)."""
+    spec = {"docker_actions": list(MemorySqueeze.effect_docker_actions), "required": "docker",
+            "spans_outage": False}
+    act = ev(1009.1, "fault", "act", what="docker update --memory")
+    oom = Event(t=1009.4, source="harness", kind="docker_oom", node=NODE, data={})
+    update = Event(t=1011.1, source="harness", kind="docker_update", node=NODE, data={})
+    m = measure(outage_ledger(), _effect_timeline(spec, act, oom, update), NODE)
+    assert (m.t_effect, m.effect_evidence) == (1009.4, "docker_event")
 
 
 def test_effect_evidence_order_docker_then_mechanism_then_call() -> None:
