@@ -19,7 +19,7 @@ FAULTS: dict[str, str] = {
     "restart": "faultkit.faults.process:Restart",
     "pause": "faultkit.faults.process:Pause",
     "node_restart": "faultkit.faults.process:NodeRestart",
-    "partition": "faultkit.faults.network:Partition",
+    "partition": "faultkit.faults.partition:Partition",
     "loss": "faultkit.faults.network:Loss",
     "bandwidth": "faultkit.faults.network:Bandwidth",
     "latency": "faultkit.faults.network:Latency",
