@@ -103,6 +103,8 @@ def _only_slow_answers(health: Sequence[Event], t_from: float, limit_s: float) -
     its users in time (CI: vLLM's ``/health`` took 1.23 s while every request of the
     baseline succeeded within 1.43 s); a refusal, an error status or a longer silence is
     a readiness failure (docs/definitions.md, "Steady state")."""
+    from slo.measure import answered_at  # slo.measure imports this module
+
     ordered = sorted(health, key=lambda e: e.t)
     failed_since: float | None = None  # the send time of the first failed probe of a run
     hard = False  # the run held a refusal, an error status, anything but a timeout
@@ -114,8 +116,7 @@ def _only_slow_answers(health: Sequence[Event], t_from: float, limit_s: float) -
             continue
         if failed_since is None:
             continue
-        latency = event.data.get("latency_s")
-        answered = event.t + (float(latency) if isinstance(latency, int | float) else 0.0)
+        answered = answered_at(event)
         if answered >= t_from and (hard or answered - failed_since >= limit_s):
             return False
         failed_since = None

@@ -67,6 +67,7 @@ _NOT_ABOUT_THE_NODE = CLIENT_SIDE | {"cancelled"}
 
 __all__ = [
     "MeasurementInputError",  # re-exported: raised by measure() and effect_of()
+    "answered_at",
     "arrival",
     "detect",
     "effect_of",
@@ -106,13 +107,13 @@ def readiness_ok_since(timeline: Sequence[Event], node: str) -> tuple[bool, floa
     for event in events:
         if event.kind == EventKind.HEALTH_OK:
             if ok_since is None:
-                ok_since = _answered_at(event)
+                ok_since = answered_at(event)
         else:
             ok_since = None
     return bool(events), ok_since
 
 
-def _answered_at(event: Event) -> float:
+def answered_at(event: Event) -> float:
     """When an OK probe was answered: its send time plus its latency.
 
     A probe sent into a hang (a paused node) is answered only when the node serves again;
