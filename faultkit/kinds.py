@@ -30,8 +30,9 @@ FAULTS: dict[str, str] = {
 }
 
 #: Scenario kinds that are harness actions, not faults (``Experiment.run_action``): the
-#: ``bad_input`` scenario sends malformed requests.
-ACTION_KINDS: tuple[str, ...] = ("bad_input",)
+#: ``bad_input`` scenario sends malformed requests, ``context_limits`` (``test_limits``)
+#: prompts sized to the node's own context limit (:mod:`faultkit.context_probe`).
+ACTION_KINDS: tuple[str, ...] = ("bad_input", "context_limits")
 
 #: Every kind a node's allowlist may name ("*" allows all of them).
 FAULT_KINDS: tuple[str, ...] = (*FAULTS, *ACTION_KINDS)

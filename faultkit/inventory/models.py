@@ -162,6 +162,17 @@ class Node(_Model):
         description="req/s of the scenarios' background load on this node (default 10): "
         "keep it within what the node serves in steady state",
     )
+    context_limit: int | None = Field(
+        None, ge=16, le=16_777_216,
+        description="tokens one sequence may hold (prompt + output); default: read from the "
+        "engine (faultkit.limits: /v1/models max_model_len, llama.cpp /props n_ctx)",
+    )
+    max_concurrency: int | None = Field(
+        None, ge=1, le=1024,
+        description="sequences the node serves at once (vLLM --max-num-seqs, llama.cpp -np): "
+        "how many full-context prompts test_limits sends together; default: llama.cpp's "
+        "total_slots, else 2",
+    )
     faults: list[str] = Field(default_factory=list)
     protected: bool = False
     accepted_findings: list[AcceptedFinding] = Field(

@@ -47,7 +47,8 @@ from slo.checks import (
 )
 from slo.types import Measurement, Verdict
 
-During = Callable[["Experiment"], Awaitable[None]]
+#: a harness action (``run_action``); what it returns, if anything, is the run's fault result
+During = Callable[["Experiment"], Awaitable[Mapping[str, Any] | None]]
 
 
 @dataclass

@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from faultkit.errors import FaultkitError
@@ -53,7 +53,7 @@ from slo.types import Measurement
 log = logging.getLogger("faultkit.plugin.experiment")
 
 #: what ``during`` is called with: the experiment (``During`` in faultkit.plugin.experiment)
-Step = Callable[[Any], Awaitable[None]]
+Step = Callable[[Any], Awaitable[Any]]
 
 
 def _close_columnar(writer: ArrowLedgerWriter) -> None:
@@ -153,12 +153,15 @@ class RunLifecycle(RunEvidence):
                 status = before.get("error") or f"status {before.get('status')}"
                 raise self._abort(f"the node's container is not running ({status})")
             self.live.phase("inject")  # the fault's own events move it on: hold, revert
+            found: Any = None
             async with fault:
                 if during is not None:
-                    await during(self)
+                    found = await during(self)
                 else:
                     await asyncio.sleep(hold_s)
             self.fault_result = dict(getattr(fault, "result", {}) or {})
+            if isinstance(found, Mapping):  # a harness action's findings
+                self.fault_result.update(found)
             self._write_run_info(
                 fault_result={k: v for k, v in self.fault_result.items() if k != "records"}
             )

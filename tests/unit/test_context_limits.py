@@ -1,0 +1,200 @@
+"""The context-limit probe (faultkit.limits, faultkit.context_probe): reading the limit from
+each engine's own answer, fitting prompt tokens, planning the steps, judging the answers —
+and the whole probe over real HTTP against an in-process simulated node, whose truth file
+(the simulator's own account, not the probe's) says what it was sent."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from faultkit.context_probe import ProbeNotPossible, judge_step, prepare_probe, run_probe
+from faultkit.inventory import Node
+from faultkit.limits import (
+    ContextLimit,
+    ContextLimitUnknown,
+    ProbeStep,
+    PromptFit,
+    fit_prompt_tokens,
+    over_margin,
+    plan_steps,
+    read_context_limit,
+)
+from faultkit.records import RequestRecord
+from tests.unit.simnode_helpers import events_named, running_node
+
+
+def node(engine: str = "vllm", base_url: str = "http://127.0.0.1:9", **kw: Any) -> Node:
+    extra = {"personality": "vllm"} if engine == "sim" else {}
+    return Node(name="n1", engine=engine, base_url=base_url, model=kw.pop("model", "m"),
+                **extra, **kw)
+
+
+def serving(routes: dict[str, Any]) -> httpx.AsyncClient:
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = routes.get(request.url.path)
+        if body is None:
+            return httpx.Response(404, json={"error": "not found"})
+        return httpx.Response(200, content=json.dumps(body))
+
+    return httpx.AsyncClient(transport=httpx.MockTransport(handler))
+
+
+# ---------------------------------------------------------------- reading the limit
+
+async def test_vllm_limit_is_the_served_models_max_model_len() -> None:
+    cards = {"data": [{"id": "other", "max_model_len": 99}, {"id": "m", "max_model_len": 1024}]}
+    async with serving({"/v1/models": cards}) as client:
+        limit = await read_context_limit(node("vllm"), client)
+    assert limit == ContextLimit(1024, "/v1/models max_model_len", None)
+
+
+async def test_llamacpp_limit_is_one_slots_context_and_its_slots() -> None:
+    props = {"default_generation_settings": {"n_ctx": 256}, "total_slots": 2}
+    async with serving({"/props": props}) as client:
+        limit = await read_context_limit(node("llamacpp"), client)
+    assert (limit.tokens, limit.slots) == (256, 2)
+    assert "one slot" in limit.source
+
+
+async def test_the_inventory_overrides_the_engine_without_asking_it() -> None:
+    async with serving({}) as client:  # every route 404s: it must not be asked
+        limit = await read_context_limit(node("vllm", context_limit=2048, max_concurrency=4),
+                                         client)
+    assert limit == ContextLimit(2048, "inventory context_limit", 4)
+
+
+@pytest.mark.parametrize(("engine", "routes"), [
+    ("vllm", {"/v1/models": {"data": [{"id": "m"}]}}),            # a card without the field
+    ("vllm", {}),                                                 # 404
+    ("llamacpp", {"/props": {"default_generation_settings": {}}}),
+    ("tgi", {}),                                                  # an engine it cannot read
+])
+async def test_an_unknown_limit_names_the_inventory_field(engine: str, routes: dict[str, Any]
+                                                           ) -> None:
+    async with serving(routes) as client:
+        with pytest.raises(ContextLimitUnknown, match="set context_limit"):
+            await read_context_limit(node(engine), client)
+
+
+# ---------------------------------------------------------------- fit and plan
+
+def test_the_fit_recovers_a_tokenizers_line_and_its_spread() -> None:
+    fit = fit_prompt_tokens([(8, 27), (8, 29), (128, 267), (128, 269)])
+    assert fit.per_word == pytest.approx(2.0)
+    assert fit.overhead == pytest.approx(12.0)
+    assert fit.spread == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("samples", [[(8, 10), (8, 11)], [(8, 30), (64, 20)]])
+def test_a_fit_needs_two_lengths_and_growing_counts(samples: list[tuple[int, int]]) -> None:
+    with pytest.raises(ValueError, match=r"two different prompt lengths|do not grow"):
+        fit_prompt_tokens(samples)
+
+
+def test_the_plan_fills_each_fraction_and_goes_just_over() -> None:
+    limit, fit = ContextLimit(1024, "x"), PromptFit(per_word=1.0, overhead=10.0, spread=0.0)
+    steps = plan_steps(limit, fit, output_tokens=8, concurrency=3)
+    assert [s.name for s in steps] == ["50%", "90%", "100%", "over"]
+    within, over = steps[:3], steps[3]
+    assert [s.planned_tokens for s in within] == [508, 914, 1016]  # of 1024 - 8 output
+    assert all(s.requests == 3 and s.within for s in within)
+    assert not over.within and over.requests == 1
+    assert over.planned_tokens >= 1024 + over_margin(1024)
+
+
+def test_the_plan_keeps_the_fits_spread_on_the_safe_side() -> None:
+    limit, fit = ContextLimit(256, "x"), PromptFit(per_word=1.5, overhead=20.0, spread=2.4)
+    full, over = plan_steps(limit, fit, output_tokens=8, concurrency=2)[2:]
+    assert fit.tokens_for(full.words) + fit.spread <= 256 - 8
+    assert fit.tokens_for(over.words) - fit.spread > 256
+
+
+def test_an_output_that_fills_the_context_is_refused() -> None:
+    with pytest.raises(ValueError, match="no room"):
+        plan_steps(ContextLimit(16, "x"), PromptFit(1.0, 0.0, 0.0), output_tokens=15,
+                   concurrency=1)
+
+
+# ---------------------------------------------------------------- judging
+
+def record(status: str = "ok", http: int | None = 200, error_class: str | None = None,
+           body: bool = False) -> RequestRecord:
+    return RequestRecord(id="r", node="n1", kind="chat", t_invoke=0.0, status=status,  # type: ignore[arg-type]
+                         t_end=1.0, http_status=http, error_class=error_class,
+                         error_body=body, prompt_tokens=100 if status == "ok" else None)
+
+
+WITHIN = ProbeStep("100%", 1.0, 100, 1016, 2, within=True)
+OVER = ProbeStep("over", 1.01, 1040, 1040, 1, within=False)
+LIMIT = ContextLimit(1024, "x")
+
+
+def test_a_4xx_inside_the_limit_is_a_finding() -> None:
+    result = judge_step(WITHIN, [record(), record("fail", 400, "http_4xx", True)], LIMIT)
+    assert not result.passed and "inside the limit" in result.problems[0]
+    assert result.outcomes == {"ok": 1, "http_4xx": 1}
+
+
+@pytest.mark.parametrize(("answer", "passed"), [
+    (record("fail", 400, "http_4xx", body=True), True),
+    (record("fail", 400, "http_4xx", body=False), False),   # no OpenAI-style body
+    (record("fail", 500, "http_5xx", body=True), False),
+    (record("fail", 503, "http_5xx", body=True), False),    # 503 is not "too long"
+    (record(), False),                                      # served past its limit
+    (record("fail", None, "reset"), False),
+])
+def test_the_prompt_over_the_limit_needs_a_clean_4xx(answer: RequestRecord, passed: bool) -> None:
+    assert judge_step(OVER, [answer], LIMIT).passed is passed
+
+
+def test_a_step_missing_a_request_is_a_finding() -> None:
+    assert not judge_step(WITHIN, [record()], LIMIT).passed
+
+
+# ---------------------------------------------------------------- the probe on a simulated node
+
+async def test_the_probe_on_a_healthy_simulated_node(tmp_path: Path) -> None:
+    async with running_node(tmp_path, max_model_len=2048, zero_latency=True) as sim:
+        target = node("sim", base_url=sim.url, model="sim-model")
+        plan = await prepare_probe(target)
+        result = await run_probe(target, plan)
+        truth = sim.truth_events()
+    assert (plan.limit.tokens, plan.concurrency) == (2048, 2)
+    assert result.problems == [], result.problems
+    # the simulator's own account: what it accepted, and what it refused as over its context
+    accepted = [e["prompt_tokens"] for e in events_named(truth, "request_accepted")]
+    longest = max(accepted)
+    assert 0.97 * (2048 - 8) <= longest <= 2048 - 8, accepted
+    assert sum(1 for t in accepted if t > 0.97 * (2048 - 8)) == 2  # the 100 % step, both
+    data = result.to_json()
+    assert [s["name"] for s in data["steps"]] == ["50%", "90%", "100%", "over"]
+    assert data["steps"][3]["http_statuses"] == {"400": 1}
+
+
+async def test_the_probe_finds_the_oom_cliff_of_a_config_without_chunked_prefill(
+    tmp_path: Path,
+) -> None:
+    """The testbed's KNOWN BAD sim-vllm-bad-oom: utilization 0.99, no chunked prefill — a
+    prompt over ~1,500 tokens is prefilled in one step that does not fit (the engine dies)."""
+    async with running_node(tmp_path, max_model_len=4096, gpu_memory_utilization=0.99,
+                            enable_chunked_prefill=False, zero_latency=True) as sim:
+        target = node("sim", base_url=sim.url, model="sim-model")
+        result = await run_probe(target, await prepare_probe(target))
+        ooms = events_named(sim.truth_events(), "oom")
+    assert ooms, "the simulator's engine did not run out of memory"
+    assert ooms[0]["step_tokens"] > 1500, ooms[0]
+    problems = result.problems
+    assert any("50% step" in p and "inside the limit" in p for p in problems), problems
+
+
+async def test_a_node_that_reports_no_usage_cannot_be_probed() -> None:
+    async with serving({"/v1/models": {"data": [{"id": "m", "max_model_len": 512}]}}) as client:
+        assert (await read_context_limit(node(), client)).tokens == 512
+    # nothing listens on port 9: the calibration prompts get no answer
+    with pytest.raises(ProbeNotPossible, match="calibration prompt"):
+        await prepare_probe(node(context_limit=512))
