@@ -4,6 +4,9 @@ Prometheus series.
 - Top: the node's requests per second, **stacked by outcome** (ok / failed / shed by the
   client, error class ``shed_client``), binned by each request's **arrival**
   (``t_scheduled``, else ``t_invoke``): the user-visible impact.
+- For a gateway run (its requests name the upstream that answered,
+  :mod:`reports.upstreams`): the users' requests per second by that upstream, the
+  gateway's own errors apart.
 - Middle: per-request E2E latency against arrival, coloured by outcome.
 - Bottom (when captured): the first Prometheus series with a finite sample.
 
@@ -26,6 +29,7 @@ from matplotlib.figure import Figure
 from faultkit.records import RequestRecord
 from reports.load import RunData, finite_points
 from reports.text import redact
+from reports.upstreams import GATEWAY_OWN, gateway_users, per_upstream_per_second
 from slo.capture import PrometheusCapture
 
 #: outcome → colour of the stacked impact bars, bottom to top
@@ -133,6 +137,23 @@ def _draw_latency(ax: Axes, records: Sequence[RequestRecord], t0: float) -> None
     ax.set_ylim(bottom=-0.04 * top, top=top * 1.45)  # headroom so the legend hides no point
 
 
+#: line colours of the per-upstream panel, in upstream order; the gateway's own errors red
+_UPSTREAM_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#17becf")
+
+
+def _draw_upstreams(ax: Axes, records: Sequence[RequestRecord], t0: float) -> None:
+    """Users' requests per second by the upstream that answered them (step lines)."""
+    edges, counts = per_upstream_per_second(records, t0)
+    top = 1
+    for i, (name, values) in enumerate(counts.items()):
+        colour = "#d62728" if name == GATEWAY_OWN else _UPSTREAM_COLOURS[i % 6]
+        ax.step(edges, values, where="post", color=colour, linewidth=1.4,
+                label=f"{_label(name, 34)} ({sum(values)})", zorder=2)
+        top = max(top, *values)
+    ax.set_ylabel("users' requests / s\nby upstream", fontsize=8)
+    ax.set_ylim(bottom=0, top=top * 1.5 + 0.5)
+
+
 def _mark_fault(axes: Sequence[Axes], data: RunData, t0: float) -> None:
     """Shade the fault window (and the impact after it) and mark detection and recovery."""
     m = data.measurement
@@ -160,26 +181,30 @@ def render_chart(data: RunData, out: Path) -> Path:
     t0 = data.t0 or 0.0
     series = _series(data.prometheus)
     records = user_requests(data)
-    heights = [1.0, 1.2, 0.7] if series else [1.0, 1.2]
-    fig = Figure(figsize=(10, 8.5 if series else 7.0), dpi=100)
+    behind = gateway_users(data)
+    heights = [1.0, *([0.9] if behind else []), 1.2, *([0.7] if series else [])]
+    fig = Figure(figsize=(10, 7.0 + (1.3 if behind else 0.0) + (1.5 if series else 0.0)), dpi=100)
     FigureCanvasAgg(fig)
     axes = [row[0] for row in fig.subplots(
         len(heights), 1, sharex=True, squeeze=False, gridspec_kw={"height_ratios": heights}
     )]
     _draw_impact(axes[0], records, t0)
-    _draw_latency(axes[1], records, t0)
+    if behind:
+        _draw_upstreams(axes[1], behind, t0)
+    latency_ax = axes[2 if behind else 1]
+    _draw_latency(latency_ax, records, t0)
     axes[0].set_title(
         _label(f"{data.run.get('scenario', 'run')} on {data.run.get('node', '?')}", 80)
     )
     _mark_fault(axes, data, t0)
-    for ax in axes[:2]:
+    for ax in axes[:3 if behind else 2]:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="upper left", fontsize=7, ncol=4)
     if series:
         name, pts = series
-        axes[2].plot([t - t0 for t, _ in pts], [v for _, v in pts], color="#1f77b4",
-                     drawstyle="steps-post")
-        axes[2].set_ylabel(_label(name, 40), fontsize=8)
+        axes[-1].plot([t - t0 for t, _ in pts], [v for _, v in pts], color="#1f77b4",
+                      drawstyle="steps-post")
+        axes[-1].set_ylabel(_label(name, 40), fontsize=8)
     axes[-1].set_xlabel("seconds from the fault taking effect")
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -67,6 +67,8 @@ class RunData:
     container: ContainerEvidence = field(default_factory=ContainerEvidence)
     measurement: Measurement | None = None
     verdict: Verdict | None = None
+    #: ``route_around.json`` (gateway runs of test_upstream_failure); {} when not written
+    route_around: dict[str, Any] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -209,6 +211,7 @@ def load_run(path: Path) -> RunData:
     rd = RunDir(path)
     _load_judgement(data)
     data.prometheus = PrometheusCapture.from_json(_read_obj(rd.prometheus_json, data.problems))
+    data.route_around = _read_obj(rd.route_around_json, data.problems)
     try:
         data.container = rd.container_evidence()
     except UnreadableRunFile as exc:

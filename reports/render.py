@@ -30,6 +30,7 @@ from reports.recovery import analyse
 from reports.steady import steady_view
 from reports.summary import summary
 from reports.timeline import mermaid, rows, signed, utc
+from reports.upstreams import route_around_lines, upstream_rows
 
 
 def _num(value: object, digits: int = 1) -> str:
@@ -247,7 +248,19 @@ def incident_context(data: RunData) -> dict[str, Any]:
         "problems": data.problems,
         "slo": data.run.slo,
         "load_profile": data.run.load_profile,
+        "upstreams": upstream_rows(data),
+        "route_around": route_around_lines(data.route_around),
+        "limits": _limits_probe(data),
     }
+
+
+def _limits_probe(data: RunData) -> dict[str, Any] | None:
+    """The context-limit probe's result (``test_limits``: run.json ``fault.result``)."""
+    result = data.run.fault_result
+    steps = result.get("steps")
+    if not isinstance(steps, list) or "context_limit" not in result:
+        return None
+    return {"result": result, "steps": [s for s in steps if isinstance(s, dict)]}
 
 
 def render_incident(run_dir: Path) -> Path:

@@ -67,8 +67,10 @@ class ScratchVllm:
         *,
         client: docker.DockerClient | None = None,
         env: dict[str, str] | None = None,
+        extra_args: tuple[str, ...] = (),
     ) -> ScratchVllm:
-        """Create and start a container running serving config ``config_name``."""
+        """Create and start a container running serving config ``config_name`` (its command
+        followed by ``extra_args``)."""
         vllm_node.ensure_vllm_env(print)
         vllm_node.ensure_vllm_model(print)
         config = serving_config(config_name)
@@ -80,7 +82,7 @@ class ScratchVllm:
         started = time.monotonic()
         container = client.containers.run(
             image,
-            config.command,
+            [*config.command, *extra_args],
             name=f"faultkit-test-vllm-{uuid.uuid4().hex[:8]}",
             detach=True,
             environment={**config.env, **vllm_node.vllm_container_env(), **(env or {})},

@@ -1,0 +1,129 @@
+"""The incident report of a gateway run shows both sides (which upstream answered the
+gateway's users, by phase, and how it routed around the dead one), and a test_limits run
+shows its probe's steps. Run directories written here by hand, rendered by the real
+renderer; the expected counts are counted from the hand-made ledger, not by the code."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+from faultkit.records import Event, RequestRecord
+from reports.load import load_run
+from reports.render import render_incident
+from reports.upstreams import GATEWAY_OWN, per_upstream_per_second, upstream_rows
+
+T0 = 1_700_000_000.0  # the fault takes effect here
+
+
+def rec(i: int, t: float, served_by: str | None, ok: bool = True, node: str = "gw"
+        ) -> RequestRecord:
+    return RequestRecord(
+        id=f"r{i}", node=node, kind="chat", t_invoke=t, t_scheduled=t,
+        status="ok" if ok else "fail", t_end=t + 0.2,  # type: ignore[arg-type]
+        http_status=200 if ok else 500, error_class=None if ok else "http_5xx",
+        served_by=served_by,
+    )
+
+
+def gateway_run(tmp: Path, route: dict[str, Any] | None = None) -> Path:
+    """10 s before the fault: a and b alternate. 6 s of fault: b dies at T0; 2 users get
+    the gateway's own error, 1 a cut stream naming b, a serves the rest. After: both."""
+    records: list[RequestRecord] = []
+    for k in range(10):  # before: 5 a, 5 b
+        records.append(rec(len(records), T0 - 10 + k, "a" if k % 2 else "b"))
+    records.append(rec(len(records), T0 + 0.5, None, ok=False))
+    records.append(rec(len(records), T0 + 1.0, None, ok=False))
+    records.append(rec(len(records), T0 + 1.5, "b", ok=False))
+    for k in range(3):  # during, served by a
+        records.append(rec(len(records), T0 + 2 + k, "a"))
+    for k in range(4):  # after (t_recovered = T0 + 6): 2 a, 2 b
+        records.append(rec(len(records), T0 + 6 + k, "a" if k % 2 else "b"))
+    records.append(rec(len(records), T0 + 7.2, "a", node="other"))  # another node's: ignored
+    (tmp / "ledger.jsonl").write_text(
+        "".join(json.dumps(r.to_json()) + "\n" for r in records))
+    (tmp / "run.json").write_text(json.dumps({
+        "scenario": "upstream_failure", "node": "gw", "engine": "litellm",
+        "fault": {"kind": "kill", "params": {}, "describe": "kill b"}}))
+    events = [Event(T0, "fault", "act", "b", {"fault": "kill"}),
+              Event(T0 + 6, "harness", "note", "gw", {})]
+    (tmp / "timeline.jsonl").write_text(
+        "".join(json.dumps(e.to_json()) + "\n" for e in events))
+    if route is not None:
+        (tmp / "route_around.json").write_text(json.dumps(route))
+    return tmp
+
+
+def png_height(path: Path) -> int:
+    header = path.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n"
+    return int(struct.unpack(">I", header[20:24])[0])
+
+
+def test_each_upstreams_answers_by_phase(tmp_path: Path) -> None:
+    data = load_run(gateway_run(tmp_path))
+    rows = {r.upstream: r for r in upstream_rows(data)}
+    assert list(rows) == ["a", "b", GATEWAY_OWN]  # upstreams by name, the gateway's own last
+    # no measurement.json: the fault phase runs to the end (never "recovered" on record)
+    assert rows["a"].ok == {"before": 5, "fault": 5, "after": 0}
+    assert rows["b"].ok == {"before": 5, "fault": 2, "after": 0}
+    assert rows["b"].failed["fault"] == 1
+    assert rows[GATEWAY_OWN].failed == {"before": 0, "fault": 2, "after": 0}
+
+
+def test_the_chart_counts_per_upstream_per_second() -> None:
+    records = [rec(0, T0 + 0.1, "a"), rec(1, T0 + 0.9, "a"), rec(2, T0 + 1.2, None, ok=False),
+               rec(3, T0 + 2.5, "b")]
+    edges, counts = per_upstream_per_second(records, T0)
+    assert edges == [0, 1, 2]
+    assert counts == {"a": [2, 0, 0], "b": [0, 0, 1], GATEWAY_OWN: [0, 1, 0]}
+
+
+def test_the_report_shows_both_sides_and_the_route_around(tmp_path: Path) -> None:
+    route = {"upstream": "b", "route_around_s": 2.0, "stretch_s": 3.0, "hits": 3,
+             "requests": 10, "unnamed": 2, "served_by_upstream_after": 2}
+    md = render_incident(gateway_run(tmp_path, route)).read_text()
+    section = md.split("## Behind the gateway", 1)[1].split("\n## ", 1)[0]
+    assert "| `a` | 5 | 5 | 0 | 0 | 0 |" in section
+    assert "| `b` | 5 | 2 | 1 | 0 | 1 |" in section
+    assert "the gateway's own error" in section
+    assert "stopped sending users to b 2.000 s after it died" in section
+    assert "3 of 10 users' requests" in section
+    # the chart gains the per-upstream panel: 1.3 in taller at 100 dpi than an engine run's
+    engine_dir = tmp_path / "engine"
+    engine_dir.mkdir()
+    gateway_run(engine_dir)
+    lines = (engine_dir / "ledger.jsonl").read_text().splitlines()
+    plain = [json.dumps({**json.loads(line), "served_by": None}) for line in lines]
+    (engine_dir / "ledger.jsonl").write_text("\n".join(plain) + "\n")
+    engine_md = render_incident(engine_dir).read_text()
+    assert "## Behind the gateway" not in engine_md
+    assert png_height(tmp_path / "timeline.png") - png_height(engine_dir / "timeline.png") == 130
+
+
+def test_a_limits_run_shows_its_probe_steps(tmp_path: Path) -> None:
+    steps = [
+        {"name": "50%", "fraction": 0.5, "words": 250, "planned_tokens": 508, "requests": 2,
+         "within": True, "outcomes": {"ok": 2}, "http_statuses": {"200": 2},
+         "prompt_tokens_seen": [507, 509], "problems": []},
+        {"name": "over", "fraction": 1.01, "words": 520, "planned_tokens": 1040, "requests": 1,
+         "within": False, "outcomes": {"http_5xx": 1}, "http_statuses": {"500": 1},
+         "prompt_tokens_seen": None,
+         "problems": ["over step (~1040 prompt tokens, limit 1024): a prompt over the limit "
+                      "was HTTP 500, http_5xx (expected a clean 4xx)"]},
+    ]
+    result = {"context_limit": 1024, "limit_source": "/v1/models max_model_len",
+              "concurrency": 2, "output_tokens": 8, "tokens_per_word": 2.0,
+              "template_tokens": 8.0, "fit_spread_tokens": 0.5, "steps": steps,
+              "problems": steps[1]["problems"]}
+    (tmp_path / "run.json").write_text(json.dumps({
+        "scenario": "limits", "node": "vllm", "fault_result": result,
+        "fault": {"kind": "context_limits", "params": {}, "describe": "probe"}}))
+    md = render_incident(tmp_path).read_text()
+    section = md.split("## Context-limit probe", 1)[1].split("\n## ", 1)[0]
+    assert "Context limit 1024 tokens (/v1/models max_model_len)" in section
+    assert "| 50% | 508 | 507–509 | 2 |" in section
+    assert "| over | 1040 | — | 1 |" in section and "a clean 4xx |" in section
+    assert "was HTTP 500" in section
