@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import docker
@@ -305,6 +306,13 @@ class DockerHost:
             stats = self.client.api.stats(name, stream=False)
         return int((stats.get("memory_stats") or {}).get("usage") or 0)
 
+    def memory_stats(self, name: str) -> MemoryStats:
+        """The container's memory now, from one ``docker stats`` sample (``one_shot``: no
+        wait for a second sample; works through any Docker endpoint)."""
+        with self._mapped(container=name):
+            stats = self.client.api.stats(name, stream=False, one_shot=True)
+        return MemoryStats.from_docker(stats.get("memory_stats") or {})
+
     def running_names(self, label: str | None = None) -> list[str]:
         """Names of running containers (optionally only those carrying ``label`` key[=value])."""
         filters: dict[str, Any] = {"status": "running"}
@@ -312,6 +320,26 @@ class DockerHost:
             filters["label"] = label
         with self._mapped():
             return [c.name for c in self.client.containers.list(filters=filters)]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryStats:
+    """One container's memory, bytes: ``usage`` as Docker reports it (page cache included),
+    ``anon`` the anonymous memory (cgroup v1 ``total_rss``, v2 ``anon``: what the kernel
+    cannot reclaim without swap, so what an OOM kill is about; None when not reported), and
+    ``limit`` (None: no limit, or the host's memory)."""
+
+    usage: int
+    anon: int | None
+    limit: int | None
+
+    @classmethod
+    def from_docker(cls, memory: dict[str, Any]) -> MemoryStats:
+        stats = memory.get("stats") or {}
+        anon = next((stats[k] for k in ("total_rss", "anon", "rss") if k in stats), None)
+        limit = memory.get("limit")
+        return cls(int(memory.get("usage") or 0), int(anon) if anon is not None else None,
+                   int(limit) if limit else None)
 
 
 @functools.cache

@@ -31,8 +31,9 @@ FAULTS: dict[str, str] = {
 
 #: Scenario kinds that are harness actions, not faults (``Experiment.run_action``): the
 #: ``bad_input`` scenario sends malformed requests, ``context_limits`` (``test_limits``)
-#: prompts sized to the node's own context limit (:mod:`faultkit.context_probe`).
-ACTION_KINDS: tuple[str, ...] = ("bad_input", "context_limits")
+#: prompts sized to the node's own context limit (:mod:`faultkit.context_probe`), ``soak``
+#: (``test_soak``) sustained load at the node's declared capacity.
+ACTION_KINDS: tuple[str, ...] = ("bad_input", "context_limits", "soak")
 
 #: Every kind a node's allowlist may name ("*" allows all of them).
 FAULT_KINDS: tuple[str, ...] = (*FAULTS, *ACTION_KINDS)

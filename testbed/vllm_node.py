@@ -98,6 +98,10 @@ VENV_IN_CONTAINER = "/opt/vllm-venv"
 MODEL_IN_CONTAINER = "/models/tiny-vllm"
 WRAPPER_DIR_IN_CONTAINER = "/opt/faultkit-vllm"
 ENTRYPOINT_IN_CONTAINER = f"{WRAPPER_DIR_IN_CONTAINER}/entrypoint.py"
+#: vLLM's cache (``VLLM_CACHE_ROOT``), shared by every vLLM container of the lab and kept
+#: on the host: above all ``modelinfos/``, the model class inspection vLLM otherwise redoes
+#: in a subprocess of its own (a second import of torch and vLLM) in every new container.
+CACHE_IN_CONTAINER = "/var/cache/vllm"
 MODEL_NAME = "tiny-vllm"
 
 HELPERS_DIR = Path(__file__).resolve().parent / "vllm"
@@ -139,6 +143,11 @@ def _runtime_python() -> Path:
 def venv_dir() -> Path:
     """Where the vLLM virtualenv lives: ``$FAULTKIT_HOME/vllm-venv``."""
     return cache_dir("vllm-venv")
+
+
+def vllm_cache_dir() -> Path:
+    """vLLM's own cache on the host, mounted read-write at :data:`CACHE_IN_CONTAINER`."""
+    return cache_dir("vllm-cache")
 
 
 def model_dir() -> Path:
@@ -313,20 +322,23 @@ def ensure_vllm_model(progress: Progress) -> Path:
 
 
 def vllm_container_mounts() -> dict[str, dict[str, str]]:
-    """Bind mounts for the node's container, in the docker SDK's ``volumes=`` form, all read-only.
+    """Bind mounts for the node's container, in the docker SDK's ``volumes=`` form: all
+    read-only but vLLM's own cache.
 
     The runtime is not mounted when it is the system Python (``/usr``): the base image's
     ``python3`` (bookworm's 3.11) then serves the venv, as long as the host is bookworm too.
 
     venv → :data:`VENV_IN_CONTAINER`; the Python runtime → its own path; the model →
     :data:`MODEL_IN_CONTAINER`; ``testbed/vllm/`` (the entrypoint) →
-    :data:`WRAPPER_DIR_IN_CONTAINER`.
+    :data:`WRAPPER_DIR_IN_CONTAINER`; :func:`vllm_cache_dir` → :data:`CACHE_IN_CONTAINER`
+    (read-write: vLLM writes it).
     Call :func:`ensure_vllm_env` and :func:`ensure_vllm_model` first.
     """
     mounts = {
         str(venv_dir()): {"bind": VENV_IN_CONTAINER, "mode": "ro"},
         str(model_dir()): {"bind": MODEL_IN_CONTAINER, "mode": "ro"},
         str(HELPERS_DIR): {"bind": WRAPPER_DIR_IN_CONTAINER, "mode": "ro"},
+        str(vllm_cache_dir()): {"bind": CACHE_IN_CONTAINER, "mode": "rw"},
     }
     runtime = python_runtime()
     if runtime not in SYSTEM_PREFIXES:  # never mount over the image's own /usr
@@ -335,8 +347,10 @@ def vllm_container_mounts() -> dict[str, dict[str, str]]:
 
 
 def vllm_container_env() -> dict[str, str]:
-    """Environment the container needs beyond its serving config (no hub access, libnuma)."""
+    """Environment the container needs beyond its serving config (no hub access, libnuma,
+    the shared cache)."""
     return {
+        "VLLM_CACHE_ROOT": CACHE_IN_CONTAINER,
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "VLLM_NO_USAGE_STATS": "1",

@@ -237,6 +237,10 @@ async def end_scenarios(proc: asyncio.subprocess.Process, grace_s: float) -> int
     return await proc.wait()
 
 
+#: test_soak's length in a gate, seconds
+DEFAULT_SOAK_S = 60.0
+
+
 @click.command()
 @inventory_option
 @click.option("--node", "node_name", required=True, help="node to gate the config on")
@@ -266,6 +270,15 @@ async def end_scenarios(proc: asyncio.subprocess.Process, grace_s: float) -> int
     "the rollout and on the candidate before any scenario (judged on the node's SLOs, then "
     "compared); 0 = steady state not checked",
 )
+@click.option(
+    "--soak-s",
+    "soak_s",
+    type=FiniteFloat(gt=0, le=86_400, unit="s"),
+    default=DEFAULT_SOAK_S,
+    show_default=True,
+    help="seconds of test_soak: open-loop load at the node's capacity_rps while memory and "
+    "preemptions are watched (pytest's --soak-s)",
+)
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def gate(
     inventory_path: Path,
@@ -275,6 +288,7 @@ def gate(
     out_dir: Path,
     dry_run: bool,
     steady_s: float,
+    soak_s: float,
     pytest_args: tuple[str, ...],
 ) -> None:
     """Gate CONFIG on NODE: roll it out, check its steady state, run the `gate` scenarios,
@@ -284,6 +298,7 @@ def gate(
     """
     from reports.render import render_gate
 
+    pytest_args = ("--soak-s", f"{soak_s:g}", *pytest_args)  # a later --soak-s overrides
     inventory = load_inventory(inventory_path)
     node = inventory.node(node_name)
     inventory.serving_config(config)  # unknown config: a clear error before anything happens

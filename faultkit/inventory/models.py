@@ -162,6 +162,16 @@ class Node(_Model):
         description="req/s of the scenarios' background load on this node (default 10): "
         "keep it within what the node serves in steady state",
     )
+    capacity_rps: float | None = Field(
+        None, gt=0, le=2000, allow_inf_nan=False,
+        description="req/s the node is declared to serve: test_soak's open-loop rate "
+        "(default: background_rate, else 10)",
+    )
+    soak_horizon_h: float = Field(
+        24.0, gt=0, le=24 * 365, allow_inf_nan=False,
+        description="test_soak fails a memory trend that reaches the container's limit "
+        "within this many hours",
+    )
     context_limit: int | None = Field(
         None, ge=16, le=16_777_216,
         description="tokens one sequence may hold (prompt + output); default: read from the "

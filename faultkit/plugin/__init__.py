@@ -56,6 +56,9 @@ from typing import TYPE_CHECKING, Any
 from faultkit.plugin.collection import (
     pytest_collection_finish as pytest_collection_finish,
 )
+from faultkit.plugin.collection import (
+    pytest_collection_modifyitems as pytest_collection_modifyitems,
+)
 from faultkit.plugin.collection import sweep_left_faults as sweep_left_faults
 from faultkit.plugin.fixtures import candidate_serving_config as candidate_serving_config
 from faultkit.plugin.fixtures import experiment as experiment

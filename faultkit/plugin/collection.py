@@ -3,6 +3,8 @@ sweep the journal, set up the live status line.
 
 Contract:
 
+- :func:`pytest_collection_modifyitems` deselects the ``soak`` scenarios unless a soak
+  duration is given (``--soak-s``).
 - :func:`pytest_collection_finish` (trylast) does nothing unless a collected test uses
   faultkit (:func:`faultkit.plugin.state.uses_faultkit`); then the session is marked as
   using it, :func:`sweep_left_faults` runs before any test does, and (not with
@@ -22,6 +24,7 @@ import pytest
 
 from faultkit.plugin.state import (
     LIVE_KEY,
+    SOAKS_DESELECTED_KEY,
     USED_KEY,
     inventory_of,
     items_use_faultkit,
@@ -31,6 +34,22 @@ from faultkit.plugin.terminal import start_live
 
 if TYPE_CHECKING:
     from faultkit.inventory import Inventory
+
+
+#: the marker of scenarios that run only for a given ``--soak-s``
+SOAK_MARK = "soak"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without ``--soak-s`` (or ``$FAULTKIT_SOAK_S``, ini ``faultkit_soak_s``) the scenarios
+    marked ``soak`` are deselected — pytest counts them "deselected", and the header says
+    why — so ``pytest scenarios`` stays short; ``faultkit gate`` always gives a duration."""
+    soaks = [item for item in items if item.get_closest_marker(SOAK_MARK) is not None]
+    if not soaks or settings_of(config).soak_s is not None:
+        return
+    config.hook.pytest_deselected(items=soaks)
+    items[:] = [item for item in items if item.get_closest_marker(SOAK_MARK) is None]
+    config.stash[SOAKS_DESELECTED_KEY] = len(soaks)
 
 
 @pytest.hookimpl(trylast=True)

@@ -155,9 +155,14 @@ class Experiment(RunLifecycle):
         describe: str,
         baseline_s: float = 5.0,
         params: Mapping[str, Any] | None = None,
+        load_profile: LoadProfile | None = None,
     ) -> Measurement:
         """Like :meth:`run_fault`, for a harness-driven action (e.g. malformed requests):
-        the action's start and end are the injection window."""
+        the action's start and end are the injection window. ``load_profile`` replaces the
+        run's background load (a soak's: the users' load *is* the experiment); run.json
+        records the one used."""
+        if load_profile is not None:
+            self.load_profile = load_profile
         window = ActionWindow(self, kind, dict(params or {}))
         return await self._run(
             window,

@@ -4,12 +4,12 @@ Contract:
 
 - :func:`pytest_addoption` adds the ``faultkit`` option group: ``--inventory``,
   ``--node``, ``--prometheus-url``, ``--runs-dir``, ``--load-profile``,
-  ``--serving-config`` (each with a ``faultkit_*`` ini key of the same name),
+  ``--serving-config``, ``--soak-s`` (each with a ``faultkit_*`` ini key of the same name),
   ``--dry-run`` and ``--faultkit-live`` (ini ``faultkit_dry_run``, ``faultkit_live``),
   and the ``faultkit`` ini flag (this rootdir's tests use faultkit). How they resolve
   against the environment is :mod:`faultkit.plugin.settings`.
 - :func:`pytest_configure` registers the markers (``docker``, ``fault``, ``gate``,
-  ``slow``, ``exclusive``, ``per_docker_host``, ``node_kind``, ``load_profile``) and
+  ``slow``, ``soak``, ``exclusive``, ``per_docker_host``, ``node_kind``, ``load_profile``) and
   records whether the configuration alone says the session uses faultkit
   (:func:`faultkit.plugin.state.used_by_configuration`).
 
@@ -41,6 +41,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             "serving_config",
             "run against this serving config: rolled onto the (single) --node for the session, "
             "then rolled back",
+        ),
+        (
+            "--soak-s",
+            "soak_s",
+            "run the soak scenarios (marked soak: test_soak) for this long, e.g. 60 or 10m "
+            "(without it they are deselected; faultkit gate gives it)",
         ),
     )
     for flag, name, help_text in options:
@@ -82,6 +88,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gate: part of the pre-promotion gate (`faultkit gate`)")
     config.addinivalue_line("markers", "slow: takes more than a minute")
     config.addinivalue_line(
+        "markers", "soak: runs for --soak-s seconds; deselected unless --soak-s is given"
+    )
+    config.addinivalue_line(
         "markers",
         "exclusive: acts on or loads several nodes at once: never run beside another "
         "scenario (see faultkit.lanes)",
@@ -99,3 +108,14 @@ def pytest_configure(config: pytest.Config) -> None:
         "load_profile(text): background load for this scenario, e.g. 'rate=50,duration_s=20'",
     )
     config.stash[USED_KEY] = used_by_configuration(config)
+    check_soak_duration(config)
+
+
+def check_soak_duration(config: pytest.Config) -> None:
+    """A bad ``--soak-s`` (or ``$FAULTKIT_SOAK_S``, ini) is one usage error at start-up, not
+    an error per collected module later (parsing a duration is light)."""
+    import os
+
+    from faultkit.plugin.settings import soak_seconds
+
+    soak_seconds(config, os.environ)

@@ -26,7 +26,13 @@ from typing import Any
 import pytest
 
 from faultkit.plugin.nodes import selected_nodes
-from faultkit.plugin.state import inventory_of, is_used, items_use_faultkit, settings_of
+from faultkit.plugin.state import (
+    SOAKS_DESELECTED_KEY,
+    inventory_of,
+    is_used,
+    items_use_faultkit,
+    settings_of,
+)
 from faultkit.plugin.status import (
     DryRunPlan,
     accepted_lines,
@@ -61,12 +67,18 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def pytest_report_collectionfinish(
     config: pytest.Config, items: Sequence[pytest.Item]
 ) -> list[str]:
-    """The report header, late: the configuration did not say faultkit is used, a test does."""
-    if is_used(config) or not items_use_faultkit(items):
+    """The report header, late: the configuration did not say faultkit is used, a test does;
+    and how many soak scenarios were deselected for want of ``--soak-s``."""
+    if config.option.no_header:
         return []
-    if config.option.verbose < 0 or config.option.no_header:
-        return []
-    return header_lines(config)
+    lines: list[str] = []
+    if not is_used(config) and items_use_faultkit(items) and config.option.verbose >= 0:
+        lines = header_lines(config)
+    soaks = config.stash.get(SOAKS_DESELECTED_KEY, 0)
+    if soaks:
+        lines.append(f"faultkit: {soaks} soak scenario{'s' * (soaks != 1)} deselected "
+                     "(give --soak-s SECONDS to run them; faultkit gate does)")
+    return lines
 
 
 @pytest.hookimpl(wrapper=True)

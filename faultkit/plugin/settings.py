@@ -23,6 +23,8 @@ class Settings:
     dry_run: bool
     #: the live status line: ``auto`` (on a terminal), ``on`` or ``off`` (faultkit.plugin.live)
     live: str = "auto"
+    #: how long ``test_soak`` soaks (s); None: the ``soak`` scenarios are deselected
+    soak_s: float | None = None
 
 
 #: the values ``--faultkit-live`` / ``$FAULTKIT_LIVE`` / ini ``faultkit_live`` accept
@@ -62,6 +64,7 @@ def resolve_settings(config: pytest.Config, env: Mapping[str, str]) -> Settings:
         raise pytest.UsageError(
             f"{live_source}: {live!r} is not a live mode (one of: {', '.join(LIVE_MODES)})"
         )
+    soak_s = soak_seconds(config, env)
     # the entry points' default (the testbed's inventory), the same as the CLI's
     from faultkit.commands.input import DEFAULT_INVENTORY
 
@@ -78,4 +81,30 @@ def resolve_settings(config: pytest.Config, env: Mapping[str, str]) -> Settings:
         serving_config=str(candidate) if candidate else None,
         dry_run=_truthy(dry),
         live=live,
+        soak_s=soak_s,
     )
+
+
+#: the longest soak one scenario may ask for: a day (a longer one is a load run)
+MAX_SOAK_S = 86_400.0
+
+
+def soak_seconds(config: pytest.Config, env: Mapping[str, str]) -> float | None:
+    """The soak duration given (``--soak-s``, ``$FAULTKIT_SOAK_S``, ini), None if none;
+    a bad one is a :class:`pytest.UsageError`."""
+    soak, source = _pick(config, env, "soak_s")
+    return _seconds(soak, source) if soak not in (None, "") else None
+
+
+def _seconds(value: object, source: str) -> float:
+    """A soak duration: seconds, or a duration with a unit (``90s``, ``5m``, ``1h``)."""
+    from faultkit.durations import parse_duration
+
+    try:
+        seconds = parse_duration(str(value).strip())
+    except ValueError as exc:
+        raise pytest.UsageError(f"{source}: {exc}") from None
+    if not 0 < seconds <= MAX_SOAK_S:
+        raise pytest.UsageError(f"{source}: a soak lasts more than 0 s and at most a day "
+                                f"(got {value!r})")
+    return seconds

@@ -38,6 +38,8 @@ SETTINGS_KEY = pytest.StashKey[Settings]()
 INVENTORY_KEY = pytest.StashKey["Inventory | InventoryError"]()
 USED_KEY = pytest.StashKey[bool]()
 LIVE_KEY = pytest.StashKey[LiveLine]()
+#: how many ``soak`` scenarios the collection deselected (no ``--soak-s``)
+SOAKS_DESELECTED_KEY = pytest.StashKey[int]()
 
 #: fixtures that mean a test uses the harness
 FAULTKIT_FIXTURES = frozenset({"experiment", "node", "faultkit_live"})

@@ -265,7 +265,10 @@ def test_gate_fails_the_oom_prone_config_and_rolls_back(lab: Lab, tmp_path: Path
     code, md, data = _gate(tmp_path, "sim-vllm", "sim-vllm-bad-oom", "-x")
     assert code == 1, md
     assert data["decision"] == "fail" and data["rolled_back"] is True
-    assert "long-prefill" in str(data["why"])
+    # the first gate scenario to meet the cliff: test_limits' 50 % step (2,048 tokens) is
+    # over what this config prefills in one step, and the engine dies of it
+    why = str(data["why"])
+    assert "test_limits[sim-vllm]: FAIL" in why and "inside the limit" in why, why
     assert "FAIL" in md
     assert serving_config_label(lab.inventory, "sim-vllm") == "sim-vllm-good"
 

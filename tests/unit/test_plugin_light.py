@@ -134,3 +134,21 @@ def test_the_unit_tests_do_not_sweep_the_journal(tmp_path: Path) -> None:
     assert "1 passed" in output
     assert _header(output), output  # the ini says faultkit is used: the header shows
     assert not home.exists() or not any(home.iterdir())
+
+
+def test_soak_scenarios_run_only_for_a_given_duration(tmp_path: Path) -> None:
+    """``pytest scenarios`` deselects test_soak (pytest counts it, the header says why);
+    ``--soak-s`` selects it on every engine node; a bad duration is a usage error."""
+    home = tmp_path / "home"
+    code, output, _ = _pytest(REPO, home, "--co", "scenarios", "-k", "soak or smoke")
+    assert code == pytest.ExitCode.OK, output
+    assert "test_soak[" not in output
+    assert "soak scenarios deselected (give --soak-s SECONDS" in output, output
+    code, output, _ = _pytest(REPO, home, "--co", "-q", "scenarios", "-k", "soak",
+                              "--soak-s", "90s")
+    assert code == pytest.ExitCode.OK, output
+    ids = sorted(line.split("::", 1)[1] for line in output.splitlines() if "test_soak[" in line)
+    assert ids == ["test_soak[llama]", "test_soak[sim-sglang]", "test_soak[sim-vllm]",
+                   "test_soak[vllm]"], output
+    code, output, _ = _pytest(REPO, home, "--co", "-q", "scenarios", "--soak-s", "forever")
+    assert code == pytest.ExitCode.USAGE_ERROR, output  # once, at start-up (stderr)

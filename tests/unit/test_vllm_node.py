@@ -83,10 +83,14 @@ def test_requirement_listing_evaluates_markers_and_excludes() -> None:
     assert not any("extra ==" in r for r in reqs), "extras' requirements must be dropped"
 
 
-def test_mounts_are_read_only_and_match_the_container_paths(fk_home: Path) -> None:
+def test_mounts_are_read_only_but_the_cache_and_match_the_container_paths(fk_home: Path
+                                                                          ) -> None:
     mounts = vllm_node.vllm_container_mounts()
     binds = {spec["bind"]: host for host, spec in mounts.items()}
-    assert all(spec["mode"] == "ro" for spec in mounts.values())
+    writable = [spec["bind"] for spec in mounts.values() if spec["mode"] != "ro"]
+    assert writable == [vllm_node.CACHE_IN_CONTAINER]
+    assert binds[vllm_node.CACHE_IN_CONTAINER] == str(fk_home / "vllm-cache")
+    assert vllm_node.vllm_container_env()["VLLM_CACHE_ROOT"] == vllm_node.CACHE_IN_CONTAINER
     assert binds[vllm_node.VENV_IN_CONTAINER] == str(fk_home / "vllm-venv")
     assert binds[vllm_node.MODEL_IN_CONTAINER] == str(fk_home / "models" / "tiny-vllm")
     runtime = str(vllm_node.python_runtime())

@@ -1,0 +1,151 @@
+"""Trends over a soak (``test_soak``): is memory climbing towards the container's limit, is
+the preemption rate rising? Pure functions; docs/definitions.md, "Soak", states the rules.
+
+**Memory.** A least-squares line through the container's anonymous memory over the soak,
+its first ``warmup_fraction`` left out (allocators, caches and the first requests fill
+memory once; that is not a leak). The alarm needs all of:
+
+- the slope's lower 95 % bound is above zero (``slope − 2 × standard error``): noise
+  around a flat line never trips it;
+- memory rose by at least :data:`MIN_RISE_BYTES` or 0.1 % of the limit over the fitted
+  stretch: a slope of a few bytes per second is not a trend worth a FAIL;
+- at the lower-bound slope, the line reaches the limit within ``horizon_s`` (default 24 h).
+
+The projection (seconds to the limit) is reported at the fitted slope and at its lower bound.
+
+**Preemptions.** A counter's increase over the soak's second half against its first:
+rising when the second half counts at least :data:`MIN_RISING` and more than 1.5× the
+first. A steady rate is not "rising" (its cost shows in the TTFT objective instead).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: the smallest rise over the fitted stretch that can count as a trend (bytes)
+MIN_RISE_BYTES = 4 * 2**20
+#: the smallest second-half increase of a preemption counter that can count as rising
+MIN_RISING = 3.0
+#: the part of the soak left out of the memory fit
+WARMUP_FRACTION = 0.25
+DAY_S = 86_400.0
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryTrend:
+    samples: int
+    t_from: float | None
+    t_to: float | None
+    slope_bps: float | None  # bytes per second
+    slope_low_bps: float | None  # lower 95 % bound
+    rise_bytes: float | None  # the fitted line's rise over the stretch
+    last_bytes: float | None  # the fitted line at t_to
+    limit_bytes: int | None
+    horizon_s: float
+    seconds_to_limit: float | None  # at the fitted slope (None: not rising, or no limit)
+    seconds_to_limit_low: float | None  # at the lower-bound slope
+    reaches_limit: bool
+    why: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def memory_trend(
+    points: Sequence[tuple[float, float]],
+    limit_bytes: int | None,
+    *,
+    horizon_s: float = DAY_S,
+    warmup_fraction: float = WARMUP_FRACTION,
+) -> MemoryTrend:
+    """The trend of ``(t, bytes)`` points towards ``limit_bytes`` (module docstring)."""
+    points = sorted(points)
+    if len(points) >= 2:
+        t_cut = points[0][0] + (points[-1][0] - points[0][0]) * warmup_fraction
+        points = [p for p in points if p[0] >= t_cut]
+    if len(points) < 5:
+        return MemoryTrend(len(points), None, None, None, None, None, None, limit_bytes,
+                           horizon_s, None, None, False,
+                           f"{len(points)} memory samples after the warm-up: too few to fit")
+    n = len(points)
+    t0 = points[0][0]
+    xs = [t - t0 for t, _ in points]
+    ys = [b for _, b in points]
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    intercept = my - slope * mx
+    residual = sum((y - (intercept + slope * x)) ** 2 for x, y in zip(xs, ys, strict=True))
+    stderr = math.sqrt(residual / (n - 2) / sxx) if n > 2 else math.inf
+    low = slope - 2 * stderr
+    last = intercept + slope * xs[-1]
+    rise = slope * (xs[-1] - xs[0])
+    to_limit = to_limit_low = None
+    if limit_bytes:
+        room = max(0.0, limit_bytes - last)
+        to_limit = room / slope if slope > 0 else None
+        to_limit_low = room / low if low > 0 else None
+    min_rise = max(MIN_RISE_BYTES, 0.001 * limit_bytes) if limit_bytes else MIN_RISE_BYTES
+    if not limit_bytes:
+        reaches, why = False, "the container has no memory limit to reach"
+    elif low <= 0:
+        reaches, why = False, "memory is not rising (the slope's lower 95 % bound is ≤ 0)"
+    elif rise < min_rise:
+        reaches, why = False, (f"memory rose {rise / 2**20:.1f} MiB over the fit, under the "
+                               f"{min_rise / 2**20:.1f} MiB that count as a trend")
+    else:
+        assert to_limit_low is not None
+        reaches = to_limit_low <= horizon_s
+        why = (f"memory rises {slope / 2**10:.1f} KiB/s (≥ {low / 2**10:.1f} KiB/s): the "
+               f"limit in {_duration(to_limit_low)} at the lower bound, "
+               + ("within" if reaches else "beyond") + f" the {_duration(horizon_s)} horizon")
+    return MemoryTrend(n, points[0][0], points[-1][0], slope, low, rise, last, limit_bytes,
+                       horizon_s, to_limit, to_limit_low, reaches, why)
+
+
+@dataclass(frozen=True, slots=True)
+class CounterTrend:
+    first_half: float | None
+    second_half: float | None
+    rising: bool
+    why: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def counter_trend(points: Sequence[tuple[float, float]], t_from: float, t_to: float
+                  ) -> CounterTrend:
+    """A counter's increase in ``[t_from, mid]`` against ``[mid, t_to]`` (resets counted
+    as a restart from zero), from ``(t, value)`` samples."""
+    mid = (t_from + t_to) / 2
+    first = _increase(points, t_from, mid)
+    second = _increase(points, mid, t_to)
+    if first is None or second is None:
+        return CounterTrend(first, second, False, "too few samples in one half of the soak")
+    rising = second >= MIN_RISING and second > 1.5 * first
+    why = (f"{first:g} in the first half, {second:g} in the second"
+           + (": rising" if rising else ""))
+    return CounterTrend(first, second, rising, why)
+
+
+def _increase(points: Sequence[tuple[float, float]], a: float, b: float) -> float | None:
+    inside = sorted(p for p in points if a <= p[0] <= b)
+    if len(inside) < 2:
+        return None
+    total = 0.0
+    for (_, v0), (_, v1) in itertools.pairwise(inside):
+        total += v1 - v0 if v1 >= v0 else v1  # a reset: the new process counted from 0
+    return total
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds:.0f} s"
