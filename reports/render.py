@@ -251,7 +251,40 @@ def incident_context(data: RunData) -> dict[str, Any]:
         "upstreams": upstream_rows(data),
         "route_around": route_around_lines(data.route_around),
         "limits": _limits_probe(data),
+        "soak": _soak(data),
     }
+
+
+def _soak(data: RunData) -> dict[str, Any] | None:
+    """A soak's findings (``test_soak``: run.json ``fault.result.soak``), with the memory
+    projection in words."""
+    soak = data.run.fault_result.get("soak")
+    if not isinstance(soak, dict):
+        return None
+    memory = soak.get("memory") if isinstance(soak.get("memory"), dict) else None
+    rows: list[tuple[str, str]] = []
+    if memory:
+        mib = 2**20
+        for label, key, scale, unit in (("slope", "slope_bps", 1024, "KiB/s"),
+                                        ("slope, lower 95 % bound", "slope_low_bps", 1024,
+                                         "KiB/s"),
+                                        ("rise over the fit", "rise_bytes", mib, "MiB"),
+                                        ("fitted now", "last_bytes", mib, "MiB"),
+                                        ("container limit", "limit_bytes", mib, "MiB")):
+            value = memory.get(key)
+            rows.append((label, f"{value / scale:.1f} {unit}"
+                         if isinstance(value, int | float) else "—"))
+        for label, key in (("time to the limit", "seconds_to_limit"),
+                           ("time to the limit at the lower bound", "seconds_to_limit_low")):
+            value = memory.get(key)
+            rows.append((label, f"{value / 3600:.2f} h" if isinstance(value, int | float)
+                         else "never (not rising)"))
+        rows.append(("horizon", f"{memory.get('horizon_s', 0) / 3600:g} h"))
+    return {"memory_rows": rows, "memory_why": soak.get("memory_why") or "",
+            "preemptions_why": soak.get("preemptions_why") or "",
+            "seconds": data.run.fault_result.get("seconds"),
+            "rate": data.run.fault_result.get("rate"),
+            "samples": len(soak.get("memory_samples") or [])}
 
 
 def _limits_probe(data: RunData) -> dict[str, Any] | None:

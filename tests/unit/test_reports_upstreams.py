@@ -127,3 +127,25 @@ def test_a_limits_run_shows_its_probe_steps(tmp_path: Path) -> None:
     assert "| 50% | 508 | 507–509 | 2 |" in section
     assert "| over | 1040 | — | 1 |" in section and "a clean 4xx |" in section
     assert "was HTTP 500" in section
+
+
+def test_a_soak_run_shows_its_memory_projection(tmp_path: Path) -> None:
+    soak = {"t_from": T0, "t_to": T0 + 60, "memory_why": "memory rises 2048.0 KiB/s: the "
+            "limit in 1.0 min at the lower bound, within the 24.0 h horizon",
+            "memory": {"slope_bps": 2 * 2**20, "slope_low_bps": 1.9 * 2**20,
+                       "rise_bytes": 90 * 2**20, "last_bytes": 200 * 2**20,
+                       "limit_bytes": 256 * 2**20, "seconds_to_limit": 28.0,
+                       "seconds_to_limit_low": 29.5, "horizon_s": 86400.0},
+            "preemptions_why": "engine llamacpp exposes no preemption counter",
+            "memory_samples": [[T0 + i, 100] for i in range(60)]}
+    (tmp_path / "run.json").write_text(json.dumps({
+        "scenario": "soak", "node": "llama",
+        "fault_result": {"soak": soak, "rate": 10.0, "seconds": 60.0},
+        "fault": {"kind": "soak", "params": {}, "describe": "soak"}}))
+    md = render_incident(tmp_path).read_text()
+    section = md.split("## Soak", 1)[1].split("\n## ", 1)[0]
+    assert "60.0 s of open-loop load at 10.0 req/s; 60 memory samples" in section
+    assert "| slope | 2048.0 KiB/s |" in section
+    assert "| time to the limit at the lower bound | 0.01 h |" in section
+    assert "| horizon | 24 h |" in section
+    assert "no preemption counter" in section
