@@ -40,6 +40,8 @@ class Api:
         self.truth = engine.truth
         self.metrics = engine.metrics
         self.created = int(time.time())
+        #: what --leak-bytes-per-request keeps (written bytes: resident, not lazy zero pages)
+        self._leaked: list[bytes] = []
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._http_metrics], client_max_size=64 * 1024**2)
@@ -199,8 +201,12 @@ class Api:
         else:
             target, reason = natural, "stop"
         req = eng.submit(rid, prompt_tokens, target, reason, seed)
+        leak: dict[str, int] = {}
+        if cfg.leak_bytes_per_request > 0:
+            self._leaked.append(b"\x01" * cfg.leak_bytes_per_request)
+            leak = {"leaked_bytes": len(self._leaked) * cfg.leak_bytes_per_request}
         self.truth.emit("request_accepted", id=rid, prompt_tokens=prompt_tokens,
-                        max_tokens=max_tokens, stream=bool(payload.get("stream")))
+                        max_tokens=max_tokens, stream=bool(payload.get("stream")), **leak)
         opts = payload.get("stream_options") or {}
         include_usage = bool(opts.get("include_usage", True)) if opts else False
         try:

@@ -67,6 +67,9 @@ class SimConfig:
     oom_exit_delay_s: float = 0.5
     health_check_timeout_s: float = 20.0
     seed: int = 0
+    #: host memory kept for every accepted request and never freed (a prompt cache without
+    #: a bound, like llama.cpp's --cache-ram beyond its container): 0 = none
+    leak_bytes_per_request: int = 0
 
     @property
     def model_name(self) -> str:
@@ -236,6 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--health-check-timeout-s", type=float, default=d.health_check_timeout_s,
       help="sglang: /health gives 503 when no token is produced within this time")
     a("--seed", type=int, default=d.seed, help="varies the pseudo-text")
+    a("--leak-bytes-per-request", type=int, default=d.leak_bytes_per_request,
+      help="host memory kept for every accepted request and never freed (a leak)")
     return p
 
 
