@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -239,6 +240,39 @@ def test_oom_prone_config_fails_with_the_oom_diagnosis(lab: Lab, tmp_path: Path)
     assert outcomes["test_oom[sim-vllm-over-context]"].passed, (
         "over-context prompts get a clean 400"
     )
+    assert serving_config_label(lab.inventory, "sim-vllm") == "sim-vllm-good", "rolled back after"
+
+
+#: the leak test's soak: long enough for a line, short of the ~90 s that fill the container
+LEAK_SOAK_S = "30"
+
+
+def test_the_soak_fails_a_leaking_config_with_its_projection(lab: Lab, tmp_path: Path) -> None:
+    """sim-vllm-bad-leak keeps 256 KiB per request: the soak's memory line must say it
+    reaches the 256 MiB limit within the day, and its slope must be the simulator's own
+    account of what it kept (truth file ``leaked_bytes``), not just "rising"."""
+    from testbed.truth import truth_events
+
+    since = time.time()
+    code, outcomes, output = run_scenarios(
+        tmp_path, "-k", "test_soak", "--node", "sim-vllm", "--serving-config",
+        "sim-vllm-bad-leak", "--soak-s", LEAK_SOAK_S)
+    assert code == 1, output
+    outcome = outcomes["test_soak[sim-vllm]"]
+    assert outcome.verdict == "FAIL" and "memory_not_heading_for_limit" in outcome.message, output
+    assert outcome.run_dir is not None
+    soak = json.loads((outcome.run_dir / "run.json").read_text())["fault_result"]["soak"]
+    memory = soak["memory"]
+    assert memory["reaches_limit"] and memory["limit_bytes"] == 256 * 2**20, memory
+    held = [(e["t"], e["leaked_bytes"]) for e in truth_events(lab.inventory.node("sim-vllm"),
+                                                              since)
+            if e.get("event") == "request_accepted" and "leaked_bytes" in e
+            and memory["t_from"] <= e["t"] <= memory["t_to"]]
+    assert len(held) >= 10, held
+    truth_slope = (held[-1][1] - held[0][1]) / (held[-1][0] - held[0][0])
+    assert abs(memory["slope_bps"] / truth_slope - 1) < 0.25, (memory["slope_bps"], truth_slope)
+    report = (outcome.run_dir / "incident.md").read_text()
+    assert "## Soak" in report and "time to the limit at the lower bound" in report
     assert serving_config_label(lab.inventory, "sim-vllm") == "sim-vllm-good", "rolled back after"
 
 
