@@ -20,6 +20,7 @@ The requests are the harness's own, not users': they are kept out of the run's l
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -36,12 +37,16 @@ from faultkit.limits import (
     ContextLimitUnknown,
     ProbeStep,
     PromptFit,
+    TokenCounter,
     fit_prompt_tokens,
+    over_margin,
     plan_steps,
     read_context_limit,
+    token_counter,
 )
 from faultkit.load.generator import LoadGenerator
 from faultkit.load.profile import LoadProfile, Target
+from faultkit.load.prompts import synthetic_prompt
 from faultkit.records import RequestRecord
 
 #: Output tokens of every probe request: enough to see the stream run, little enough that
@@ -157,14 +162,60 @@ async def prepare_probe(
                            fractions=fractions)
     except ValueError as exc:
         raise ProbeNotPossible(f"node {node.name}: {exc}") from exc
+    async with httpx.AsyncClient() as client:
+        counter = await token_counter(node, client)
+        if counter is not None:
+            room = limit.tokens - PROBE_OUTPUT_TOKENS
+            steps = [await exact_step(s, counter, fit,
+                                      math.floor(room * s.fraction) if s.within
+                                      else limit.tokens + over_margin(limit.tokens))
+                     for s in steps]
     return ProbePlan(limit, fit, n, tuple(steps))
+
+
+#: how many word counts :func:`exact_step` may try before it settles for the best so far
+_MAX_TRIES = 40
+
+
+async def exact_step(step: ProbeStep, count: TokenCounter, fit: PromptFit, target: int
+                     ) -> ProbeStep:
+    """The step with its words set by the node's own tokenizer: within the limit, the most
+    words whose every prompt (request indices 0..requests-1) holds at most ``target``
+    tokens; over it, the fewest words whose prompt holds at least ``target``."""
+
+    async def counts(words: int) -> list[int]:
+        return [await count(synthetic_prompt(words, seed=step.seed, index=k))
+                for k in range(step.requests)]
+
+    def fits(found: list[int]) -> bool:
+        return max(found) <= target if step.within else min(found) >= target
+
+    words, found = step.words, await counts(step.words)
+    for _ in range(_MAX_TRIES):  # move towards the boundary in fitted jumps, then by one
+        worst = max(found) if step.within else min(found)
+        jump = max(1, math.floor(abs(target - worst) / fit.per_word / 2))
+        if fits(found):
+            nxt = words + jump if step.within else words - jump
+        else:
+            nxt = words - jump if step.within else words + jump
+        nxt = max(1, nxt)
+        nxt_found = await counts(nxt)
+        if fits(found) != fits(nxt_found) and jump == 1:  # the boundary is between them
+            if fits(nxt_found):
+                words, found = nxt, nxt_found
+            break
+        words, found = nxt, nxt_found
+    if not fits(found):
+        return step  # the tokenizer never agreed with the plan: keep the fit's (safe) words
+    planned = max(found) if step.within else min(found)
+    return step.replace(words=words, planned_tokens=planned, exact=True)
 
 
 async def run_probe(node: Node, plan: ProbePlan) -> ProbeResult:
     """Send every step in turn (its prompts at once) and judge each step's answers."""
     result = ProbeResult(plan)
-    for i, step in enumerate(plan.steps):
-        records = await _send(node, step.words, step.requests, seed=910_001 + i, name=step.name)
+    for step in plan.steps:
+        records = await _send(node, step.words, step.requests, seed=step.seed, name=step.name)
         result.steps.append(judge_step(step, records, plan.limit))
         await asyncio.sleep(0)
     return result

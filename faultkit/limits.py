@@ -17,8 +17,9 @@ limit and that fit into the probe's steps (docs/definitions.md, "Context limit")
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,6 +123,52 @@ def _llamacpp_limit(body: Any) -> ContextLimit | None:
     return ContextLimit(n_ctx, "/props n_ctx (one slot)", slots if ok_slots else None)
 
 
+#: counts the prompt tokens of one chat message's text as a chat completion would
+TokenCounter = Callable[[str], Awaitable[int]]
+
+
+async def token_counter(node: Node, client: httpx.AsyncClient) -> TokenCounter | None:
+    """The engine's own tokenizer for a user message, chat template included, or None when
+    the engine offers none the probe knows (or it does not answer):
+
+    - vLLM and the simulator's vLLM personality: ``POST /tokenize`` with ``messages``
+      (``count``);
+    - llama.cpp: ``POST /apply-template`` (the templated prompt), then ``POST /tokenize``
+      of it with the special tokens (BOS), as a chat completion tokenizes it.
+    """
+    headers = {"Authorization": f"Bearer {key}"} if (key := node.api_key()) else {}
+
+    async def post(path: str, body: dict[str, Any]) -> Any:
+        response = await client.post(node.base_url + path, json=body, headers=headers,
+                                     timeout=10.0)
+        response.raise_for_status()
+        return response.json()
+
+    async def vllm(text: str) -> int:
+        body = await post("/tokenize", {"model": node.model, "add_generation_prompt": True,
+                                        "messages": [{"role": "user", "content": text}]})
+        return int(body["count"])
+
+    async def llamacpp(text: str) -> int:
+        templated = await post("/apply-template",
+                               {"messages": [{"role": "user", "content": text}]})
+        body = await post("/tokenize", {"content": templated["prompt"], "add_special": True})
+        return len(body["tokens"])
+
+    count: TokenCounter | None = None
+    if node.engine == "llamacpp":
+        count = llamacpp
+    elif node.engine == "vllm" or (node.engine == "sim" and node.personality == "vllm"):
+        count = vllm
+    if count is None:
+        return None
+    try:
+        await count("probe")
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return None
+    return count
+
+
 @dataclass(frozen=True, slots=True)
 class PromptFit:
     """How many prompt tokens the node counts for a synthetic prompt of ``w`` words:
@@ -132,6 +179,13 @@ class PromptFit:
     per_word: float
     overhead: float
     spread: float
+    #: the longest calibration prompt (words): the spread grows beyond it as sqrt(words)
+    longest: int = 1
+
+    def margin(self, words: int) -> int:
+        """Tokens a prompt of ``words`` words may miss the fit by: the calibration's spread,
+        grown as the square root of the length beyond the longest calibration prompt."""
+        return math.ceil(self.spread * math.sqrt(max(1.0, words / max(1, self.longest))))
 
     def words_for(self, tokens: float) -> int:
         """The most words whose prompt the fit puts at or under ``tokens`` (at least 1)."""
@@ -158,13 +212,15 @@ def fit_prompt_tokens(samples: Sequence[tuple[int, int]]) -> PromptFit:
         raise ValueError(f"prompt tokens do not grow with the prompt: {list(samples)}")
     overhead = mean_t - per_word * mean_w
     spread = max(abs(t - (per_word * w + overhead)) for w, t in samples)
-    return PromptFit(per_word, overhead, spread)
+    return PromptFit(per_word, overhead, spread, max(w for w, _ in samples))
 
 
 @dataclass(frozen=True, slots=True)
 class ProbeStep:
-    """One step of the probe: ``requests`` prompts of ``words`` words at once, planned to
-    hold about ``planned_tokens`` prompt tokens; ``within`` says whether prompt + output
+    """One step of the probe: ``requests`` prompts of ``words`` words at once (prompt seed
+    ``seed``, request indices 0..requests-1), planned to hold ``planned_tokens`` prompt
+    tokens — the longest of them for a within-limit step, exactly when ``exact`` (counted
+    by the node's own tokenizer), else by the fit; ``within`` says whether prompt + output
     fits the limit (must be answered) or not (must be a clean 4xx)."""
 
     name: str
@@ -173,11 +229,16 @@ class ProbeStep:
     planned_tokens: int
     requests: int
     within: bool
+    seed: int = 0
+    exact: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "fraction": self.fraction, "words": self.words,
                 "planned_tokens": self.planned_tokens, "requests": self.requests,
-                "within": self.within}
+                "within": self.within, "seed": self.seed, "exact": self.exact}
+
+    def replace(self, **changes: Any) -> ProbeStep:
+        return dataclasses.replace(self, **changes)
 
 
 def over_margin(limit: int) -> int:
@@ -197,24 +258,33 @@ def plan_steps(
     """The probe's steps: each fraction of ``limit − output`` at ``concurrency`` prompts at
     once, then one prompt just over the limit.
 
-    A within-limit prompt is planned ``fit.spread`` (rounded up) under its bound, so the
-    100 % step is the longest prompt the fit can promise to fit; the over-limit prompt is
-    planned :func:`over_margin` over the whole limit *without* counting the output, which
-    every engine rejects (llama.cpp would otherwise accept it and cut the answer short).
+    A within-limit prompt is planned the fit's margin (:meth:`PromptFit.margin`) under its
+    bound, so the 100 % step is the longest prompt the fit can promise to fit; the
+    over-limit prompt is planned :func:`over_margin` (plus the margin) over the whole
+    limit *without* counting the output, which every engine rejects (llama.cpp would
+    otherwise accept it and cut the answer short). :func:`faultkit.context_probe.prepare_probe`
+    then makes the words exact where the node can count tokens itself.
     Raises ValueError when the output alone does not leave room for a prompt."""
     room = limit.tokens - output_tokens
     if room < 2:
         raise ValueError(f"output_tokens {output_tokens} leaves no room for a prompt in a "
                          f"context of {limit.tokens}")
-    safety = math.ceil(fit.spread)
     steps: list[ProbeStep] = []
-    for fraction in fractions:
-        planned = math.floor(room * fraction) - safety
-        words = fit.words_for(planned)
+    for i, fraction in enumerate(fractions):
+        target = math.floor(room * fraction)
+        words = fit.words_for(target)
+        words = fit.words_for(target - fit.margin(words))
         steps.append(ProbeStep(f"{round(fraction * 100)}%", fraction, words,
-                               round(fit.tokens_for(words)), concurrency, within=True))
-    over = limit.tokens + over_margin(limit.tokens) + safety
+                               round(fit.tokens_for(words)), concurrency, within=True,
+                               seed=STEP_SEED + i))
+    over = limit.tokens + over_margin(limit.tokens)
     words = math.ceil((over - fit.overhead) / fit.per_word)
+    words = math.ceil((over + fit.margin(words) - fit.overhead) / fit.per_word)
     steps.append(ProbeStep("over", round(over / limit.tokens, 3), words,
-                           round(fit.tokens_for(words)), 1, within=False))
+                           round(fit.tokens_for(words)), 1, within=False,
+                           seed=STEP_SEED + len(fractions)))
     return steps
+
+
+#: the prompt seed of the probe's first step (each step has its own: no shared prefix)
+STEP_SEED = 910_001

@@ -52,6 +52,8 @@ class Api:
         else:
             r.add_get("/version", self.version)
         r.add_get("/v1/models", self.models)
+        if self.cfg.personality == "vllm":
+            r.add_post("/tokenize", self.tokenize)
         r.add_get("/metrics", self.metrics_text)
         r.add_post("/v1/chat/completions", self.chat)
         r.add_post("/v1/completions", self.completions)
@@ -100,6 +102,23 @@ class Api:
                 "owned_by": self.cfg.personality, "root": self.cfg.model, "parent": None,
                 "max_model_len": self.cfg.effective_max_model_len}
         return web.json_response({"object": "list", "data": [card]})
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        """vLLM's ``POST /tokenize``: ``messages`` (with the chat template, as a chat
+        completion counts them) or ``prompt`` → ``count``, ``max_model_len``, ``tokens``."""
+        try:
+            payload = await request.json()
+            if not isinstance(payload, dict):
+                raise ValueError("the body must be a JSON object")
+            if "messages" in payload:
+                count = textgen.count_chat_tokens(payload["messages"])
+            else:
+                count = textgen.count_prompt_tokens(payload.get("prompt"))
+        except ValueError as exc:
+            return web.json_response({"error": {"message": str(exc), "type": "BadRequestError",
+                                                "param": None, "code": 400}}, status=400)
+        return web.json_response({"count": count, "max_model_len": self.cfg.effective_max_model_len,
+                                  "tokens": list(range(count))})
 
     async def metrics_text(self, request: web.Request) -> web.Response:
         body = self.metrics.render(self.engine.snapshot())

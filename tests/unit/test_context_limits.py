@@ -23,6 +23,7 @@ from faultkit.limits import (
     over_margin,
     plan_steps,
     read_context_limit,
+    token_counter,
 )
 from faultkit.records import RequestRecord
 from tests.unit.simnode_helpers import events_named, running_node
@@ -198,3 +199,53 @@ async def test_a_node_that_reports_no_usage_cannot_be_probed() -> None:
     # nothing listens on port 9: the calibration prompts get no answer
     with pytest.raises(ProbeNotPossible, match="calibration prompt"):
         await prepare_probe(node(context_limit=512))
+
+
+# ---------------------------------------------------------------- exact words by the node's tokenizer
+
+async def uneven_count(text: str) -> int:
+    """A tokenizer whose words cost 1 to 3 tokens (as the lab's tiny models' do), + template."""
+    return 10 + sum(len(word) % 3 + 1 for word in text.split())
+
+
+@pytest.mark.parametrize("within", [True, False])
+async def test_exact_words_sit_on_the_boundary_for_every_prompt_of_the_step(within: bool
+                                                                           ) -> None:
+    from faultkit.context_probe import exact_step
+    from faultkit.load.prompts import synthetic_prompt
+
+    fit = PromptFit(per_word=2.0, overhead=10.0, spread=2.0, longest=64)
+    target = 1000
+    plan = ProbeStep("100%" if within else "over", 1.0, fit.words_for(target) - 40, 0,
+                     3 if within else 1, within=within, seed=7)
+    step = await exact_step(plan, uneven_count, fit, target)
+
+    async def counts(words: int) -> list[int]:
+        return [await uneven_count(synthetic_prompt(words, seed=7, index=k))
+                for k in range(plan.requests)]
+
+    assert step.exact
+    if within:
+        assert max(await counts(step.words)) == step.planned_tokens <= target
+        assert max(await counts(step.words + 1)) > target  # one word more: one is over
+    else:
+        assert min(await counts(step.words)) == step.planned_tokens >= target
+        assert min(await counts(step.words - 1)) < target
+
+
+async def test_a_simulated_vllm_node_counts_its_tokens_as_its_chat_completions_do(
+    tmp_path: Path,
+) -> None:
+    async with running_node(tmp_path, zero_latency=True) as sim, httpx.AsyncClient() as client:
+        counter = await token_counter(node("sim", base_url=sim.url, model="sim-model"), client)
+        assert counter is not None
+        text = "one two three four"
+        r = await client.post(f"{sim.url}/v1/chat/completions", json={
+            "model": "sim-model", "max_tokens": 1,
+            "messages": [{"role": "user", "content": text}]})
+        assert await counter(text) == r.json()["usage"]["prompt_tokens"]
+    async with running_node(tmp_path, personality="sglang", zero_latency=True) as sim, \
+            httpx.AsyncClient() as client:  # SGLang: no /tokenize the probe knows
+        sglang = node("sim", base_url=sim.url, model="sim-model").model_copy(
+            update={"personality": "sglang"})
+        assert await token_counter(sglang, client) is None
