@@ -131,16 +131,9 @@ async def _send(node: Node, words: int, requests: int, *, seed: int, name: str
     return (await gen.run()).records
 
 
-async def prepare_probe(
-    node: Node, *, concurrency: int | None = None,
-    fractions: Sequence[float] = DEFAULT_FRACTIONS,
-) -> ProbePlan:
-    """Read the limit, calibrate the prompt length on the node, plan the steps."""
-    try:
-        async with httpx.AsyncClient() as client:
-            limit = await read_context_limit(node, client)
-    except ContextLimitUnknown as exc:
-        raise ProbeNotPossible(str(exc)) from exc
+async def calibrate(node: Node, limit: ContextLimit) -> PromptFit:
+    """How the node counts the tokens of synthetic prompts: four calibration prompts (two of
+    8 words, two of ``limit / 8``) and the fit of their ``usage.prompt_tokens``."""
     lengths = (8, max(16, limit.tokens // 8))
     samples: list[tuple[int, int]] = []
     for i, words in enumerate(lengths):
@@ -153,9 +146,22 @@ async def prepare_probe(
                     "usage.prompt_tokens (stream_options.include_usage)")
             samples.append((words, r.prompt_tokens))
     try:
-        fit = fit_prompt_tokens(samples)
+        return fit_prompt_tokens(samples)
     except ValueError as exc:
         raise ProbeNotPossible(f"node {node.name}: {exc}") from exc
+
+
+async def prepare_probe(
+    node: Node, *, concurrency: int | None = None,
+    fractions: Sequence[float] = DEFAULT_FRACTIONS,
+) -> ProbePlan:
+    """Read the limit, calibrate the prompt length on the node, plan the steps."""
+    try:
+        async with httpx.AsyncClient() as client:
+            limit = await read_context_limit(node, client)
+    except ContextLimitUnknown as exc:
+        raise ProbeNotPossible(str(exc)) from exc
+    fit = await calibrate(node, limit)
     n = concurrency or limit.slots or DEFAULT_CONCURRENCY
     try:
         steps = plan_steps(limit, fit, output_tokens=PROBE_OUTPUT_TOKENS, concurrency=n,

@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
+from faultkit.context_probe import ProbeNotPossible, calibrate
 from faultkit.docker import docker_host
 from faultkit.inventory import Node
 from faultkit.limits import ContextLimitUnknown, read_context_limit
@@ -36,19 +37,23 @@ from slo.prom import Prometheus
 from slo.soak import SoakFindings, judge_memory, judge_preemptions
 from slo.types import CheckResult, Measurement
 
-#: the soak's prompts when the context limit cannot be read (tokens)
+#: the soak's prompts when the context limit cannot be read (words)
 FALLBACK_PROMPT_TOKENS = 128
 OUTPUT_TOKENS = 32
 
 
-async def soak_prompt_tokens(node: Node) -> int:
-    """A quarter of the node's context limit, 32..1024 tokens (a fallback without one)."""
+async def soak_prompt_words(node: Node) -> tuple[int, int]:
+    """(words, tokens) of the soak's prompts: a quarter of the node's context limit (minus
+    the output), 32..1024 tokens, in words as the node's tokenizer counts them
+    (:func:`faultkit.context_probe.calibrate`); 128 words when the limit cannot be read."""
     try:
         async with httpx.AsyncClient() as client:
             limit = await read_context_limit(node, client)
-    except ContextLimitUnknown:
-        return FALLBACK_PROMPT_TOKENS
-    return max(32, min(1024, (limit.tokens - OUTPUT_TOKENS) // 4))
+        fit = await calibrate(node, limit)
+    except (ContextLimitUnknown, ProbeNotPossible):
+        return FALLBACK_PROMPT_TOKENS, FALLBACK_PROMPT_TOKENS
+    tokens = max(32, min(1024, (limit.tokens - OUTPUT_TOKENS) // 4))
+    return fit.words_for(tokens - fit.margin(fit.words_for(tokens))), tokens
 
 
 def memory_holds(found: list[SoakFindings]) -> Checks:
@@ -92,8 +97,9 @@ async def test_soak(experiment: Experiment, node: Node, faultkit_settings: Setti
     seconds = faultkit_settings.soak_s
     assert seconds is not None  # deselected without --soak-s (faultkit.plugin.collection)
     rate = node.capacity_rps or experiment.load_profile.rate or 10.0
+    words, tokens = await soak_prompt_words(node)
     profile = experiment.load_profile.replace(
-        rate=rate, input_tokens=await soak_prompt_tokens(node), output_tokens=OUTPUT_TOKENS,
+        rate=rate, input_tokens=words, output_tokens=OUTPUT_TOKENS,
         seed=int.from_bytes(os.urandom(3), "big"), duration_s=None, requests=None)
     horizon_s = node.soak_horizon_h * 3600
     found: list[SoakFindings] = []
@@ -113,14 +119,14 @@ async def test_soak(experiment: Experiment, node: Node, faultkit_settings: Setti
         with Prometheus(exp.inventory.prometheus.url) as prom:
             await asyncio.to_thread(judge_preemptions, findings, node, prom)
         found.append(findings)
-        return {"soak": findings.to_json(), "rate": rate,
-                "input_tokens": profile.input_tokens, "seconds": seconds}
+        return {"soak": findings.to_json(), "rate": rate, "prompt_words": words,
+                "prompt_tokens_planned": tokens, "seconds": seconds}
 
     await experiment.run_action(
         "soak", action, load_profile=profile,
         describe=f"{seconds:g} s of open-loop load at {rate:g} req/s of distinct "
-                 f"{profile.input_tokens}-token prompts",
-        params={"seconds": seconds, "rate": rate, "input_tokens": profile.input_tokens},
+                 f"~{tokens}-token prompts",
+        params={"seconds": seconds, "rate": rate, "prompt_tokens": tokens},
     )
     slo = experiment.slo
     checks = (node_not_crashed(experiment)

@@ -9,6 +9,11 @@ memory once; that is not a leak). The alarm needs all of:
   around a flat line never trips it;
 - memory rose by at least :data:`MIN_RISE_BYTES` or 0.1 % of the limit over the fitted
   stretch: a slope of a few bytes per second is not a trend worth a FAIL;
+- the rise is steady, not slowing down: the slope over the last third of the fitted
+  stretch is at least :data:`STEADY_RATIO` of the slope over its first third. A ramp that
+  slows down is a warm-up (allocator caches, a server filling its pools: the real vLLM
+  node grew 5.8 MiB/s, then 2.3 MiB/s, over a 30 s soak), which a soak of minutes cannot
+  project a day ahead; a leak grows at the rate of its load;
 - at the lower-bound slope, the line reaches the limit within ``horizon_s`` (default 24 h).
 
 The projection (seconds to the limit) is reported at the fitted slope and at its lower bound.
@@ -32,6 +37,8 @@ MIN_RISE_BYTES = 4 * 2**20
 MIN_RISING = 3.0
 #: the part of the soak left out of the memory fit
 WARMUP_FRACTION = 0.25
+#: the last third's slope over the first third's at or above which a rise counts as steady
+STEADY_RATIO = 0.5
 DAY_S = 86_400.0
 
 
@@ -97,6 +104,10 @@ def memory_trend(
     elif rise < min_rise:
         reaches, why = False, (f"memory rose {rise / 2**20:.1f} MiB over the fit, under the "
                                f"{min_rise / 2**20:.1f} MiB that count as a trend")
+    elif (thirds := _thirds_slopes(xs, ys)) is not None and thirds[1] < STEADY_RATIO * thirds[0]:
+        reaches, why = False, (f"memory rose, slowing down ({thirds[0] / 2**10:.1f} KiB/s in "
+                               f"the fit's first third, {thirds[1] / 2**10:.1f} KiB/s in its "
+                               "last): a warm-up, not a steady leak")
     else:
         assert to_limit_low is not None
         reaches = to_limit_low <= horizon_s
@@ -105,6 +116,24 @@ def memory_trend(
                + ("within" if reaches else "beyond") + f" the {_duration(horizon_s)} horizon")
     return MemoryTrend(n, points[0][0], points[-1][0], slope, low, rise, last, limit_bytes,
                        horizon_s, to_limit, to_limit_low, reaches, why)
+
+
+def _slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    if len(xs) < 2:
+        return None
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else None
+
+
+def _thirds_slopes(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float] | None:
+    """Least-squares slopes of the first and the last third (by time) of the points."""
+    third = (xs[-1] - xs[0]) / 3
+    first = [(x, y) for x, y in zip(xs, ys, strict=True) if x <= xs[0] + third]
+    last = [(x, y) for x, y in zip(xs, ys, strict=True) if x >= xs[-1] - third]
+    a = _slope([x for x, _ in first], [y for _, y in first])
+    b = _slope([x for x, _ in last], [y for _, y in last])
+    return None if a is None or b is None else (a, b)
 
 
 @dataclass(frozen=True, slots=True)

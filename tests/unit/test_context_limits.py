@@ -201,7 +201,7 @@ async def test_a_node_that_reports_no_usage_cannot_be_probed() -> None:
         await prepare_probe(node(context_limit=512))
 
 
-# ---------------------------------------------------------------- exact words by the node's tokenizer
+# ------------------------------------------------ exact words by the node's tokenizer
 
 async def uneven_count(text: str) -> int:
     """A tokenizer whose words cost 1 to 3 tokens (as the lab's tiny models' do), + template."""
