@@ -1,10 +1,14 @@
 """The simulator's leak knob (``--leak-bytes-per-request``, the testbed's KNOWN BAD
 sim-vllm-bad-leak): every accepted request keeps that much host memory for good, and the
-truth file says how much is held — the evidence a soak's memory trend is checked against."""
+truth file says how much is held — the evidence a soak's memory trend is checked against.
+
+That the kept bytes are resident (written, not lazy zero pages) is shown where it can be
+measured apart from everything else: in the node's own container, whose anonymous memory
+grows at the truth file's rate (``tests/e2e``: the soak fails sim-vllm-bad-leak). In this
+process the allocator may hand out memory an earlier test freed, so its RSS says nothing."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import httpx
@@ -15,14 +19,7 @@ from tests.unit.simnode_helpers import events_named, running_node
 LEAK = 1 << 20
 
 
-def resident_bytes() -> int:
-    """This process's resident set now (not the high-water mark: the unit tests share it)."""
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
 async def test_each_request_keeps_its_bytes_and_the_truth_counts_them(tmp_path: Path) -> None:
-    rss_before = resident_bytes()
     async with running_node(tmp_path, leak_bytes_per_request=LEAK, zero_latency=True) as sim:
         async with httpx.AsyncClient(base_url=sim.url) as client:
             for _ in range(24):
@@ -30,9 +27,7 @@ async def test_each_request_keeps_its_bytes_and_the_truth_counts_them(tmp_path: 
                     "model": "sim-model", "prompt": "hello", "max_tokens": 2})
                 assert r.status_code == 200
         held = [e["leaked_bytes"] for e in events_named(sim.truth_events(), "request_accepted")]
-        grown = resident_bytes() - rss_before  # while the node (and what it keeps) lives
     assert held == [LEAK * (i + 1) for i in range(24)]
-    assert grown >= 20 * LEAK, f"the kept bytes are not resident: +{grown / LEAK:.1f} MiB"
 
 
 def test_the_flag_and_its_default() -> None:
