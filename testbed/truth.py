@@ -19,6 +19,7 @@ integration test (``tests/integration/test_measure_truth.py``) asserts the bound
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -105,21 +106,27 @@ def _t(event: dict[str, Any]) -> float:
     return int(event["timeNano"]) / 1e9
 
 
-def first_alert_firing(prom: Prometheus, node: Node, since: float, until: float) -> float | None:
-    """Timestamp of the first ``ALERTS{alertstate="firing"}`` sample for the node of an
-    alert that *began* firing at or after ``since`` (one already firing before — an SLO
-    burn alert from an earlier run — is not this fault's detection)."""
-    lookback = 10.0
+def first_alert_firing(prom: Prometheus, node: Node, since: float, until: float,
+                       evaluation_interval_s: float) -> float | None:
+    """Timestamp of the first ``ALERTS{alertstate="firing"}`` sample for the node that
+    *starts a firing run* at or after ``since``: a sample with none in the
+    1.5 evaluation intervals before it. A run already under way when the fault took
+    effect (an SLO burn alert from an earlier run) is not this fault's detection; a series
+    that fired, resolved and fires again for this fault is (CI run G3: `FaultkitNodeDown`
+    of the trial before resolved 2.7 s before t_effect and fired again 2.3 s after it, and
+    the old rule, which dropped any series with a sample in the 10 s before, compared the
+    measurement with a later alert)."""
+    lookback = 10.0 + 2 * evaluation_interval_s
     window = max(1, int(until - since + lookback) + 2)
     series = prom.query_samples(
         f'ALERTS{{alertstate="firing",node="{node.name}"}}[{window}s]', t=until
     )
+    gap = 1.5 * evaluation_interval_s
     firsts = []
     for ser in series:
-        times = sorted(t for t, _ in ser.values)
-        if any(since - lookback <= t < since for t in times):
-            continue  # already firing when the fault took effect
-        after = [t for t in times if t >= since]
+        times = sorted(t for t, v in ser.values if math.isfinite(v))
+        starts = [t for i, t in enumerate(times) if i == 0 or t - times[i - 1] > gap]
+        after = [t for t in starts if t >= since]
         if after:
             firsts.append(after[0])
     return min(firsts) if firsts else None
@@ -267,7 +274,8 @@ async def run_trial(name: str, inventory: Inventory, runs_dir: Path, node_name: 
     t_end = time.time()
     effect, recovered, problems = _truth_moments(name, node, t0, t_end)
     prom = Prometheus(inventory.prometheus.url)
-    alert = first_alert_firing(prom, node, effect or t0, t_end)
+    alert = first_alert_firing(prom, node, effect or t0, t_end,
+                               inventory.prometheus.slo_evaluation_interval_s)
     ledger = exp.run.ledger()
     lost: int | None = None
     racing = 0

@@ -93,3 +93,41 @@ def test_the_writer_starts_after_a_dead_writers_fragment_on_a_line_of_its_own(
     events, cut_short = parse_truth(path.read_text())
     assert [e["event"] for e in events] == ["ready", "started"] and cut_short == 1
     assert path.read_text().splitlines()[1] == TORN
+
+
+class _Prom:
+    """query_samples of ALERTS: raw samples per series, as Prometheus returns them."""
+
+    def __init__(self, *series: list[float]) -> None:
+        from slo.prom import Series
+
+        self.series = [Series({"alertname": f"A{i}"}, [(t, 1.0) for t in s])
+                       for i, s in enumerate(series)]
+
+    def query_samples(self, promql: str, t: float | None = None) -> list[Any]:
+        return self.series
+
+
+def _node() -> Any:
+    from faultkit.inventory import Node
+
+    return Node(name="sim-vllm", engine="sim", personality="vllm",
+                base_url="http://127.0.0.1:9", model="m")
+
+
+def test_an_alert_that_resolved_and_fires_again_for_this_fault_counts() -> None:
+    """CI run G3: the trial before left FaultkitNodeDown firing until 2.7 s before
+    t_effect = 100; it fired again at 102.3 for this fault (evaluations every 5 s)."""
+    from testbed.truth import first_alert_firing
+
+    prom = _Prom([82.3, 87.3, 92.3, 102.3, 107.3], [107.3])  # none at 97.3: resolved
+    assert first_alert_firing(prom, _node(), 100.0, 120.0, 5.0) == 102.3  # type: ignore[arg-type]
+
+
+def test_an_alert_already_firing_through_the_fault_is_not_its_detection() -> None:
+    from testbed.truth import first_alert_firing
+
+    prom = _Prom([85.0, 90.0, 95.0, 100.0, 105.0], [106.0, 111.0])
+    assert first_alert_firing(prom, _node(), 98.0, 120.0, 5.0) == 106.0  # type: ignore[arg-type]
+    assert first_alert_firing(_Prom([85.0, 90.0, 95.0, 100.0]), _node(),  # type: ignore[arg-type]
+                              98.0, 120.0, 5.0) is None
