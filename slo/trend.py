@@ -82,12 +82,9 @@ def memory_trend(
     t0 = points[0][0]
     xs = [t - t0 for t, _ in points]
     ys = [b for _, b in points]
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
-    intercept = my - slope * mx
-    residual = sum((y - (intercept + slope * x)) ** 2 for x, y in zip(xs, ys, strict=True))
-    stderr = math.sqrt(residual / (n - 2) / sxx) if n > 2 else math.inf
+    fitted = _fit(xs, ys)
+    assert fitted is not None  # five or more points at distinct times
+    slope, intercept, stderr = fitted
     low = slope - 2 * stderr
     last = intercept + slope * xs[-1]
     rise = slope * (xs[-1] - xs[0])
@@ -118,12 +115,26 @@ def memory_trend(
                        horizon_s, to_limit, to_limit_low, reaches, why)
 
 
-def _slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
-    if len(xs) < 2:
+def _fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, float] | None:
+    """Least squares: (slope, intercept, the slope's standard error); None for fewer than
+    two distinct times."""
+    n = len(xs)
+    if n < 2:
         return None
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    mx, my = sum(xs) / n, sum(ys) / n
     sxx = sum((x - mx) ** 2 for x in xs)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else None
+    if not sxx:
+        return None
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    intercept = my - slope * mx
+    residual = sum((y - (intercept + slope * x)) ** 2 for x, y in zip(xs, ys, strict=True))
+    stderr = math.sqrt(residual / (n - 2) / sxx) if n > 2 else math.inf
+    return slope, intercept, stderr
+
+
+def _slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    fitted = _fit(xs, ys)
+    return None if fitted is None else fitted[0]
 
 
 def _thirds_slopes(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float] | None:
