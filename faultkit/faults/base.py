@@ -200,10 +200,10 @@ class Fault(FaultLifecycle):
         return await self._acts.shielded(act)
 
     # journal ------------------------------------------------------------------------
-    def add_undo(self, step: dict[str, Any]) -> None:
+    async def add_undo(self, step: dict[str, Any]) -> None:
         """Append an undo step and make it durable *before* doing what it undoes."""
         if self._record is None or self.journal is None:
             raise FaultError("add_undo() outside inject(): call it from _apply()")
         self._record.undo.append(step)
-        self.journal.update(self._record)
+        await self.journal_io(self.journal.update, self._record)
 

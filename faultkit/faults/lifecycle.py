@@ -17,7 +17,7 @@ import contextlib
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from faultkit.errors import FaultAlreadyActive, FaultError
 from faultkit.events import EventKind
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 Guard = Callable[[], "str | Awaitable[str | None] | None"]
 
+
+T = TypeVar("T")
 
 class FaultLifecycle(FaultNotes):
     """The state machine of one injection (attributes set by ``Fault``)."""
@@ -120,10 +122,10 @@ class FaultLifecycle(FaultNotes):
                 id=self.id, kind=self.kind, node=self.node.name, description=self.describe(),
                 params=dict(self.params), undo=list(steps), node_locks=self._locks.node_keys,
             )
-            self.journal.begin(self._record)
+            await self.journal_io(self.journal.begin, self._record)
             await self._apply()
             self._record.state = "applied"
-            self.journal.update(self._record)
+            await self.journal_io(self.journal.update, self._record)
         except BaseException as exc:
             log.warning("%s: inject failed (%s); reverting what was done", self.id,
                         str(exc) or type(exc).__name__)
@@ -135,12 +137,19 @@ class FaultLifecycle(FaultNotes):
         if self.guards:
             self._guard_task = asyncio.ensure_future(self._watch_guards())
 
+    async def journal_io(self, fn: Callable[..., T], /, *args: Any) -> T:
+        """Run one journal read or write, ``fn(*args)``, in a worker thread, shielded like an
+        act: a write is fsync'd, and an fsync on a busy disk can take seconds, which in the
+        event loop would stall the load client sharing it (docs/architecture.md)."""
+        return await self._acts.shielded(asyncio.to_thread(fn, *args))
+
     async def _admit(self, locks: list[NodeLock]) -> None:
         """Refuse, under the node locks and before anything is done, a node that a fault
         left applied blocks, and a container not proven to serve the base_url
         (:mod:`.admission`)."""
         assert self.journal is not None
-        admission.refuse_if_blocked(self.journal, self.kind, self.node.name, locks)
+        await asyncio.to_thread(admission.refuse_if_blocked, self.journal, self.kind,
+                                self.node.name, locks)
         if self.acts_on_container and self.node.docker is not None:
             await asyncio.to_thread(admission.refuse_unless_served, self.node,
                                     lambda: self.docker.inspect(self.container))
@@ -203,9 +212,9 @@ class FaultLifecycle(FaultNotes):
         if self._record is not None and self.journal is not None:
             if errors:
                 # leave the record unreverted for the sweep, but let the sweep take it now
-                self.journal.release(self._record.id)
+                await self.journal_io(self.journal.release, self._record.id)
             else:
-                self.journal.mark_reverted(self._record)
+                await self.journal_io(self.journal.mark_reverted, self._record)
         self._state = "reverted"
         if self._ended is not None:
             self._ended.set()

@@ -138,7 +138,7 @@ class MemorySqueeze(_ReadyMixin):
         """Fill /dev/shm past the limit so the engine, not the filler, is OOM-killed."""
         usage = await asyncio.to_thread(self.docker.memory_usage, self.container)
         size = max(0, limit - usage) + parse_bytes(self.params["pressure"])
-        self.add_undo(self.step("exec", command=["rm", "-f", _PRESSURE_FILE]))
+        await self.add_undo(self.step("exec", command=["rm", "-f", _PRESSURE_FILE]))
         try:
             code, output = await self.act(
                 self.docker.exec, self.container,

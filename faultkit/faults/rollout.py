@@ -197,7 +197,7 @@ class Rollout(Fault):
         self.result.update(rolled_back=True, t_restored=time.time())
         if self._record is not None and self.journal is not None:
             self._record.undo = []  # already restored: nothing left for revert or the sweep
-            self.journal.update(self._record)
+            await self.journal_io(self.journal.update, self._record)
         self.emit(EventKind.ROLLBACK_DONE, config=self.params["config"])
 
     async def _wait_restored(self) -> None:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from faultkit.errors import FaultkitError
 from faultkit.events import EventKind
+from faultkit.gcquiet import collector_frozen
 from faultkit.inventory import Node
 from faultkit.load import BackgroundLoad
 from faultkit.load.ledgerfile import ArrowLedgerWriter
@@ -114,6 +115,7 @@ class RunLifecycle(RunEvidence):
         for reason in await asyncio.to_thread(preflight_gaps, self.node, prom, running):
             self.note(EventKind.EVIDENCE_GAP, reason=reason)
         async with contextlib.AsyncExitStack() as stack:
+            stack.enter_context(collector_frozen())  # no GC pass walks the whole heap meanwhile
             await stack.enter_async_context(Observer(self.node, prom, self))
             # closed after every load below has drained: it holds each one's records
             columnar = self._columnar_ledger() if load or neighbours else None

@@ -157,3 +157,52 @@ def test_concurrent_writers_and_sweepers(tmp_path: Path) -> None:
 
 def test_fake_module_imported() -> None:
     assert "fake_restore" in faults_fake.undo.OPS
+
+
+def test_a_reverted_record_moves_out_of_what_inject_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every inject reads the unreverted records; reverted ones live in ``reverted/`` so that
+    read does not grow with the machine's history (CI: 1,340 reverted records, a 4.2 s
+    stall of the load client sharing the event loop)."""
+    j = FaultJournal(tmp_path)
+    for i in range(40):
+        rec = _record(f"old{i:02d}")
+        j.begin(rec)
+        j.mark_reverted(rec)
+    live = _record("live")
+    j.begin(live)
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == ["live.json"]
+    assert len(list((tmp_path / "reverted").glob("*.json"))) == 40
+    opened: list[str] = []
+    real_open = os.open
+
+    def counting_open(path: object, *args: object, **kwargs: object) -> int:
+        opened.append(str(path))
+        return real_open(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", counting_open)
+    assert [r.id for r in j.unreverted()] == ["live"]
+    assert j.orphans() == []
+    monkeypatch.undo()
+    assert not [p for p in opened if "/reverted/" in p]
+    # history still has every record, and each is found by its id
+    assert len(j.records()) == 41
+    assert j.read("old07") is not None and j.read("old07").state == "reverted"
+    assert j.path_of("old07") == tmp_path / "reverted" / "old07.json"
+    with j.claim("old07") as claimed:
+        assert claimed is None  # reverted: nothing for a sweep to take
+
+
+def test_a_journal_of_an_older_layout_is_moved_on_first_read(tmp_path: Path) -> None:
+    """Reverted records at the top (an older faultkit, or a crash before the move) are moved
+    into ``reverted/`` by the first read, and pruned from there."""
+    for i, state in enumerate(["reverted", "applied", "reverted"]):
+        data = _record(f"r{i}").to_json() | {"state": state, "t_reverted": 1.0}
+        (tmp_path / f"r{i}.json").write_text(json.dumps(data))
+    j = FaultJournal(tmp_path)
+    assert [r.id for r in j.unreverted()] == ["r1"]
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == ["r1.json"]
+    assert sorted(p.name for p in (tmp_path / "reverted").glob("*.json")) == ["r0.json", "r2.json"]
+    assert j.prune(older_than_s=60) == 2
+    assert [r.id for r in j.records()] == ["r1"]
