@@ -11,6 +11,7 @@
                          "alerts": [{"alertname", "state", "activeAt", "t_seen", ...}]}
     container.json      {"before": state, "after": state, "log_tail": str}
     measurement.json    slo.Measurement
+    loop-stalls.json    [LoopStall]: each stall of the harness's event loop (faultkit.loopwatch)
     verdict.json        slo.Verdict
     incident.md, timeline.png   rendered by ``reports``
 
@@ -67,6 +68,7 @@ MEASUREMENT_JSON = "measurement.json"
 VERDICT_JSON = "verdict.json"
 #: test_upstream_failure only: how the gateway routed around the dead upstream (slo.routing)
 ROUTE_AROUND_JSON = "route_around.json"
+LOOP_STALLS_JSON = "loop-stalls.json"
 INCIDENT_MD = "incident.md"
 TIMELINE_PNG = "timeline.png"
 GATE_JSON = "gate.json"
@@ -129,6 +131,10 @@ class RunDir:
     @property
     def route_around_json(self) -> Path:
         return self.path / ROUTE_AROUND_JSON
+
+    @property
+    def loop_stalls_json(self) -> Path:
+        return self.path / LOOP_STALLS_JSON
 
     @property
     def incident_md(self) -> Path:

@@ -28,6 +28,7 @@ from typing import Any
 from faultkit.docker import DockerHost
 from faultkit.inventory import Inventory, Node
 from faultkit.load import LoadProfile
+from faultkit.loopwatch import LoopStall
 from faultkit.plugin.experiment import Experiment
 from faultkit.records import RequestRecord
 from faultkit.rundir import RunDir
@@ -69,6 +70,9 @@ class Trial:
     truth: dict[str, Any]
     errors: dict[str, float | None] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    #: the harness's event-loop stalls during the run (``loop-stalls.json``), one line each:
+    #: evidence about the harness, for a trial whose figures are off
+    loop_stalls: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -315,4 +319,6 @@ async def run_trial(name: str, inventory: Inventory, runs_dir: Path, node_name: 
             ),
         },
         problems=problems,
+        loop_stalls=[LoopStall(**stall).summary()
+                     for stall in exp.run.read_json(exp.run.loop_stalls_json, default=[])],
     )

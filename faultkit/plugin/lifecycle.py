@@ -37,6 +37,7 @@ from faultkit.gcquiet import collector_frozen
 from faultkit.inventory import Node
 from faultkit.load import BackgroundLoad
 from faultkit.load.ledgerfile import ArrowLedgerWriter
+from faultkit.loopwatch import LoopWatch
 from faultkit.plugin.live import LiveStatus
 from faultkit.plugin.run_evidence import RunEvidence
 from faultkit.plugin.status import DryRunPlan
@@ -116,6 +117,7 @@ class RunLifecycle(RunEvidence):
             self.note(EventKind.EVIDENCE_GAP, reason=reason)
         async with contextlib.AsyncExitStack() as stack:
             stack.enter_context(collector_frozen())  # no GC pass walks the whole heap meanwhile
+            self._loop_watch = await stack.enter_async_context(LoopWatch())
             await stack.enter_async_context(Observer(self.node, prom, self))
             # closed after every load below has drained: it holds each one's records
             columnar = self._columnar_ledger() if load or neighbours else None
@@ -172,6 +174,18 @@ class RunLifecycle(RunEvidence):
             self.live.phase("drain")
         self.note(EventKind.SCENARIO_END)
         return self._finish(prom)
+
+    def _write_loop_stalls(self) -> None:
+        """``loop-stalls.json``: each stall of the run's event loop and what the process did
+        meanwhile (:mod:`faultkit.loopwatch`); the longest is logged."""
+        watch = getattr(self, "_loop_watch", None)
+        if watch is None:
+            return
+        self.run.write_json(self.run.loop_stalls_json, [s.to_json() for s in watch.stalls])
+        if watch.stalls:
+            longest = max(watch.stalls, key=lambda s: s.duration_s)
+            log.warning("the harness's event loop stalled %d time(s) during the run; the "
+                        "longest: %s", len(watch.stalls), longest.summary())
 
     def _columnar_ledger(self) -> ArrowLedgerWriter | None:
         """The run's columnar ledger (``ledger.arrows``), or None if it cannot be created.
@@ -231,6 +245,7 @@ class RunLifecycle(RunEvidence):
             effect_node=self.fault_node.name if self.fault_node else None,
         )
         self.run.write_model(self.run.measurement_json, self.measurement)
+        self._write_loop_stalls()
         self.run.write_container_evidence(ContainerEvidence.of(
             before=self._container_before, after=self._container_state(),
             log_tail=self._log_tail(),

@@ -40,7 +40,8 @@ async def test_measurement_matches_ground_truth(
     RESULTS.parent.mkdir(exist_ok=True)
     with RESULTS.open("a", encoding="utf-8") as out:
         out.write(json.dumps(trial.to_json()) + "\n")
-    context = f"{name}: measured {trial.measured}, truth {trial.truth} ({trial.run_dir})"
+    context = (f"{name}: measured {trial.measured}, truth {trial.truth} ({trial.run_dir}); "
+               f"the harness's loop stalls: {trial.loop_stalls or 'none'}")
     assert not trial.problems, f"{trial.problems}; {context}"
     assert trial.measured["inconclusive"] == [], context
     assert trial.measured["harness_intervened"] == [], context

@@ -1,0 +1,54 @@
+"""LoopWatch: a stall of the event loop is noticed from outside it, with what the process did."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from faultkit.loopwatch import LoopStall, LoopWatch
+
+
+def _block_in_a_syscall(seconds: float) -> None:
+    time.sleep(seconds)  # what a blocking call in the loop does: no CPU, no progress
+
+
+def _spin(seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+async def test_a_blocking_call_in_the_loop_is_one_stall_with_its_place_and_no_cpu() -> None:
+    async with LoopWatch(threshold_s=0.2) as watch:
+        await asyncio.sleep(0.2)
+        _block_in_a_syscall(0.8)
+        await asyncio.sleep(0.3)
+    (stall,) = watch.stalls
+    assert 0.6 <= stall.duration_s <= 2.0
+    assert any("_block_in_a_syscall" in frame for frame in stall.stack), stall.stack
+    assert stall.cpu_s_by_thread.get("MainThread", 0.0) < 0.3  # it slept: the CPU was free
+    assert "stall" in stall.summary() and "_block_in_a_syscall" in stall.summary()
+
+
+async def test_a_loop_that_computes_shows_its_cpu() -> None:
+    async with LoopWatch(threshold_s=0.2) as watch:
+        await asyncio.sleep(0.2)
+        _spin(0.8)
+        await asyncio.sleep(0.3)
+    (stall,) = watch.stalls
+    assert any("_spin" in frame for frame in stall.stack), stall.stack
+    assert stall.cpu_s_by_thread.get("MainThread", 0.0) >= 0.25  # noticed 0.2 s in, ran on
+
+
+async def test_a_loop_that_keeps_running_has_no_stall() -> None:
+    async with LoopWatch(threshold_s=0.2) as watch:
+        for _ in range(20):
+            await asyncio.sleep(0.02)
+    assert watch.stalls == []
+
+
+def test_a_stall_round_trips_through_its_json() -> None:
+    stall = LoopStall(t_start=1.0, duration_s=0.5, stack=["a.py:1 in f"],
+                      cpu_s_by_thread={"MainThread": 0.4}, procs_running=3)
+    assert LoopStall(**stall.to_json()) == stall
+    assert "MainThread 0.40 s" in stall.summary() and "3 runnable tasks" in stall.summary()
