@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from faultkit.loopwatch import LoopStall, LoopWatch
 
@@ -18,12 +19,18 @@ def _spin(seconds: float) -> None:
         pass
 
 
-async def test_a_blocking_call_in_the_loop_is_one_stall_with_its_place_and_no_cpu() -> None:
+async def _the_one_stall_of(act: Callable[[float], None]) -> LoopStall:
+    """Run ``act(0.8)`` in the loop between two quiet moments; the single stall it caused."""
     async with LoopWatch(threshold_s=0.2) as watch:
         await asyncio.sleep(0.2)
-        _block_in_a_syscall(0.8)
+        act(0.8)
         await asyncio.sleep(0.3)
     (stall,) = watch.stalls
+    return stall
+
+
+async def test_a_blocking_call_in_the_loop_is_one_stall_with_its_place_and_no_cpu() -> None:
+    stall = await _the_one_stall_of(_block_in_a_syscall)
     assert 0.6 <= stall.duration_s <= 2.0
     assert any("_block_in_a_syscall" in frame for frame in stall.stack), stall.stack
     assert stall.cpu_s_by_thread.get("MainThread", 0.0) < 0.3  # it slept: the CPU was free
@@ -31,11 +38,7 @@ async def test_a_blocking_call_in_the_loop_is_one_stall_with_its_place_and_no_cp
 
 
 async def test_a_loop_that_computes_shows_its_cpu() -> None:
-    async with LoopWatch(threshold_s=0.2) as watch:
-        await asyncio.sleep(0.2)
-        _spin(0.8)
-        await asyncio.sleep(0.3)
-    (stall,) = watch.stalls
+    stall = await _the_one_stall_of(_spin)
     assert any("_spin" in frame for frame in stall.stack), stall.stack
     assert stall.cpu_s_by_thread.get("MainThread", 0.0) >= 0.25  # noticed 0.2 s in, ran on
 
