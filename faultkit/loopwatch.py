@@ -61,6 +61,10 @@ class LoopStall:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LoopStall:
+        return cls(**data)
+
     def summary(self) -> str:
         """One line: how long, who used the CPU, where the loop was."""
         busy = ", ".join(f"{name} {cpu:.2f} s" for name, cpu in sorted(
@@ -148,7 +152,8 @@ class LoopWatch:
             running = _procs_running()
             while self._beat == beat and not self._stop.wait(self.beat_s / 2):
                 pass
-            duration = (self._beat if self._beat != beat else time.monotonic()) - beat - self.beat_s
+            resumed = self._beat if self._beat != beat else time.monotonic()  # else: stopped
+            duration = resumed - beat - self.beat_s
             cpu_after = _thread_cpu_s()
             names = {t.native_id: t.name for t in threading.enumerate()}
             cpu = {

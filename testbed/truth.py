@@ -319,6 +319,6 @@ async def run_trial(name: str, inventory: Inventory, runs_dir: Path, node_name: 
             ),
         },
         problems=problems,
-        loop_stalls=[LoopStall(**stall).summary()
+        loop_stalls=[LoopStall.from_json(stall).summary()
                      for stall in exp.run.read_json(exp.run.loop_stalls_json, default=[])],
     )

@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 
 Guard = Callable[[], "str | Awaitable[str | None] | None"]
 
-
 T = TypeVar("T")
+
 
 class FaultLifecycle(FaultNotes):
     """The state machine of one injection (attributes set by ``Fault``)."""

@@ -68,6 +68,9 @@ def _close_columnar(writer: ArrowLedgerWriter) -> None:
 class RunLifecycle(RunEvidence):
     """Preflight → load → baseline → inject → recover → measure, for an experiment."""
 
+    #: the run's loop watch, from the start of its load (loop-stalls.json)
+    _loop_watch: LoopWatch | None = None
+
     if TYPE_CHECKING:  # the experiment's (faultkit.plugin.experiment.Experiment)
         dry_run: bool
         events: list[Event]
@@ -178,8 +181,8 @@ class RunLifecycle(RunEvidence):
     def _write_loop_stalls(self) -> None:
         """``loop-stalls.json``: each stall of the run's event loop and what the process did
         meanwhile (:mod:`faultkit.loopwatch`); the longest is logged."""
-        watch = getattr(self, "_loop_watch", None)
-        if watch is None:
+        watch = self._loop_watch
+        if watch is None:  # the run ended before its load started
             return
         self.run.write_json(self.run.loop_stalls_json, [s.to_json() for s in watch.stalls])
         if watch.stalls:
