@@ -112,19 +112,19 @@ case "$cmd" in
     # the weight of /docker, whatever session started it; elsewhere the nice of its
     # scheduler group (autogroup) or, in the root group (started by a process that never
     # called setsid), its own nice, which its children inherit.
-    harness_cgroup=/sys/fs/cgroup/cpu/faultkit-harness
+    cpu_root=/sys/fs/cgroup/cpu harness_cgroup=/sys/fs/cgroup/cpu/faultkit-harness harness_shares=10240
     harness_first() {
-      if mkdir -p "$harness_cgroup" 2>/dev/null && echo 10240 2>/dev/null >"$harness_cgroup/cpu.shares" \
+      if mkdir -p "$harness_cgroup" 2>/dev/null && echo "$harness_shares" 2>/dev/null >"$harness_cgroup/cpu.shares" \
         && echo $$ 2>/dev/null >"$harness_cgroup/cgroup.procs"; then
-        say "CPU: the harness in cgroup cpu:/faultkit-harness, 10240 shares (/docker: 1024)"
+        say "CPU: the harness in cgroup cpu:/${harness_cgroup#"$cpu_root"/}, $harness_shares shares (/docker: 1024)"
       else
         harness_nice -10
       fi
     }
     harness_as_before() {
-      if [[ $(</proc/$$/cgroup) == *":cpu:/faultkit-harness"* ]]; then
-        if ! echo $$ 2>/dev/null >/sys/fs/cgroup/cpu/cgroup.procs; then
-          say "CPU: could not move back to the root cgroup: the e2e phase keeps 10240 shares"
+      if [[ $(</proc/$$/cgroup) == *":cpu:/${harness_cgroup#"$cpu_root"/}"* ]]; then
+        if ! echo $$ 2>/dev/null >"$cpu_root/cgroup.procs"; then
+          say "CPU: could not move back to the root cgroup: the e2e phase keeps $harness_shares shares"
         elif ! rmdir "$harness_cgroup" 2>/dev/null; then
           say "CPU: $harness_cgroup still holds a process: left in place"
         fi
