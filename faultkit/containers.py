@@ -4,11 +4,19 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from faultkit.timestamps import parse_rfc3339
+
+#: A Python exception line as a traceback ends with it (``ValueError: max_model_len ...``).
+_EXCEPTION_LINE = re.compile(r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Exit)\b:?\s")
+#: Words engines use when they give up (llama.cpp: ``error: failed to open``, ``exiting``).
+_GIVING_UP = re.compile(r"\b(?:error|fatal|failed|exiting|abort(?:ed|ing)?)\b", re.IGNORECASE)
+#: The longest last word kept: a line, not a dump.
+LAST_WORDS_MAX = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,3 +141,19 @@ def spec_from_json(data: Mapping[str, Any]) -> ContainerSpec:
     values["command"] = tuple(values.get("command") or ())
     values["ports"] = {int(k): int(v) for k, v in (values.get("ports") or {}).items()}
     return ContainerSpec(**values)
+
+
+def last_words(log: str) -> str | None:
+    """The line of a container's log that says why its engine stopped: the last exception
+    line of a traceback, else the last line with an error word, else the last line; ``None``
+    for an empty log. Cut to :data:`LAST_WORDS_MAX` characters. Not redacted: a caller that
+    writes it anywhere redacts it first (engines print their arguments, secrets included)."""
+
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    if not lines:
+        return None
+    for pattern in (_EXCEPTION_LINE, _GIVING_UP):
+        hits = [line for line in lines if pattern.search(line)]
+        if hits:
+            return hits[-1][:LAST_WORDS_MAX]
+    return lines[-1][:LAST_WORDS_MAX]

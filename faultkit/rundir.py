@@ -76,6 +76,7 @@ GATE_MD = "gate.md"
 JUNIT_XML = "junit.xml"
 FEED_JSONL = "feed.jsonl"
 PYTEST_LOG = "pytest.log"
+CANDIDATE_LOG = "candidate.log"
 BUDGET_MD = "budget.md"
 
 
@@ -249,6 +250,11 @@ class GateDir:
     def pytest_log(self) -> Path:
         """pytest's output when the gate shows its live list on a terminal instead."""
         return self.path / PYTEST_LOG
+
+    @property
+    def candidate_log(self) -> Path:
+        """A candidate that never became ready: its container's last log lines, redacted."""
+        return self.path / CANDIDATE_LOG
 
     @property
     def timeline_jsonl(self) -> Path:

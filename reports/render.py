@@ -19,7 +19,14 @@ from typing import Any
 import jinja2
 
 from faultkit.events import ALERT_PREFIX
-from faultkit.rundir import GATE_JSON, INCIDENT_MD, TIMELINE_JSONL, TIMELINE_PNG, GateResult
+from faultkit.rundir import (
+    CANDIDATE_LOG,
+    GATE_JSON,
+    INCIDENT_MD,
+    TIMELINE_JSONL,
+    TIMELINE_PNG,
+    GateResult,
+)
 from reports import markup, text
 from reports.chart import render_chart
 from reports.diagnosis import CONTEXT_RE, GPU_OOM_RE, STARTUP_KV_RE, diagnose, fault_kind
@@ -353,7 +360,7 @@ def render_gate(result: GateResult, out: Path) -> Path:
         accepted=result.accepted,
         diff="\n".join(line.rstrip("\n") for line in result.config_diff),
         junit=relative_link(result.junit_xml, gate_dir, inside="."),
-        files=[n for n in (GATE_JSON, TIMELINE_JSONL) if (gate_dir / n).exists()],
+        files=[n for n in (GATE_JSON, TIMELINE_JSONL, CANDIDATE_LOG) if (gate_dir / n).exists()],
         steady=steady_view(result.steady_state),
     )
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -30,6 +30,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 import click
 
@@ -43,6 +44,7 @@ from faultkit.commands.gate_steady import (
 )
 from faultkit.commands.input import BadInput, FiniteFloat, inventory_option
 from faultkit.commands.interrupt import until_interrupted
+from faultkit.containers import last_words
 from faultkit.errors import FaultkitError, FaultRefused
 from faultkit.faults import make_fault
 from faultkit.faults.admission import existing_journal
@@ -92,7 +94,8 @@ async def _run_gate(
         timeline.write(event)
         _say(f"{event.kind} {event.data.get('reason', '')}".rstrip())
 
-    rollout = make_fault("rollout", node, inventory=inventory, timeline=emit, config=config)
+    rollout = cast(Rollout, make_fault("rollout", node, inventory=inventory, timeline=emit,
+                                       config=config))
     result = GateResult(
         node=node.name,
         candidate=config,
@@ -110,10 +113,12 @@ async def _run_gate(
         result.rollout = dict(rollout.result)
         if rollout.result.get("rolled_back"):
             result.rolled_back = True
+            said = _keep_candidate_log(inventory, out, rollout.candidate_log)
             result.fail(
                 f"{config} did not become ready "
-                f"({rollout.result.get('failed_reason', 'unknown')}); "
-                "it was rolled back automatically"
+                f"({rollout.result.get('failed_reason', 'unknown')}"
+                + (f"; its last log line: {said!r}" if said else "")
+                + "); it was rolled back automatically"
             )
             return result
         if why := await steady.check_candidate(config) or steady.regression_why():
@@ -340,6 +345,18 @@ def gate(
         _say(f"  {line}")
     click.echo(f"gate {verdict} — {config} on {node_name}; report: {md}")
     sys.exit(0 if result.passed else 1)
+
+
+def _keep_candidate_log(inventory: Inventory, out: Path, log: str) -> str | None:
+    """Write the failed candidate's log tail, secrets redacted, to ``candidate.log`` in the
+    gate directory; return the line that says why it stopped (redacted), if any."""
+    from reports.text import known_secrets, redact_data
+
+    if not log:
+        return None
+    safe = str(redact_data(log, known_secrets(inventory)))
+    GateDir(out).candidate_log.write_text(safe)
+    return last_words(safe)
 
 
 def _dry_run(inventory: Inventory, node: Node, config: str, pytest_args: tuple[str, ...],

@@ -26,7 +26,10 @@ OOM kills included) or never answers OK before the deadline; then it rolls back 
 previous config and waits for ready again. ``result``: ``config``, ``ready`` (bool),
 ``failed_reason``, ``t_failed_detected`` / ``t_restored`` (epoch seconds),
 ``time_to_ready_s`` (monotonic), ``rolled_back`` (bool). A failed rollout is a finding:
-``inject()`` returns normally and the body runs against the restored node.
+``inject()`` returns normally and the body runs against the restored node. Before rolling
+back, the failed candidate's last log lines are kept in :attr:`Rollout.candidate_log`
+(container mode), *not* in ``result``: engines print their arguments, secrets included, so
+a caller redacts them before writing them anywhere (the gate does).
 
 :meth:`Rollout.promote` keeps a passing candidate: revert then leaves it in place.
 """
@@ -43,7 +46,7 @@ from tenacity import AsyncRetrying, RetryError, retry_if_result, stop_after_dela
 
 from faultkit.constants import LABEL_CONFIG_HASH, LABEL_SERVING_CONFIG
 from faultkit.docker import ContainerSpec, spec_to_json
-from faultkit.errors import FaultError, FaultParamError, NodeNotReady
+from faultkit.errors import FaultError, FaultkitError, FaultParamError, NodeNotReady
 from faultkit.events import EventKind
 from faultkit.faults import undo
 from faultkit.faults.base import Fault
@@ -51,6 +54,9 @@ from faultkit.faults.locks import NodeLock
 from faultkit.faults.params import Param, ParamSpec
 from faultkit.health import probe, wait_ready
 from faultkit.inventory import ServingConfig
+
+#: how much of a failed candidate's log is kept: a start-up traceback fits
+CANDIDATE_LOG_LINES = 60
 
 
 class Rollout(Fault):
@@ -76,6 +82,8 @@ class Rollout(Fault):
             raise FaultError("rollout needs the inventory (it holds the serving configs)")
         self.config: ServingConfig = self.inventory.serving_config(self.params["config"])
         self.promoted = False
+        #: the failed candidate's log tail, unredacted (see the module docstring); "" if none
+        self.candidate_log = ""
         self._restore_steps: list[dict[str, Any]] = []
 
     def node_locks(self) -> list[NodeLock]:
@@ -145,8 +153,19 @@ class Rollout(Fault):
             self.result.update(ready=True, time_to_ready_s=round(time.monotonic() - t0, 3))
             return
         self.result.update(failed_reason=reason, t_failed_detected=time.time())
+        if not self.config.apply:
+            self.candidate_log = await self._candidate_log()
         self.emit(EventKind.CONFIG_FAILED, reason=reason, config=self.params["config"])
         await self._roll_back()
+
+    async def _candidate_log(self) -> str:
+        """The failed candidate container's last log lines, before the rollback removes it."""
+        try:
+            return await asyncio.to_thread(
+                self.docker.logs, self.container, tail=CANDIDATE_LOG_LINES
+            )
+        except FaultkitError as exc:
+            return f"(the candidate's logs could not be read: {exc})"
 
     async def _wait_candidate(self) -> str | None:
         """None when the candidate serves; else why it failed (exit, restart loop, deadline)."""

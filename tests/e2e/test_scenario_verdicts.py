@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from faultkit.constants import LABEL_OWNER, LABEL_SERVING_CONFIG, LOCAL_DOCKER
+from faultkit.containers import LAST_WORDS_MAX
 from faultkit.docker import DockerHost
 from faultkit.inventory import Inventory
 from testbed.lab import Lab
@@ -307,11 +308,37 @@ def test_gate_fails_the_oom_prone_config_and_rolls_back(lab: Lab, tmp_path: Path
     assert serving_config_label(lab.inventory, "sim-vllm") == "sim-vllm-good"
 
 
-def test_gate_fails_a_config_that_never_starts(lab: Lab, tmp_path: Path) -> None:
-    code, _, data = _gate(tmp_path, "llama", "llama-bad-model")
-    assert code == 1
-    assert data["decision"] == "fail" and "did not become ready" in str(data["why"])
-    assert serving_config_label(lab.inventory, "llama") == "llama-good"
+#: The testbed's KNOWN BAD configs that never start, on the node they are for: the gate
+#: must fail each, quoting the engine's own reason, and put the current config back.
+NEVER_STARTS = [("llama", "llama-bad-model", "llama-good"),
+                ("sim-vllm", "sim-vllm-bad-maxlen", "sim-vllm-good"),
+                ("sim-vllm", "sim-vllm-bad-kvcache", "sim-vllm-good")]
+
+
+@pytest.mark.parametrize(("node", "config", "current"), NEVER_STARTS,
+                         ids=[config for _, config, _ in NEVER_STARTS])
+def test_gate_fails_a_config_that_never_starts(
+    lab: Lab, tmp_path: Path, node: str, config: str, current: str
+) -> None:
+    """The why quotes the engine's last words from its log; on a simulated node they must be
+    the start-up error the simulator itself recorded in its truth file."""
+    from testbed.truth import truth_events
+
+    since = time.time()
+    code, md, data = _gate(tmp_path, node, config)
+    assert code == 1, md
+    why = str(data["why"])
+    assert data["decision"] == "fail" and "did not become ready" in why, why
+    assert "its last log line: " in why and data["rolled_back"] is True, why
+    assert "candidate.log" in md, md
+    if lab.inventory.node(node).engine == "sim":
+        dead = [e for e in truth_events(lab.inventory.node(node), since)
+                if e.get("event") == "dead" and e.get("reason") == "startup_validation"]
+        assert dead, "the simulator recorded no start-up failure"
+        # the simulator prints its error as a traceback's last line (testbed/simnode/node.py)
+        said = f"ValueError: {dead[-1]['message']}"[:LAST_WORDS_MAX]
+        assert f"its last log line: {said!r}" in why, (dead[-1], why)
+    assert serving_config_label(lab.inventory, node) == current
 
 
 def test_gate_passes_the_known_good_config(lab: Lab, planted_gate: PlantedGate) -> None:

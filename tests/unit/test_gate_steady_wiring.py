@@ -38,6 +38,7 @@ class FakeRollout:
     def __init__(self, log: list[str]) -> None:
         self.log = log
         self.result: dict[str, Any] = {"config": "cand", "ready": True}
+        self.candidate_log = ""
 
     def describe(self) -> str:
         return "fake rollout"
@@ -156,3 +157,58 @@ async def test_steady_s_0_runs_the_gate_as_before(world: World) -> None:
     assert world.log == ["rollout", "scenarios", "rollback"]
     assert data["decision"] == "pass"
     assert data["steady_state"]["checked"] is False
+
+
+#: a start-up traceback as the simnode and vLLM print it, the engine's arguments (with the
+#: candidate's secret token) logged before it
+CANDIDATE_LOG = """\
+INFO args: Namespace(model='m', hf_token='hf_plantedTokenValue1234')
+ERROR EngineCore failed to start.
+Traceback (most recent call last):
+  File "engine.py", line 9, in start
+ValueError: max_model_len 16384 is greater than the model's 8192
+"""
+
+
+async def test_a_candidate_that_never_starts_is_failed_with_its_own_last_log_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    """The rollout rolled back: no steady state of the candidate, no scenario; the why
+    quotes the engine's exception line, and candidate.log keeps the tail with the
+    candidate's secret redacted (it is in the log, it must be in no file)."""
+    world = World(monkeypatch, tmp_path)
+    (tmp_path / "inv.yaml").write_text(
+        INVENTORY + "  secret: {image: img3, env: {HF_TOKEN: hf_plantedTokenValue1234}}\n")
+    world.inventory = load_inventory(tmp_path / "inv.yaml")
+
+    class NeverReady(FakeRollout):
+        async def inject(self) -> None:
+            self.log.append("rollout")
+            self.result = {"config": "cand", "ready": False, "rolled_back": True,
+                           "failed_reason": "restart loop: 2 restarts (exit 1)"}
+            self.candidate_log = CANDIDATE_LOG
+
+    monkeypatch.setattr(gate, "make_fault", lambda *a, **kw: NeverReady(world.log))
+    data = await world.run()
+    assert world.log == ["steady good", "rollout", "rollback"]  # revert: a no-op after a rollback
+    assert data["decision"] == "fail" and data["rolled_back"] is True and data["scenarios"] == []
+    assert data["why"] == (
+        "cand did not become ready (restart loop: 2 restarts (exit 1); its last log line: "
+        "\"ValueError: max_model_len 16384 is greater than the model's 8192\"); "
+        "it was rolled back automatically")
+    kept = GateDir(world.out).candidate_log.read_text()
+    assert "EngineCore failed to start." in kept and "hf_plantedTokenValue1234" not in kept
+
+
+async def test_a_candidate_with_no_log_is_failed_without_a_log_line(
+    monkeypatch: pytest.MonkeyPatch, world: World,
+) -> None:
+    class NeverReady(FakeRollout):
+        async def inject(self) -> None:
+            self.result = {"rolled_back": True, "failed_reason": "not ready within 30 s"}
+
+    monkeypatch.setattr(gate, "make_fault", lambda *a, **kw: NeverReady(world.log))
+    data = await world.run()
+    assert data["why"] == ("cand did not become ready (not ready within 30 s); "
+                           "it was rolled back automatically")
+    assert not GateDir(world.out).candidate_log.exists()
