@@ -141,6 +141,17 @@ def redact(text: str, extra: Iterable[str] = ()) -> str:
     return text
 
 
+def failed_start(reason: str, log: str, inventory: Inventory) -> tuple[str, str]:
+    """Why a candidate config never became ready — the rollout's ``reason`` with the line
+    of its container's ``log`` that says why the engine stopped
+    (:func:`faultkit.containers.last_words`) — and that log; both redacted."""
+    from faultkit.containers import last_words
+
+    safe = redact(log, known_secrets(inventory)) if log else ""
+    said = last_words(safe)
+    return (f"{reason}; its last log line: {said!r}" if said else reason), safe
+
+
 def redact_data(data: Any, extra: Iterable[str] = ()) -> Any:
     """A copy of JSON-like ``data`` with its secrets redacted (for files the harness writes).
 

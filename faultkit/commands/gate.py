@@ -44,7 +44,6 @@ from faultkit.commands.gate_steady import (
 )
 from faultkit.commands.input import BadInput, FiniteFloat, inventory_option
 from faultkit.commands.interrupt import until_interrupted
-from faultkit.containers import last_words
 from faultkit.errors import FaultkitError, FaultRefused
 from faultkit.faults import make_fault
 from faultkit.faults.admission import existing_journal
@@ -112,14 +111,15 @@ async def _run_gate(
         await rollout.inject()
         result.rollout = dict(rollout.result)
         if rollout.result.get("rolled_back"):
+            from reports.text import failed_start
+
             result.rolled_back = True
-            said = _keep_candidate_log(inventory, out, rollout.candidate_log)
-            result.fail(
-                f"{config} did not become ready "
-                f"({rollout.result.get('failed_reason', 'unknown')}"
-                + (f"; its last log line: {said!r}" if said else "")
-                + "); it was rolled back automatically"
-            )
+            reason, log = failed_start(str(rollout.result.get("failed_reason", "unknown")),
+                                       rollout.candidate_log, inventory)
+            if log:
+                GateDir(out).candidate_log.write_text(log)
+            result.fail(f"{config} did not become ready ({reason}); "
+                        "it was rolled back automatically")
             return result
         if why := await steady.check_candidate(config) or steady.regression_why():
             result.fail(why)
@@ -345,18 +345,6 @@ def gate(
         _say(f"  {line}")
     click.echo(f"gate {verdict} — {config} on {node_name}; report: {md}")
     sys.exit(0 if result.passed else 1)
-
-
-def _keep_candidate_log(inventory: Inventory, out: Path, log: str) -> str | None:
-    """Write the failed candidate's log tail, secrets redacted, to ``candidate.log`` in the
-    gate directory; return the line that says why it stopped (redacted), if any."""
-    from reports.text import known_secrets, redact_data
-
-    if not log:
-        return None
-    safe = str(redact_data(log, known_secrets(inventory)))
-    GateDir(out).candidate_log.write_text(safe)
-    return last_words(safe)
 
 
 def _dry_run(inventory: Inventory, node: Node, config: str, pytest_args: tuple[str, ...],

@@ -51,6 +51,8 @@ class CandidateSession:
 
     async def _main(self) -> None:
         from faultkit.faults import make_fault
+        from faultkit.faults.rollout import Rollout
+        from reports.text import failed_start
 
         self._loop = asyncio.get_running_loop()
         self._done = asyncio.Event()
@@ -58,9 +60,12 @@ class CandidateSession:
             fault = make_fault("rollout", self.node, inventory=self.inventory, config=self.config)
             async with fault:
                 if fault.result.get("rolled_back"):
+                    assert isinstance(fault, Rollout)
+                    why, _log = failed_start(str(fault.result.get("failed_reason")),
+                                             fault.candidate_log, self.inventory)
                     self.error = (
                         f"--serving-config {self.config}: the candidate did not become ready "
-                        f"({fault.result.get('failed_reason')}); it was rolled back"
+                        f"({why}); it was rolled back"
                     )
                 self._ready.set()
                 await self._done.wait()
