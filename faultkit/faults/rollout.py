@@ -153,9 +153,9 @@ class Rollout(Fault):
             self.result.update(ready=True, time_to_ready_s=round(time.monotonic() - t0, 3))
             return
         self.result.update(failed_reason=reason, t_failed_detected=time.time())
+        self.emit(EventKind.CONFIG_FAILED, reason=reason, config=self.params["config"])
         if not self.config.apply:
             self.candidate_log = await self._candidate_log()
-        self.emit(EventKind.CONFIG_FAILED, reason=reason, config=self.params["config"])
         await self._roll_back()
 
     async def _candidate_log(self) -> str:
