@@ -315,30 +315,30 @@ NEVER_STARTS = [("llama", "llama-bad-model", "llama-good"),
                 ("sim-vllm", "sim-vllm-bad-kvcache", "sim-vllm-good")]
 
 
-@pytest.mark.parametrize(("node", "config", "current"), NEVER_STARTS,
+@pytest.mark.parametrize(("on_node", "config", "current"), NEVER_STARTS,
                          ids=[config for _, config, _ in NEVER_STARTS])
 def test_gate_fails_a_config_that_never_starts(
-    lab: Lab, tmp_path: Path, node: str, config: str, current: str
+    lab: Lab, tmp_path: Path, on_node: str, config: str, current: str
 ) -> None:
     """The why quotes the engine's last words from its log; on a simulated node they must be
     the start-up error the simulator itself recorded in its truth file."""
     from testbed.truth import truth_events
 
     since = time.time()
-    code, md, data = _gate(tmp_path, node, config)
+    code, md, data = _gate(tmp_path, on_node, config)
     assert code == 1, md
     why = str(data["why"])
     assert data["decision"] == "fail" and "did not become ready" in why, why
     assert "its last log line: " in why and data["rolled_back"] is True, why
     assert "candidate.log" in md, md
-    if lab.inventory.node(node).engine == "sim":
-        dead = [e for e in truth_events(lab.inventory.node(node), since)
+    if lab.inventory.node(on_node).engine == "sim":
+        dead = [e for e in truth_events(lab.inventory.node(on_node), since)
                 if e.get("event") == "dead" and e.get("reason") == "startup_validation"]
         assert dead, "the simulator recorded no start-up failure"
         # the simulator prints its error as a traceback's last line (testbed/simnode/node.py)
         said = f"ValueError: {dead[-1]['message']}"[:LAST_WORDS_MAX]
         assert f"its last log line: {said!r}" in why, (dead[-1], why)
-    assert serving_config_label(lab.inventory, node) == current
+    assert serving_config_label(lab.inventory, on_node) == current
 
 
 def test_gate_passes_the_known_good_config(lab: Lab, planted_gate: PlantedGate) -> None:
