@@ -342,18 +342,28 @@ def test_gate_fails_a_config_that_never_starts(
 
 
 def test_gate_passes_the_known_good_config(lab: Lab, planted_gate: PlantedGate) -> None:
-    """The session's gate of sim-vllm-good (it also carries planted secrets: see
-    ``test_planted_secrets``; they do not change how the node serves)."""
+    """The session's gate of sim-vllm-good, rolled onto the node while it runs another
+    known-good config (sim-vllm-good-util85): PASS, every gate scenario run and passed, no
+    regression, and the config that ran before is the one put back. (It also carries
+    planted secrets: see ``test_planted_secrets``; they do not change how the node serves.)"""
+    from tests.e2e.known_good_gate import CONFIG, RUNNING_BEFORE
+
     code, md, data = planted_gate.result.returncode, planted_gate.gate_md, planted_gate.gate_json
     assert code == 0, md
     assert data["decision"] == "pass" and data["scenarios"]
+    assert (data["current"], data["candidate"]) == (RUNNING_BEFORE, CONFIG), data
+    ran = {s["name"].split("[")[0] for s in data["scenarios"]}
+    assert {"test_bad_input", "test_engine_death", "test_kill", "test_limits", "test_oom",
+            "test_partition", "test_soak"} <= ran, ran
+    assert all(s["outcome"] in ("PASS", "ACCEPTED") for s in data["scenarios"]), data["scenarios"]
     assert "PASS" in md
     steady = data["steady_state"]
     for side in ("current", "candidate"):  # both measured with requests, both within SLO
         assert steady[side]["measured"] and steady[side]["slis"]["requests"] >= 50, steady
         assert steady[side]["verdict"]["passed"], steady[side]["summary"]
-    assert steady["regressions"] == [], "the same config is no regression of itself"
+    assert steady["regressions"] == [], "two good configs: no regression"
     assert "## Steady state (no fault)" in md
+    assert planted_gate.config_after == RUNNING_BEFORE, "the gate did not put back what ran"
     assert serving_config_label(lab.inventory, "sim-vllm") == "sim-vllm-good"
 
 

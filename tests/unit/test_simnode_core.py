@@ -293,13 +293,13 @@ def _max_step_tokens(cfg: SimConfig, prompt: int) -> int:
 
 def test_testbed_serving_configs_behave_as_named() -> None:
     cfgs = _sim_configs()
-    assert {"sim-vllm-good", "sim-vllm-bad-oom", "sim-vllm-bad-maxlen",
-            "sim-sglang-good"} <= set(cfgs)
+    assert {"sim-vllm-good", "sim-vllm-good-util85", "sim-vllm-bad-oom",
+            "sim-vllm-bad-maxlen", "sim-sglang-good"} <= set(cfgs)
     for name, cfg in cfgs.items():
         assert cfg.load_seconds <= 3, name
         budget = MemoryBudget.from_config(cfg)
         fits = budget.headroom_bytes // cfg.activation_bytes_per_token
-        if name.endswith("-good"):
+        if "-good" in name:
             validate(cfg)
             validate_kv_cache(cfg, budget)
             assert _max_step_tokens(cfg, 3000) + cfg.max_num_seqs <= fits, name
