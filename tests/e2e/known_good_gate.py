@@ -78,11 +78,13 @@ def _inventory_with_secrets(path: Path, env_secret: str) -> None:
 def roll_node_to(inventory_path: Path, config: str) -> None:
     """Put ``config`` on the node for good, with faultkit's own rollout (promoted)."""
     from faultkit.faults import make_fault
+    from faultkit.faults.rollout import Rollout
     from faultkit.inventory import load_inventory
 
     async def roll() -> None:
         inventory = load_inventory(inventory_path)
         fault = make_fault("rollout", inventory.node(NODE), inventory=inventory, config=config)
+        assert isinstance(fault, Rollout)
         await fault.inject()
         fault.promote()  # raises when the config did not become ready
         await fault.revert()
