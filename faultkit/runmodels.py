@@ -208,6 +208,9 @@ class RunInfo:
 
     fields: Mapping[str, Any] = field(default_factory=dict)
     scenario: str | None = None
+    #: the scenario's case, pytest's parameter id (``llama-long-prefill`` of
+    #: ``test_oom[llama-long-prefill]``); ``None`` for a scenario without parameters
+    case: str | None = None
     node: str | None = None
     engine: str | None = None
     serving_config: str | None = None
@@ -234,6 +237,14 @@ class RunInfo:
     def captured(self) -> bool:
         """``run.json`` held anything."""
         return bool(self.fields)
+
+    @property
+    def test_name(self) -> str | None:
+        """The pytest test this run was, as JUnit names it: ``test_oom[llama-long-prefill]``,
+        ``test_smoke``; ``None`` when no scenario was recorded."""
+        if self.scenario is None:
+            return None
+        return f"test_{self.scenario}" + (f"[{self.case}]" if self.case else "")
 
     def updated(self, **changes: Any) -> RunInfo:
         """A copy with ``changes`` set (typed keys only: ``fault`` a :class:`FaultInfo`),
@@ -262,6 +273,7 @@ class RunInfo:
         return cls(
             fields=dict(data),
             scenario=_text(data.get("scenario")),
+            case=_text(data.get("case")),
             node=_text(data.get("node")),
             engine=_text(data.get("engine")),
             serving_config=_text(data.get("serving_config")),
@@ -317,6 +329,11 @@ class GateResult:
     scenarios: list[dict[str, Any]] = field(default_factory=list)
     rollout: dict[str, Any] = field(default_factory=dict)
     steady_state: dict[str, Any] | None = None
+    #: the current config's earlier runs of the gate scenarios and the candidate's figure
+    #: regressions against them (``faultkit.commands.gate_baseline``): ``{"dir", "runs":
+    #: {test: Baseline}, "regressions": [FigureRegression], "tolerances": {figure: text}}``;
+    #: ``None`` when no scenario ran
+    baseline: dict[str, Any] | None = None
     promoted: bool = False
     rolled_back: bool = False
     junit_xml: str | None = None
@@ -357,6 +374,7 @@ class GateResult:
             if isinstance(data.get("scenarios"), list) else [],
             rollout=_object(data.get("rollout")),
             steady_state=steady if isinstance(steady, dict) else None,
+            baseline=_object(data.get("baseline")) or None,
             promoted=data.get("promoted") is True,
             rolled_back=data.get("rolled_back") is True,
             junit_xml=_text(data.get("junit_xml")),

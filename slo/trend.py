@@ -18,6 +18,12 @@ memory once; that is not a leak). The alarm needs all of:
 
 The projection (seconds to the limit) is reported at the fitted slope and at its lower bound.
 
+A restart inside the soak (the process killed at its limit, or crashed, and started again)
+frees its memory at once: the series falls by more than half (:data:`RESTART_DROP`) between
+two samples. One line through both sides would read a leak that reached its limit as "not
+rising", so the series is cut there and each stretch is judged on its own (its own warm-up
+left out): the first stretch that reaches the limit decides, else the longest one.
+
 **Preemptions.** A counter's increase over the soak's second half against its first:
 rising when the second half counts at least :data:`MIN_RISING` and more than 1.5× the
 first. A steady rate is not "rising" (its cost shows in the TTFT objective instead).
@@ -25,6 +31,7 @@ first. A steady rate is not "rising" (its cost shows in the TTFT objective inste
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Sequence
@@ -39,6 +46,8 @@ MIN_RISING = 3.0
 WARMUP_FRACTION = 0.25
 #: the last third's slope over the first third's at or above which a rise counts as steady
 STEADY_RATIO = 0.5
+#: a fall to below this fraction of the previous sample is a restart that cuts the series
+RESTART_DROP = 0.5
 DAY_S = 86_400.0
 
 
@@ -69,8 +78,41 @@ def memory_trend(
     horizon_s: float = DAY_S,
     warmup_fraction: float = WARMUP_FRACTION,
 ) -> MemoryTrend:
-    """The trend of ``(t, bytes)`` points towards ``limit_bytes`` (module docstring)."""
-    points = sorted(points)
+    """The trend of ``(t, bytes)`` points towards ``limit_bytes`` (module docstring): each
+    stretch between restarts judged on its own, the first that reaches the limit deciding,
+    else the longest."""
+    stretches = _between_restarts(sorted(points))
+    trends = [_stretch_trend(p, limit_bytes, horizon_s=horizon_s,
+                             warmup_fraction=warmup_fraction) for p in stretches]
+    chosen = next((t for t in trends if t.reaches_limit),
+                  max(trends, key=lambda t: t.samples))
+    if len(stretches) == 1:
+        return chosen
+    cut = (f"memory fell by over half {len(stretches) - 1} time(s) (a restart): "
+           "stretches judged apart; ")
+    return dataclasses.replace(chosen, why=cut + chosen.why)
+
+
+def _between_restarts(points: Sequence[tuple[float, float]]) -> list[list[tuple[float, float]]]:
+    """``points`` (sorted by time) cut where memory falls below :data:`RESTART_DROP` of the
+    sample before it."""
+    stretches: list[list[tuple[float, float]]] = [[]]
+    for point in points:
+        last = stretches[-1][-1] if stretches[-1] else None
+        if last is not None and point[1] < RESTART_DROP * last[1]:
+            stretches.append([])
+        stretches[-1].append(point)
+    return stretches
+
+
+def _stretch_trend(
+    points: Sequence[tuple[float, float]],
+    limit_bytes: int | None,
+    *,
+    horizon_s: float,
+    warmup_fraction: float,
+) -> MemoryTrend:
+    """The trend of one stretch without a restart."""
     if len(points) >= 2:
         t_cut = points[0][0] + (points[-1][0] - points[0][0]) * warmup_fraction
         points = [p for p in points if p[0] >= t_cut]

@@ -34,6 +34,7 @@ from typing import cast
 
 import click
 
+from faultkit.commands.gate_baseline import TOLERANCES, compare_figures, find_baselines
 from faultkit.commands.gate_decision import config_diff, decide, read_junit
 from faultkit.commands.gate_feed import FeedState, watching
 from faultkit.commands.gate_steady import (
@@ -86,6 +87,7 @@ async def _run_gate(
     promote: bool,
     pytest_args: tuple[str, ...],
     steady: SteadyPhase,
+    baseline_dir: Path,
 ) -> GateResult:
     timeline = JsonlWriter(GateDir(out).timeline_jsonl)
 
@@ -156,6 +158,7 @@ async def _run_gate(
         decision = decide(outcomes, code, config)
         result.decision, result.why = decision.decision, decision.why
         result.not_passed, result.accepted = list(decision.not_passed), list(decision.accepted)
+        judge_against_baseline(result, baseline_dir)
         if result.passed and promote:
             assert isinstance(rollout, Rollout)
             rollout.promote()
@@ -171,6 +174,35 @@ async def _run_gate(
             result.rolled_back = True
         result.steady_state = steady.to_json()
         timeline.close()
+
+
+def judge_against_baseline(result: GateResult, baseline_dir: Path) -> None:
+    """Compare the candidate's scenario figures with the current config's earlier runs of
+    the same scenarios (:mod:`.gate_baseline`); a regression beyond the tolerance fails a
+    gate that had passed, and is listed either way."""
+    assert result.node is not None and result.started_at is not None
+    baselines = find_baselines(
+        baseline_dir, node=result.node, config=result.current,
+        tests=[str(s.get("name")) for s in result.scenarios], before=result.started_at)
+    regressions = compare_figures(result.scenarios, baselines)
+    result.baseline = {
+        "dir": str(baseline_dir),
+        "runs": {test: b.to_json() for test, b in baselines.items()},
+        "regressions": [r.to_json() for r in regressions],
+        "tolerances": {figure: t.describe() for figure, t in TOLERANCES.items()},
+    }
+    lines = [r.line() for r in regressions]
+    if baselines:
+        _say(f"baseline: {len(baselines)} of {len(result.scenarios)} scenarios have a passing "
+             f"earlier run on {result.current} under {baseline_dir}; "
+             f"{len(regressions)} figure regression(s)")
+    else:
+        _say(f"baseline: no passing earlier run on {result.current} under {baseline_dir}: "
+             "the scenarios' figures are not compared")
+    result.not_passed += [f"regression — {line}" for line in lines]
+    if result.passed and lines:
+        result.fail(f"{len(lines)} figure regression(s) against {result.current}: "
+                    + "; ".join(lines))
 
 
 def _gate_progress() -> Progress:
@@ -284,6 +316,14 @@ DEFAULT_SOAK_S = 60.0
     help="seconds of test_soak: open-loop load at the node's capacity_rps while memory and "
     "preemptions are watched (pytest's --soak-s)",
 )
+@click.option(
+    "--baseline-dir",
+    "baseline_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="where the current config's earlier scenario runs are looked up, to compare the "
+    "candidate's detection, recovery and lost requests with (default: --out)",
+)
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def gate(
     inventory_path: Path,
@@ -294,6 +334,7 @@ def gate(
     dry_run: bool,
     steady_s: float,
     soak_s: float,
+    baseline_dir: Path | None,
     pytest_args: tuple[str, ...],
 ) -> None:
     """Gate CONFIG on NODE: roll it out, check its steady state, run the `gate` scenarios,
@@ -328,7 +369,8 @@ def gate(
     out.mkdir(parents=True)
     try:
         result, signum = asyncio.run(until_interrupted(
-            _run_gate(inventory, node, config, out, promote, pytest_args, steady)))
+            _run_gate(inventory, node, config, out, promote, pytest_args, steady,
+                      baseline_dir or out_dir)))
     except FaultRefused:
         raise  # bad input, nothing was done: exit 2 (faultkit.cli), not a failed gate
     except FaultkitError as exc:

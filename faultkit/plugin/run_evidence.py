@@ -41,6 +41,7 @@ class RunEvidence:
 
     if TYPE_CHECKING:  # the experiment's (faultkit.plugin.experiment.Experiment)
         scenario: str
+        case: str | None
         node: Node
         inventory: Inventory
         run: RunDir
@@ -109,6 +110,7 @@ class RunEvidence:
             )
             info = RunInfo().updated(
                 scenario=self.scenario,
+                case=self.case,
                 node=self.node.name,
                 engine=self.node.engine,
                 serving_config=self.node.serving_config,

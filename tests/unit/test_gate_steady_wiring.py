@@ -87,7 +87,8 @@ class World:
         node = self.inventory.node("n")
         steady = SteadyPhase(node, self.inventory.slo_for(node), seconds, BACKGROUND_PROFILE,
                              say=lambda _line: None)
-        result = await gate._run_gate(self.inventory, node, "cand", self.out, False, (), steady)
+        result = await gate._run_gate(self.inventory, node, "cand", self.out, False, (), steady,
+                                      self.out / "no-earlier-runs")
         return result.to_json()  # what gate.json holds
 
 

@@ -99,3 +99,24 @@ def test_a_ramp_that_slows_down_is_a_warm_up_not_a_leak() -> None:
     points = [(1000.0 + t, (1470 + 60 * (1 - 0.95 ** t)) * MIB) for t in range(30)]
     trend = memory_trend(points, 3 * 2**30)
     assert not trend.reaches_limit and "slowing down" in trend.why, trend.why
+
+
+def test_a_leak_killed_at_its_limit_and_restarted_still_reaches_it() -> None:
+    """sim-vllm-bad-leak in a gate (2026-12-03): OOM-killed 20 s into the soak, back at
+    ~20 MiB; one line through both sides read "not rising". Each stretch is judged apart."""
+    before = [(1000.0 + t, 150 * MIB + 2.5 * MIB * t) for t in range(40)]  # up to ~250 MiB
+    after = [(1040.0 + t, 20 * MIB + 2.5 * MIB * t) for t in range(20)]
+    trend = memory_trend([*before, *after], 256 * MIB)
+    assert trend.reaches_limit, trend.why
+    assert trend.why.startswith("memory fell by over half 1 time(s) (a restart)"), trend.why
+    assert trend.t_to is not None and trend.t_to < 1040.0  # the stretch before the restart
+    assert trend.slope_bps == pytest.approx(2.5 * MIB)
+
+
+def test_a_flat_node_that_restarted_is_judged_on_its_longest_stretch() -> None:
+    before = [(1000.0 + t, 100 * MIB) for t in range(15)]
+    after = [(1015.0 + t, 30 * MIB) for t in range(45)]
+    trend = memory_trend([*before, *after], 256 * MIB)
+    assert not trend.reaches_limit
+    assert trend.t_from is not None and trend.t_from >= 1015.0
+    assert "(a restart)" in trend.why and "not rising" in trend.why

@@ -1,0 +1,207 @@
+"""The current config's figures in the gate's scenarios: its baseline, and the regressions.
+
+The gate runs its fault scenarios on the candidate only (running them on both configs would
+double a gate's time). What the *current* config did in the same scenarios comes from runs
+already on disk: for each gate scenario, the newest earlier run directory under the baseline
+directory (``faultkit gate --baseline-dir``, default the gate's ``--out``, where
+``pytest scenarios`` writes too) whose ``run.json`` names the same node, the same test
+(scenario and case) and the current serving config, and whose verdict passed (PASS or
+ACCEPTED: a failed run is no baseline of what the config does). Gate directories' own
+scenario runs count as well: an earlier gate of the current config, or one that promoted it.
+
+A candidate's figure is a **regression** when it is worse than the baseline's by more than
+both a factor and an absolute margin (:data:`TOLERANCES`): noise on a quick figure (0.4 s
+against 0.6 s) is not a regression, a real one (recovery 0.5 s → 40 s) is. A figure the
+baseline reached but the candidate did not (detected, recovered) is a regression too. A
+scenario with no baseline run, or a figure either side did not capture, is shown as not
+compared and fails nothing: the candidate's own verdicts still decide. Definitions:
+docs/definitions.md ("The gate's baseline").
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from faultkit.rundir import RunDir
+from faultkit.runmodels import RunInfo
+
+__all__ = [
+    "TOLERANCES",
+    "Baseline",
+    "FigureRegression",
+    "Tolerance",
+    "compare_figures",
+    "find_baselines",
+]
+
+Figure = Literal["detection_s", "recovery_s", "lost"]
+
+#: the verdicts a baseline run may have (verdict.json ``outcome``)
+_PASSING = frozenset({"PASS", "ACCEPTED"})
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How much worse a figure may be: a regression exceeds both ``factor`` × the
+    baseline's and the baseline's + ``margin`` (seconds, or requests for ``lost``)."""
+
+    factor: float
+    margin: float
+    unit: str
+
+    def exceeded(self, baseline: float, candidate: float) -> bool:
+        return candidate > baseline * self.factor and candidate > baseline + self.margin
+
+    def describe(self) -> str:
+        return f"above both {self.factor:g}× and +{self.margin:g}{self.unit}"
+
+
+#: detection and recovery in seconds, lost in requests (at the scenarios' load of ~10 req/s,
+#: 5 requests is half a second of outage)
+TOLERANCES: Mapping[Figure, Tolerance] = {
+    "detection_s": Tolerance(1.5, 5.0, " s"),
+    "recovery_s": Tolerance(1.5, 10.0, " s"),
+    "lost": Tolerance(1.5, 5.0, " requests"),
+}
+
+_LABELS: Mapping[Figure, str] = {
+    "detection_s": "detection", "recovery_s": "recovery", "lost": "lost"}
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The current config's newest passing run of one gate scenario."""
+
+    test: str
+    run_dir: str
+    t_start: float
+    detection_s: float | None
+    recovery_s: float | None
+    lost: int | None
+
+    def figure(self, name: Figure) -> float | None:
+        value: float | None = getattr(self, name)
+        return value
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class FigureRegression:
+    """One figure of one scenario that the candidate made worse beyond its tolerance."""
+
+    test: str
+    figure: Figure
+    current: float | None
+    candidate: float | None
+    tolerance: str
+
+    def line(self) -> str:
+        """``test_kill[llama]: recovery 0.5 s on the current config, 40.2 s on the
+        candidate (above both 1.5× and +10 s)``."""
+        return (f"{self.test}: {_LABELS[self.figure]} {_show(self.figure, self.current)} on "
+                f"the current config, {_show(self.figure, self.candidate)} on the candidate "
+                f"({self.tolerance})")
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "line": self.line()}
+
+
+def _show(figure: Figure, value: float | None) -> str:
+    if value is None:
+        return "never reached" if figure != "lost" else "not captured"
+    return f"{value:g}" if figure == "lost" else f"{value:.1f} s"
+
+
+def find_baselines(
+    root: Path, *, node: str, config: str | None, tests: Iterable[str], before: float
+) -> dict[str, Baseline]:
+    """The newest passing run, started before ``before`` (epoch seconds), of each test in
+    ``tests`` on ``node`` with serving config ``config``, under ``root`` (searched
+    recursively for ``run.json``). Tests with no such run are absent; ``config`` ``None``
+    (the node names no serving config) finds nothing. Unreadable run directories are
+    skipped: a baseline is a convenience, never a reason to fail."""
+    wanted = set(tests)
+    if config is None or not wanted or not root.is_dir():
+        return {}
+    found: dict[str, Baseline] = {}
+    for run_json in root.rglob("run.json"):
+        run = RunDir(run_json.parent)
+        info = _info(run)
+        test = info.test_name if info is not None else None
+        if (info is None or test not in wanted or info.node != node
+                or info.serving_config != config or info.t_start is None
+                or info.t_start >= before or _outcome(run) not in _PASSING):
+            continue
+        assert test is not None
+        if test in found and found[test].t_start >= info.t_start:
+            continue
+        figures = run.read_object(run.measurement_json)
+        found[test] = Baseline(
+            test=test, run_dir=str(run.path), t_start=info.t_start,
+            detection_s=_number(figures.get("detection_s")),
+            recovery_s=_number(figures.get("recovery_s")),
+            lost=_count(figures.get("lost_total")),
+        )
+    return found
+
+
+def compare_figures(
+    scenarios: Sequence[Mapping[str, Any]], baselines: Mapping[str, Baseline]
+) -> list[FigureRegression]:
+    """Every figure of every scenario (``ScenarioOutcome.to_json()`` rows) that is worse than
+    its baseline beyond :data:`TOLERANCES`, in scenario then figure order."""
+    out = []
+    for row in scenarios:
+        base = baselines.get(str(row.get("name")))
+        if base is None or row.get("outcome") in ("SKIPPED", "INCONCLUSIVE"):
+            continue
+        for figure, tolerance in TOLERANCES.items():
+            current, candidate = base.figure(figure), _number(row.get(figure))
+            if _regressed(figure, current, candidate, tolerance):
+                out.append(FigureRegression(base.test, figure, current, candidate,
+                                            tolerance.describe()))
+    return out
+
+
+def _regressed(figure: Figure, current: float | None, candidate: float | None,
+               tolerance: Tolerance) -> bool:
+    if figure == "lost":  # a count: not captured on either side is not compared
+        return current is not None and candidate is not None and tolerance.exceeded(
+            current, candidate)
+    if current is None:  # the current config never reached it: nothing to be worse than
+        return False
+    if candidate is None:  # the current config was detected/recovered, the candidate not
+        return True
+    return tolerance.exceeded(current, candidate)
+
+
+def _info(run: RunDir) -> RunInfo | None:
+    try:
+        return run.info()
+    except (OSError, ValueError):
+        return None
+
+
+def _outcome(run: RunDir) -> str | None:
+    try:
+        data = json.loads(run.verdict_json.read_text())
+    except (OSError, ValueError):
+        return None
+    outcome = data.get("outcome") if isinstance(data, dict) else None
+    return outcome if isinstance(outcome, str) else None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

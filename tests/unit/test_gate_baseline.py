@@ -1,0 +1,196 @@
+"""The gate's baseline: the current config's earlier runs of the same scenarios, and the
+candidate's figure regressions against them (gate.json, gate.md, the decision). Run
+directories are written on disk the way the plugin writes them; no Docker, no rollout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from faultkit.commands.gate import judge_against_baseline
+from faultkit.commands.gate_baseline import (
+    TOLERANCES,
+    Baseline,
+    compare_figures,
+    find_baselines,
+)
+from faultkit.rundir import GateResult, RunDir
+from faultkit.runmodels import RunInfo
+from reports import render_gate
+from tests.unit.reports_helpers import table_problems
+
+NOW = 1_800_000_000.0
+
+
+def write_run(
+    root: Path, scenario: str, *, case: str | None = "llama", node: str = "llama",
+    config: str | None = "llama-good", t_start: float = NOW - 600, outcome: str = "PASS",
+    detection_s: float | None = 1.3, recovery_s: float | None = 0.5, lost: int | None = 4,
+) -> Path:
+    """A run directory as the plugin leaves it: run.json, verdict.json, measurement.json
+    (each in a folder of its own under ``root``: two runs may share a millisecond here)."""
+    root.mkdir(parents=True, exist_ok=True)
+    run = RunDir.create(root / str(len(list(root.iterdir()))), scenario, node)
+    run.write_info(RunInfo().updated(scenario=scenario, case=case, node=node,
+                                     serving_config=config, t_start=t_start))
+    run.write_json(run.verdict_json, {"outcome": outcome, "passed": outcome == "PASS"})
+    run.write_json(run.measurement_json, {"detection_s": detection_s, "recovery_s": recovery_s,
+                                          "lost_total": lost})
+    return run.path
+
+
+def row(name: str, outcome: str = "PASS", detection_s: float | None = 1.2,
+        recovery_s: float | None = 0.6, lost: int | None = 3) -> dict[str, Any]:
+    return {"name": name, "outcome": outcome, "passed": outcome in ("PASS", "ACCEPTED"),
+            "detection_s": detection_s, "recovery_s": recovery_s, "lost": lost}
+
+
+def test_run_info_names_its_test() -> None:
+    assert RunInfo(scenario="oom", case="llama-long-prefill").test_name == (
+        "test_oom[llama-long-prefill]")
+    assert RunInfo(scenario="smoke").test_name == "test_smoke"
+    assert RunInfo().test_name is None
+
+
+def test_the_newest_passing_earlier_run_of_the_same_test_node_and_config(tmp_path: Path) -> None:
+    older = write_run(tmp_path / "a", "kill", t_start=NOW - 900, recovery_s=0.4)
+    newest = write_run(tmp_path / "b" / "nested", "kill", t_start=NOW - 300, recovery_s=0.7)
+    # none of these is a baseline of test_kill[llama] on llama-good before NOW:
+    write_run(tmp_path, "kill", t_start=NOW - 100, outcome="FAIL")          # failed
+    write_run(tmp_path, "kill", t_start=NOW - 100, outcome="INCONCLUSIVE")  # no evidence
+    write_run(tmp_path, "kill", t_start=NOW - 100, config="llama-bad-cacheram")  # other config
+    write_run(tmp_path, "kill", t_start=NOW - 100, node="sim-vllm", case="sim-vllm")
+    write_run(tmp_path, "kill", t_start=NOW + 5)                             # the gate's own
+    write_run(tmp_path, "kill", t_start=NOW - 100, case="llama-refuse")     # another case
+    found = find_baselines(tmp_path, node="llama", config="llama-good",
+                           tests=["test_kill[llama]", "test_limits[llama]"], before=NOW)
+    assert set(found) == {"test_kill[llama]"}
+    base = found["test_kill[llama]"]
+    assert base.run_dir == str(newest) and base.run_dir != str(older)
+    assert (base.detection_s, base.recovery_s, base.lost) == (1.3, 0.7, 4)
+
+
+def test_accepted_runs_are_baselines_and_nothing_is_found_without_a_config(
+    tmp_path: Path,
+) -> None:
+    write_run(tmp_path, "bad_input", outcome="ACCEPTED", detection_s=None, lost=0)
+    tests = ["test_bad_input[llama]"]
+    assert set(find_baselines(tmp_path, node="llama", config="llama-good", tests=tests,
+                              before=NOW)) == set(tests)
+    assert find_baselines(tmp_path, node="llama", config=None, tests=tests, before=NOW) == {}
+    assert find_baselines(tmp_path / "missing", node="llama", config="llama-good",
+                          tests=tests, before=NOW) == {}
+
+
+def test_an_unreadable_run_directory_is_skipped(tmp_path: Path) -> None:
+    good = write_run(tmp_path, "kill")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "run.json").write_text("{not json")
+    found = find_baselines(tmp_path, node="llama", config="llama-good",
+                           tests=["test_kill[llama]"], before=NOW)
+    assert found["test_kill[llama]"].run_dir == str(good)
+
+
+def base(test: str = "test_kill[llama]", detection_s: float | None = 1.0,
+         recovery_s: float | None = 2.0, lost: int | None = 4) -> Baseline:
+    return Baseline(test, "/runs/x", NOW - 60, detection_s, recovery_s, lost)
+
+
+@pytest.mark.parametrize(
+    ("candidate", "regressed"),
+    [
+        (row("test_kill[llama]", detection_s=1.4, recovery_s=2.9, lost=6), set()),  # noise
+        # worse by the factor but not the margin, and by the margin but not the factor
+        (row("test_kill[llama]", detection_s=5.9, recovery_s=11.9, lost=9), set()),
+        (row("test_kill[llama]", detection_s=6.1, recovery_s=12.1, lost=10),
+         {"detection_s", "recovery_s", "lost"}),
+        (row("test_kill[llama]", detection_s=None, recovery_s=None), {"detection_s",
+                                                                      "recovery_s"}),
+        (row("test_kill[llama]", lost=None), set()),  # not captured: not compared
+        (row("test_kill[llama]", outcome="INCONCLUSIVE", recovery_s=None), set()),
+        (row("test_kill[llama]", outcome="SKIPPED", recovery_s=None), set()),
+        (row("test_partition[llama-refuse]", recovery_s=99.0), set()),  # no baseline
+    ],
+)
+def test_a_regression_is_worse_by_both_the_factor_and_the_margin(
+    candidate: dict[str, Any], regressed: set[str]
+) -> None:
+    assert TOLERANCES["detection_s"].describe() == "above both 1.5× and +5 s"
+    found = compare_figures([candidate], {"test_kill[llama]": base()})
+    assert {r.figure for r in found} == regressed
+
+
+def test_what_the_current_config_never_reached_is_not_compared() -> None:
+    current = base(detection_s=None, recovery_s=None)
+    assert compare_figures([row("test_kill[llama]", detection_s=None, recovery_s=None)],
+                           {"test_kill[llama]": current}) == []
+    assert compare_figures([row("test_kill[llama]", detection_s=30.0, recovery_s=80.0)],
+                           {"test_kill[llama]": current}) == []
+
+
+def test_a_regression_line_says_which_figure_and_both_values() -> None:
+    (found,) = compare_figures([row("test_kill[llama]", recovery_s=40.2)],
+                               {"test_kill[llama]": base(recovery_s=0.5)})
+    assert found.line() == ("test_kill[llama]: recovery 0.5 s on the current config, 40.2 s "
+                            "on the candidate (above both 1.5× and +10 s)")
+
+
+def gate_result(scenarios: list[dict[str, Any]], decision: str = "pass") -> GateResult:
+    return GateResult(node="llama", candidate="llama-cand", current="llama-good",
+                      decision=decision, why="all 2 gate scenarios passed on llama-cand",
+                      scenarios=scenarios, started_at=NOW)
+
+
+def test_a_regression_fails_a_gate_that_passed_and_is_shown_in_gate_md(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    kill_run = write_run(runs, "kill", recovery_s=0.5)
+    write_run(runs, "limits", detection_s=None, recovery_s=None, lost=0)
+    result = gate_result([row("test_kill[llama]", recovery_s=40.2),
+                          row("test_limits[llama]", detection_s=None, recovery_s=None, lost=0),
+                          row("test_partition[llama-refuse]", lost=72)])
+    judge_against_baseline(result, runs)
+    assert result.decision == "fail"
+    assert result.why is not None and result.why.startswith(
+        "1 figure regression(s) against llama-good: test_kill[llama]: recovery 0.5 s")
+    assert result.not_passed == [
+        "regression — test_kill[llama]: recovery 0.5 s on the current config, 40.2 s on the "
+        "candidate (above both 1.5× and +10 s)"]
+    assert result.baseline is not None
+    assert set(result.baseline["runs"]) == {"test_kill[llama]", "test_limits[llama]"}
+    assert result.baseline["runs"]["test_kill[llama]"]["run_dir"] == str(kill_run)
+
+    gate_dir = tmp_path / "gate"
+    gate_dir.mkdir()
+    (gate_dir / "gate.json").write_text(json.dumps(result.to_json()))
+    data = json.loads((gate_dir / "gate.json").read_text())
+    md = render_gate(GateResult.from_json(data), gate_dir / "gate.md").read_text()
+    assert "## Scenarios against the current config" in md
+    assert "| test\\_kill\\[llama\\] | 1.3 s → 1.2 s | **0.5 s → 40.2 s — regression** | 4 → 3 |" \
+        in md
+    assert "| test\\_partition\\[llama-refuse\\] | — | — | — | none: not compared |" in md
+    assert not table_problems(md)
+
+
+def test_no_baseline_compares_nothing_and_keeps_the_decision(tmp_path: Path) -> None:
+    result = gate_result([row("test_kill[llama]", recovery_s=40.2)])
+    judge_against_baseline(result, tmp_path / "empty")
+    assert result.decision == "pass" and result.not_passed == []
+    assert result.baseline is not None and result.baseline["runs"] == {}
+    md = render_gate(result, tmp_path / "gate.md").read_text()
+    assert "No passing earlier run of these scenarios on llama-good" in md
+
+
+def test_a_failed_gate_stays_failed_with_its_own_why(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    write_run(runs, "kill", recovery_s=0.5)
+    result = gate_result([row("test_kill[llama]", outcome="FAIL", recovery_s=40.2)],
+                         decision="fail")
+    result.why = "1 FAIL of 1 gate scenarios: test_kill[llama]: FAIL — lost"
+    result.not_passed = ["test_kill[llama]: FAIL — lost"]
+    judge_against_baseline(result, runs)
+    assert result.why == "1 FAIL of 1 gate scenarios: test_kill[llama]: FAIL — lost"
+    assert result.not_passed[1].startswith("regression — test_kill[llama]: recovery")
