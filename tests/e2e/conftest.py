@@ -36,6 +36,8 @@ class SuiteRun:
     code: int  # the worst exit code of the scenario processes
     outcomes: dict[str, Outcome]
     output: str
+    #: every run directory of the catalogue is under it (the gates' --baseline-dir)
+    runs_root: Path
     #: the gate, or what went wrong running it: raised by the ``planted_gate`` fixture, so
     #: it fails the gate's two tests, not the catalogue's
     planted_gate: PlantedGate | Exception
@@ -50,13 +52,14 @@ def suite_run(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> SuiteRun:
     from tests.e2e.known_good_gate import run_planted_gate
     from tests.e2e.scenario_suite import run_scenario_lanes
 
-    code, outcomes, output = run_scenario_lanes(tmp_path_factory.mktemp("suite"), lab.inventory)
+    runs_root = tmp_path_factory.mktemp("suite")
+    code, outcomes, output = run_scenario_lanes(runs_root, lab.inventory)
     result: PlantedGate | Exception
     try:
         result = run_planted_gate(tmp_path_factory.mktemp("planted-gate"))
     except Exception as exc:  # kept: the gate's own tests raise it
         result = exc
-    return SuiteRun(code, outcomes, output, result)
+    return SuiteRun(code, outcomes, output, runs_root, result)
 
 
 @pytest.fixture(scope="session")

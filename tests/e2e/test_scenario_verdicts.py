@@ -278,11 +278,12 @@ def test_the_soak_fails_a_leaking_config_with_its_projection(lab: Lab, tmp_path:
 
 
 def _gate(
-    tmp_path: Path, node: str, config: str, *pytest_args: str
+    tmp_path: Path, node: str, config: str, *pytest_args: str, baseline_dir: Path | None = None
 ) -> tuple[int, str, dict[str, Any]]:
+    baseline = ("--baseline-dir", str(baseline_dir)) if baseline_dir else ()
     result = run_cli(
         "gate", "--node", node, "--config", config, "--out", str(tmp_path),
-        "--steady-s", GATE_STEADY_S, "--", *pytest_args, timeout=1800,
+        "--steady-s", GATE_STEADY_S, *baseline, "--", *pytest_args, timeout=1800,
     )
     gates = sorted(tmp_path.glob(f"gate-*-{node}-{config}"))
     assert gates, result.stdout + result.stderr
@@ -312,7 +313,8 @@ def test_gate_fails_the_oom_prone_config_and_rolls_back(lab: Lab, tmp_path: Path
 #: must fail each, quoting the engine's own reason, and put the current config back.
 NEVER_STARTS = [("llama", "llama-bad-model", "llama-good"),
                 ("sim-vllm", "sim-vllm-bad-maxlen", "sim-vllm-good"),
-                ("sim-vllm", "sim-vllm-bad-kvcache", "sim-vllm-good")]
+                ("sim-vllm", "sim-vllm-bad-kvcache", "sim-vllm-good"),
+                ("vllm", "vllm-bad-maxlen", "vllm-good")]
 
 
 @pytest.mark.parametrize(("on_node", "config", "current"), NEVER_STARTS,
@@ -338,6 +340,57 @@ def test_gate_fails_a_config_that_never_starts(
         # the simulator prints its error as a traceback's last line (testbed/simnode/node.py)
         said = f"ValueError: {dead[-1]['message']}"[:LAST_WORDS_MAX]
         assert f"its last log line: {said!r}" in why, (dead[-1], why)
+    assert serving_config_label(lab.inventory, on_node) == current
+
+
+#: The testbed's KNOWN BAD configs that serve well until sustained load has grown their
+#: memory to the container's limit: the gate's soak must catch them (node, config, current,
+#: soak seconds). llama.cpp's host prompt cache grew ~390 KiB/s at 10 req/s in a 60 s soak
+#: (2026-12-03), so its soak is long enough for a 4 MiB rise after the warm-up.
+GROWS_UNDER_LOAD = [("llama", "llama-bad-cacheram", "llama-good", "45"),
+                    ("sim-vllm", "sim-vllm-bad-leak", "sim-vllm-good", "30")]
+
+
+@pytest.mark.parametrize(("on_node", "config", "current", "soak_s"), GROWS_UNDER_LOAD,
+                         ids=[config for _, config, _, _ in GROWS_UNDER_LOAD])
+def test_gate_fails_a_config_whose_memory_grows_under_load(
+    lab: Lab, suite_run: SuiteRun, tmp_path: Path, on_node: str, config: str, current: str,
+    soak_s: str,
+) -> None:
+    """Both pass their steady state; the gate FAILs them for their memory: the soak's trend
+    reaches the limit, or the kernel OOM-killed the engine on the way — then Docker's own
+    event stream must hold that OOM kill. The scenarios are also compared with the current
+    config's runs in the catalogue (``--baseline-dir``): each baseline named must be the
+    catalogue's own passing run of that test, with its figures."""
+    since = time.time()
+    code, md, data = _gate(tmp_path, on_node, config, "--soak-s", soak_s,
+                           baseline_dir=suite_run.runs_root)
+    assert code == 1, md
+    steady = data["steady_state"]
+    assert steady["candidate"]["verdict"]["passed"], "a leak serves well at first"
+    failed = [line for line in data["not_passed"] if not line.startswith("regression — ")]
+    assert failed, data["not_passed"]
+    memory_lines = [line for line in failed
+                    if "memory_not_heading_for_limit" in line or "OOMKilled=True" in line]
+    assert memory_lines, f"no failure names the memory: {failed}"
+    assert any(line.startswith(f"test_soak[{on_node}]") for line in failed) or any(
+        "OOMKilled=True" in line for line in failed), failed
+    if any("OOMKilled=True" in line for line in memory_lines):
+        container = lab.inventory.node(on_node).docker
+        assert container is not None
+        events = subprocess.run(
+            ["docker", "events", "--since", f"{since:.0f}", "--until", f"{time.time():.0f}",
+             "--filter", f"container={container.container}", "--filter", "event=oom",
+             "--format", "{{.Action}}"], capture_output=True, text=True, check=True).stdout
+        assert "oom" in events.split(), "an OOM kill the Docker engine never reported"
+    baseline = data["baseline"]
+    assert baseline["dir"] == str(suite_run.runs_root) and baseline["runs"], baseline
+    for test, run in baseline["runs"].items():
+        outcome = suite_run.outcomes[test]
+        assert outcome.passed and run["run_dir"] == str(outcome.run_dir), (test, run)
+        figures = outcome.measurement()
+        assert figures is not None and run["lost"] == figures["lost_total"], (test, run)
+    assert "## Scenarios against the current config" in md
     assert serving_config_label(lab.inventory, on_node) == current
 
 
