@@ -13,6 +13,8 @@ a config whose memory holds short prompts but not long ones fails here, whatever
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -22,6 +24,9 @@ from faultkit.inventory import Node
 from faultkit.plugin import Experiment
 from scenarios._expect import node_not_crashed
 from slo.checks import Checks, check, lost_at_most
+from slo.profiles import profile_for
+from slo.prom import Prometheus
+from slo.soak import preemptions_during
 from slo.types import CheckResult, Measurement
 
 
@@ -47,6 +52,30 @@ def steps_answered(probe: list[ProbeResult], within: bool) -> Checks:
     return check(fn)
 
 
+def no_preemption(counted: list[tuple[float | None, str]], concurrency: int) -> Checks:
+    """No running request preempted while ``concurrency`` prompts near the limit ran."""
+    name = "no_preemption_at_the_limit"
+    expected = f"no preemption while {concurrency} prompts near the context limit run at once"
+
+    def fn(m: Measurement) -> CheckResult:
+        if not counted:
+            return CheckResult(name=name, passed=False, expected=expected,
+                               observed="not counted", why="the probe did not run",
+                               inconclusive=True)
+        preempted, detail = counted[0]
+        if preempted is None:
+            return CheckResult(name=name, passed=False, expected=expected,
+                               observed="not counted", why=detail, inconclusive=True)
+        why = ("as expected" if not preempted else
+               f"the engine preempted {preempted:g} running request(s): its KV cache holds "
+               f"fewer than {concurrency} sequences of the context limit, and every "
+               "preempted request is computed again")
+        return CheckResult(name=name, passed=not preempted, expected=expected,
+                           observed=f"{preempted:g} preemption(s)", why=why)
+
+    return check(fn)
+
+
 @pytest.mark.gate
 @pytest.mark.fault("context_limits")
 @pytest.mark.node_kind("engine")
@@ -56,10 +85,22 @@ async def test_limits(experiment: Experiment, node: Node) -> None:
     except ProbeNotPossible as exc:
         raise experiment.not_judgeable(str(exc)) from None
     probe: list[ProbeResult] = []
+    counted: list[tuple[float | None, str]] = []
+    counts_preemptions = profile_for(node).preemptions is not None
 
     async def action(exp: Experiment) -> dict[str, Any]:
+        t_from = time.time()
         probe.append(await run_probe(exp.node, plan))
-        return probe[0].to_json()
+        result = probe[0].to_json()
+        if counts_preemptions:
+            t_to = time.time()
+            await asyncio.sleep(2 * exp.inventory.prometheus.scrape_interval_s)  # last scrape
+            with Prometheus(exp.inventory.prometheus.url) as prom:
+                counted.append(await asyncio.to_thread(
+                    preemptions_during, exp.node, prom, t_from - 1.0,
+                    t_to + 2 * exp.inventory.prometheus.scrape_interval_s))
+            result["preemptions"] = counted[0][0]
+        return result
 
     steps = ", ".join(f"{s.name} ~{s.planned_tokens} tokens x{s.requests}" for s in plan.steps)
     await experiment.run_action(
@@ -68,8 +109,9 @@ async def test_limits(experiment: Experiment, node: Node) -> None:
                  f"({plan.limit.source}): {steps}",
         params={"context_limit": plan.limit.tokens, "concurrency": plan.concurrency},
     )
-    verdict = experiment.check(
-        steps_answered(probe, within=True) & steps_answered(probe, within=False)
-        & node_not_crashed(experiment) & lost_at_most(0)
-    )
+    checks = (steps_answered(probe, within=True) & steps_answered(probe, within=False)
+              & node_not_crashed(experiment) & lost_at_most(0))
+    if counts_preemptions:  # llama.cpp has no such counter
+        checks = checks & no_preemption(counted, plan.concurrency)
+    verdict = experiment.check(checks)
     assert verdict.passed, verdict.summary()

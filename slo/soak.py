@@ -13,7 +13,14 @@ from faultkit.memwatch import MemorySample
 from slo.errors import PrometheusError
 from slo.profiles import NodeQueries
 from slo.prom import Prometheus
-from slo.trend import DAY_S, CounterTrend, MemoryTrend, counter_trend, memory_trend
+from slo.trend import (
+    DAY_S,
+    CounterTrend,
+    MemoryTrend,
+    counter_trend,
+    increase_within,
+    memory_trend,
+)
 
 
 @dataclass(slots=True)
@@ -70,3 +77,23 @@ def judge_preemptions(findings: SoakFindings, node: Node, prom: Prometheus) -> N
     points = result[0].values if result else []
     findings.preemptions = counter_trend(points, findings.t_from, findings.t_to)
     findings.preemptions_why = findings.preemptions.why
+
+
+def preemptions_during(node: Node, prom: Prometheus, t_from: float, t_to: float
+                       ) -> tuple[float | None, str]:
+    """How often the engine preempted (SGLang: retracted) a running request in
+    ``[t_from, t_to]`` (epoch s), from its counter in Prometheus; ``(None, why)`` when the
+    engine has no such counter, the node is not scraped or Prometheus did not answer."""
+    queries = NodeQueries.for_node(node)
+    series = queries.series(queries.profile.preemptions) if queries else None
+    if series is None:
+        return None, (f"engine {node.profile_engine} exposes no preemption counter"
+                      if queries else "the node is not scraped")
+    try:
+        result = prom.query_range(f"sum({series})", t_from, t_to, 1.0)
+    except PrometheusError as exc:
+        return None, f"Prometheus: {exc}"
+    increase = increase_within(result[0].values if result else [], t_from, t_to)
+    if increase is None:
+        return None, f"fewer than 2 samples of {series} in the window"
+    return increase, f"{increase:g} in the window"

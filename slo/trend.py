@@ -32,11 +32,12 @@ first. A steady rate is not "rising" (its cost shows in the TTFT objective inste
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from slo.capture import counter_increase
 
 #: the smallest rise over the fitted stretch that can count as a trend (bytes)
 MIN_RISE_BYTES = 4 * 2**20
@@ -205,8 +206,8 @@ def counter_trend(points: Sequence[tuple[float, float]], t_from: float, t_to: fl
     """A counter's increase in ``[t_from, mid]`` against ``[mid, t_to]`` (resets counted
     as a restart from zero), from ``(t, value)`` samples."""
     mid = (t_from + t_to) / 2
-    first = _increase(points, t_from, mid)
-    second = _increase(points, mid, t_to)
+    first = increase_within(points, t_from, mid)
+    second = increase_within(points, mid, t_to)
     if first is None or second is None:
         return CounterTrend(first, second, False, "too few samples in one half of the soak")
     rising = second >= MIN_RISING and second > 1.5 * first
@@ -215,14 +216,13 @@ def counter_trend(points: Sequence[tuple[float, float]], t_from: float, t_to: fl
     return CounterTrend(first, second, rising, why)
 
 
-def _increase(points: Sequence[tuple[float, float]], a: float, b: float) -> float | None:
+def increase_within(points: Sequence[tuple[float, float]], a: float, b: float
+                    ) -> float | None:
+    """A counter's increase over ``[a, b]`` from its ``(t, value)`` samples there, a reset
+    counted as a restart from zero (:func:`slo.capture.counter_increase`); ``None`` with
+    fewer than two samples inside."""
     inside = sorted(p for p in points if a <= p[0] <= b)
-    if len(inside) < 2:
-        return None
-    total = 0.0
-    for (_, v0), (_, v1) in itertools.pairwise(inside):
-        total += v1 - v0 if v1 >= v0 else v1  # a reset: the new process counted from 0
-    return total
+    return counter_increase(inside) if len(inside) >= 2 else None
 
 
 def _duration(seconds: float) -> str:

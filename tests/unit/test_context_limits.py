@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -249,3 +249,68 @@ async def test_a_simulated_vllm_node_counts_its_tokens_as_its_chat_completions_d
         sglang = node("sim", base_url=sim.url, model="sim-model").model_copy(
             update={"personality": "sglang"})
         assert await token_counter(sglang, client) is None
+
+
+# ------------------------------------------------- preemptions while the probe runs
+
+
+class FakeProm:
+    """``Prometheus.query_range`` answering one series, or raising like the wrapper does."""
+
+    def __init__(self, values: list[tuple[float, float]] | None = None,
+                 error: Exception | None = None) -> None:
+        self.values, self.error = values or [], error
+        self.queries: list[str] = []
+
+    def query_range(self, promql: str, start: float, end: float, step: float) -> list[Any]:
+        from slo.prom import Series
+
+        self.queries.append(promql)
+        if self.error is not None:
+            raise self.error
+        return [Series({}, self.values)] if self.values else []
+
+
+def count_preemptions(prom: FakeProm, engine: str = "vllm", t_from: float = 0.0,
+                      t_to: float = 1.0) -> tuple[float | None, str]:
+    from slo.prom import Prometheus
+    from slo.soak import preemptions_during
+
+    return preemptions_during(node(engine, prometheus={"job": "n1"}), cast(Prometheus, prom),
+                              t_from, t_to)
+
+
+def test_preemptions_are_counted_from_the_engines_counter_in_the_window() -> None:
+    # a restart in the window: the counter started again from 0 and counted 2 more
+    prom = FakeProm([(99.0, 7.0), (100.0, 7.0), (101.0, 9.0), (102.0, 1.0), (103.0, 2.0),
+                     (120.0, 50.0)])
+    assert count_preemptions(prom, t_from=100.0, t_to=110.0) == (4.0, "4 in the window")
+    assert prom.queries == ['sum(vllm:num_preemptions_total{job="n1"})']
+
+
+def test_no_counter_or_no_answer_leaves_the_preemptions_uncounted() -> None:
+    from slo.errors import PrometheusError
+
+    assert count_preemptions(FakeProm(), "llamacpp")[0] is None
+    count, why = count_preemptions(FakeProm(error=PrometheusError("http://127.0.0.1:1", "down")))
+    assert count is None and why.startswith("Prometheus:")
+    count, why = count_preemptions(FakeProm([(0.5, 1.0)]))
+    assert count is None and "fewer than 2 samples" in why
+
+
+@pytest.mark.parametrize(("counted", "passed", "inconclusive"),
+                         [([(0.0, "0 in the window")], True, False),
+                          ([(3.0, "3 in the window")], False, False),
+                          ([(None, "Prometheus: down")], False, True),
+                          ([], False, True)])
+def test_the_limits_probe_fails_a_kv_cache_that_preempts(
+    counted: list[tuple[float | None, str]], passed: bool, inconclusive: bool
+) -> None:
+    from scenarios.test_limits import no_preemption
+    from slo.types import Measurement
+
+    m = Measurement(node="n1", t_effect=100.0, t_revert=105.0, t_window_end=160.0)
+    (result,) = no_preemption(counted, 4)(m).checks
+    assert (result.passed, result.inconclusive) == (passed, inconclusive)
+    if counted and counted[0][0] == 3.0:
+        assert "holds fewer than 4 sequences of the context limit" in result.why
