@@ -24,6 +24,7 @@ from faultkit.inventory import Node
 from faultkit.plugin import Experiment
 from scenarios._expect import node_not_crashed
 from slo.checks import Checks, check, lost_at_most
+from slo.kvcache import KvCapacity, kv_capacity
 from slo.profiles import profile_for
 from slo.prom import Prometheus
 from slo.soak import preemptions_during
@@ -76,6 +77,29 @@ def no_preemption(counted: list[tuple[float | None, str]], concurrency: int) -> 
     return check(fn)
 
 
+def kv_cache_holds(stated: list[tuple[KvCapacity | None, str]], limit_tokens: int,
+                   concurrency: int) -> Checks:
+    """The engine's KV cache holds ``concurrency`` sequences of ``limit_tokens``."""
+    name = "kv_cache_holds_the_concurrency"
+    expected = f"a KV cache for {concurrency} sequences of {limit_tokens} tokens"
+
+    def fn(m: Measurement) -> CheckResult:
+        capacity, detail = stated[0] if stated else (None, "the KV cache was not read")
+        if capacity is None:
+            return CheckResult(name=name, passed=False, expected=expected,
+                               observed="not stated", why=detail, inconclusive=True)
+        holds = capacity.sequences(limit_tokens)
+        observed = f"{capacity.tokens} tokens: {holds} sequence(s) ({capacity.source})"
+        why = ("as expected" if holds >= concurrency else
+               f"the KV cache holds {capacity.tokens} tokens, {holds} sequence(s) of the "
+               f"{limit_tokens}-token limit, fewer than the node's {concurrency}: long "
+               "prompts beyond that wait in the queue or are preempted")
+        return CheckResult(name=name, passed=holds >= concurrency, expected=expected,
+                           observed=observed, why=why)
+
+    return check(fn)
+
+
 @pytest.mark.gate
 @pytest.mark.fault("context_limits")
 @pytest.mark.node_kind("engine")
@@ -87,11 +111,18 @@ async def test_limits(experiment: Experiment, node: Node) -> None:
     probe: list[ProbeResult] = []
     counted: list[tuple[float | None, str]] = []
     counts_preemptions = profile_for(node).preemptions is not None
+    states_kv_cache = profile_for(node).cache_config is not None
+    stated: list[tuple[KvCapacity | None, str]] = []
 
     async def action(exp: Experiment) -> dict[str, Any]:
+        if states_kv_cache:
+            with Prometheus(exp.inventory.prometheus.url) as prom:
+                stated.append(await asyncio.to_thread(kv_capacity, exp.node, prom))
         t_from = time.time()
         probe.append(await run_probe(exp.node, plan))
         result = probe[0].to_json()
+        if stated:
+            result["kv_cache_tokens"] = stated[0][0].tokens if stated[0][0] else None
         if counts_preemptions:
             t_to = time.time()
             await asyncio.sleep(2 * exp.inventory.prometheus.scrape_interval_s)  # last scrape
@@ -113,5 +144,7 @@ async def test_limits(experiment: Experiment, node: Node) -> None:
               & node_not_crashed(experiment) & lost_at_most(0))
     if counts_preemptions:  # llama.cpp has no such counter
         checks = checks & no_preemption(counted, plan.concurrency)
+    if states_kv_cache:  # vLLM (and the simulator's vLLM personality)
+        checks = checks & kv_cache_holds(stated, plan.limit.tokens, plan.concurrency)
     verdict = experiment.check(checks)
     assert verdict.passed, verdict.summary()

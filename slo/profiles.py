@@ -43,6 +43,9 @@ class EngineProfile:
     generation_tokens: Metric | None
     process_start: Metric | None  # gauge, epoch seconds of process start
     reset_counter: Metric | None  # a counter that always grows while alive (restart = reset)
+    #: an info gauge whose labels size the KV cache (vLLM's ``cache_config_info``:
+    #: ``kv_cache_size_tokens``, or ``num_gpu_blocks`` × ``block_size``)
+    cache_config: Metric | None = None
 
 
 _HTTP = 'handler=~"/v1/(chat/)?completions"'
@@ -65,6 +68,7 @@ PROFILES: dict[str, EngineProfile] = {
         generation_tokens=Metric("vllm:generation_tokens_total"),
         process_start=Metric("process_start_time_seconds"),
         reset_counter=Metric("vllm:prompt_tokens_total"),
+        cache_config=Metric("vllm:cache_config_info"),
     ),
     "sglang": EngineProfile(
         engine="sglang",

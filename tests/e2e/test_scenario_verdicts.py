@@ -11,6 +11,7 @@ in ``conftest.py``), plus targeted runs for a known-bad config and the gate.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
@@ -392,6 +393,34 @@ def test_gate_fails_a_config_whose_memory_grows_under_load(
         assert figures is not None and run["lost"] == figures["lost_total"], (test, run)
     assert "## Scenarios against the current config" in md
     assert serving_config_label(lab.inventory, on_node) == current
+
+
+def test_gate_fails_a_kv_cache_too_small_for_the_nodes_concurrency(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """vllm-small-kv (2,048 tokens of KV) serves short prompts well; at the limits probe's
+    4 prompts near the 1,024-token limit (the node's max_concurrency) vLLM must preempt,
+    and the gate FAILs there (``-x``: nothing after it runs). The engine's own counter,
+    read here straight from Prometheus, must have counted those preemptions."""
+    from faultkit.inventory import load_inventory
+    from slo.prom import Prometheus
+
+    since = time.time()
+    code, md, data = _gate(tmp_path, "vllm", "vllm-small-kv", "-x")
+    assert code == 1, md
+    assert data["steady_state"]["candidate"]["verdict"]["passed"], "short prompts serve well"
+    why = str(data["why"])
+    assert "test_limits[vllm]: FAIL" in why and "no_preemption_at_the_limit" in why, why
+    assert data["rolled_back"] is True
+    inventory = load_inventory(REPO / "testbed" / "inventory.yaml")
+    with Prometheus(inventory.prometheus.url) as prom:
+        series = prom.query_range('sum(vllm:num_preemptions_total{job="vllm"})', since,
+                                  time.time(), 1.0)
+    values = [v for s in series for _, v in s.values]
+    # restarts (the rollout, the rollback) start the counter again from 0: count increases
+    grew = sum(max(0.0, b - a) for a, b in itertools.pairwise(values))
+    assert grew > 0, f"vLLM's own counter shows no preemption: {values}"
+    assert serving_config_label(lab.inventory, "vllm") == "vllm-good"
 
 
 def test_gate_passes_the_known_good_config(lab: Lab, planted_gate: PlantedGate) -> None:

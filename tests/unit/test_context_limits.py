@@ -314,3 +314,69 @@ def test_the_limits_probe_fails_a_kv_cache_that_preempts(
     assert (result.passed, result.inconclusive) == (passed, inconclusive)
     if counted and counted[0][0] == 3.0:
         assert "holds fewer than 4 sequences of the context limit" in result.why
+
+
+# ------------------------------------------------- the KV cache the engine states
+
+
+VLLM_032_LABELS = {"block_size": "128", "num_gpu_blocks": "16", "kv_cache_size_tokens": "2048",
+                   "kv_cache_max_concurrency": "2.0", "num_cpu_blocks": "None"}
+
+
+@pytest.mark.parametrize(("labels", "tokens"), [
+    (VLLM_032_LABELS, 2048),                                   # vLLM 0.32 (vllm-small-kv)
+    ({"block_size": "16", "num_gpu_blocks": "2355"}, 37_680),  # older vLLM, the simulator
+    ({"block_size": "16", "num_gpu_blocks": "None"}, None),
+    ({"gpu_memory_utilization": "0.9"}, None),
+])
+def test_the_kv_cache_size_is_read_from_the_engines_labels(
+    labels: dict[str, str], tokens: int | None
+) -> None:
+    from slo.kvcache import kv_tokens_from_labels
+
+    found = kv_tokens_from_labels("vllm:cache_config_info", labels)
+    assert (found.tokens if found else None) == tokens
+
+
+class FakeInstantProm:
+    def __init__(self, *label_sets: dict[str, str]) -> None:
+        self.label_sets = label_sets
+
+    def query(self, promql: str, t: float | None = None) -> list[Any]:
+        from slo.prom import Sample
+
+        assert promql == 'vllm:cache_config_info{job="n1"}'
+        return [Sample(labels, 0.0, 1.0) for labels in self.label_sets]
+
+
+def test_the_kv_capacity_comes_from_one_series_and_says_where_from() -> None:
+    from slo.kvcache import kv_capacity
+    from slo.prom import Prometheus
+
+    scraped = node("vllm", prometheus={"job": "n1"})
+    capacity, why = kv_capacity(scraped, cast(Prometheus, FakeInstantProm(VLLM_032_LABELS)))
+    assert capacity is not None and capacity.sequences(1024) == 2
+    assert why == "vllm:cache_config_info kv_cache_size_tokens=2048"
+    assert kv_capacity(scraped, cast(Prometheus, FakeInstantProm()))[0] is None
+    assert kv_capacity(node("sglang", prometheus={"job": "n1"}),
+                       cast(Prometheus, FakeInstantProm()))[1] == (
+        "engine sglang states no KV cache size")
+
+
+@pytest.mark.parametrize(("tokens", "passed"), [(2048, False), (4096, True), (16_384, True)])
+def test_the_limits_probe_fails_a_kv_cache_smaller_than_the_concurrency(
+    tokens: int, passed: bool
+) -> None:
+    from scenarios.test_limits import kv_cache_holds
+    from slo.kvcache import KvCapacity
+    from slo.types import Measurement
+
+    m = Measurement(node="n1", t_effect=100.0, t_revert=105.0, t_window_end=160.0)
+    stated: list[tuple[KvCapacity | None, str]] = [(KvCapacity(tokens, "labels"), "labels")]
+    (result,) = kv_cache_holds(stated, 1024, 4)(m).checks
+    assert result.passed is passed and not result.inconclusive
+    if not passed:
+        assert result.why.startswith("the KV cache holds 2048 tokens, 2 sequence(s) of the "
+                                     "1024-token limit, fewer than the node's 4")
+    (unread,) = kv_cache_holds([], 1024, 4)(m).checks
+    assert unread.inconclusive and not unread.passed
