@@ -104,9 +104,9 @@ def base(test: str = "test_kill[llama]", detection_s: float | None = 1.0,
     ("candidate", "regressed"),
     [
         (row("test_kill[llama]", detection_s=1.4, recovery_s=2.9, lost=6), set()),  # noise
-        # worse by the factor but not the margin, and by the margin but not the factor
-        (row("test_kill[llama]", detection_s=5.9, recovery_s=11.9, lost=9), set()),
-        (row("test_kill[llama]", detection_s=6.1, recovery_s=12.1, lost=10),
+        # worse by the factor but not the margin
+        (row("test_kill[llama]", detection_s=5.9, recovery_s=16.9, lost=13), set()),
+        (row("test_kill[llama]", detection_s=6.1, recovery_s=17.1, lost=15),
          {"detection_s", "recovery_s", "lost"}),
         (row("test_kill[llama]", detection_s=None, recovery_s=None), {"detection_s",
                                                                       "recovery_s"}),
@@ -119,9 +119,26 @@ def base(test: str = "test_kill[llama]", detection_s: float | None = 1.0,
 def test_a_regression_is_worse_by_both_the_factor_and_the_margin(
     candidate: dict[str, Any], regressed: set[str]
 ) -> None:
-    assert TOLERANCES["detection_s"].describe() == "above both 1.5× and +5 s"
+    assert TOLERANCES["detection_s"].describe() == "above both 2× and +5 s"
     found = compare_figures([candidate], {"test_kill[llama]": base()})
     assert {r.figure for r in found} == regressed
+
+
+def test_vllms_restart_noise_is_no_regression_but_worse_by_the_factor_too_is() -> None:
+    """The same config gated twice on the lab: test_kill[vllm] recovered in 25.9 s, then
+    42.4 s, losing 253 then 414 requests. Noise, not a regression; twice as slow is."""
+    current = base("test_kill[vllm]", detection_s=1.3, recovery_s=25.9, lost=253)
+    noise = row("test_kill[vllm]", detection_s=0.6, recovery_s=42.4, lost=414)
+    assert compare_figures([noise], {"test_kill[vllm]": current}) == []
+    slower = row("test_kill[vllm]", detection_s=0.6, recovery_s=52.0, lost=520)
+    assert {r.figure for r in compare_figures([slower], {"test_kill[vllm]": current})} == {
+        "recovery_s", "lost"}
+
+
+def test_worse_by_the_margin_but_not_the_factor_is_no_regression() -> None:
+    current = base(detection_s=20.0, recovery_s=40.0, lost=100)
+    assert compare_figures([row("test_kill[llama]", detection_s=39.0, recovery_s=79.0,
+                                lost=199)], {"test_kill[llama]": current}) == []
 
 
 def test_what_the_current_config_never_reached_is_not_compared() -> None:
@@ -136,7 +153,7 @@ def test_a_regression_line_says_which_figure_and_both_values() -> None:
     (found,) = compare_figures([row("test_kill[llama]", recovery_s=40.2)],
                                {"test_kill[llama]": base(recovery_s=0.5)})
     assert found.line() == ("test_kill[llama]: recovery 0.5 s on the current config, 40.2 s "
-                            "on the candidate (above both 1.5× and +10 s)")
+                            "on the candidate (above both 2× and +15 s)")
 
 
 def gate_result(scenarios: list[dict[str, Any]], decision: str = "pass") -> GateResult:
@@ -158,7 +175,7 @@ def test_a_regression_fails_a_gate_that_passed_and_is_shown_in_gate_md(tmp_path:
         "1 figure regression(s) against llama-good: test_kill[llama]: recovery 0.5 s")
     assert result.not_passed == [
         "regression — test_kill[llama]: recovery 0.5 s on the current config, 40.2 s on the "
-        "candidate (above both 1.5× and +10 s)"]
+        "candidate (above both 2× and +15 s)"]
     assert result.baseline is not None
     assert set(result.baseline["runs"]) == {"test_kill[llama]", "test_limits[llama]"}
     assert result.baseline["runs"]["test_kill[llama]"]["run_dir"] == str(kill_run)
