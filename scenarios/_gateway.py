@@ -1,0 +1,156 @@
+"""What the gateway scenarios share: which upstream to fail, with which fault, and how the
+gateway routed around it (``test_upstream_failure``, ``test_gateway_rollout``).
+
+The figures come from the gateway's users' ledger: ``RequestRecord.served_by`` (LiteLLM's
+``x-litellm-model-id``: which upstream answered) and ``RequestRecord.gateway_retries``
+(``x-litellm-attempted-retries``: how often the gateway retried before it). The
+gateway's own counters (``litellm_deployment_*_total`` by ``model_id``) stay in
+``prometheus.json``, the other side of the story (docs/gateway.md, "Metrics").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from faultkit.events import EventKind
+from faultkit.inventory import Inventory, Node
+from faultkit.plugin import Experiment
+from faultkit.records import Event, RequestRecord
+from slo.checks import Checks, check
+from slo.routing import RouteAround, route_around
+from slo.types import CheckResult, Measurement
+
+#: no request may hit the dead upstream for this long for the gateway to have routed around
+STRETCH_S = 3.0
+#: the testbed gateway's cooldown_time (testbed/lab.py LAB_GATEWAY_POLICY) + a 5 s margin
+ROUTE_AROUND_S_MAX = 15.0
+#: users a gateway with 2 retries may lose per failed upstream: the worst measured (docs/
+#: gateway.md: 2-3 per kill at ~6 req/s over two upstreams; three share the load here)
+LOST_MAX = 3
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamFault:
+    """How one upstream is failed: the fault kind, its parameters and hold, and whether a
+    gateway is expected to route around it (a hang shorter than the router's ``timeout``
+    fails no attempt, so LiteLLM has nothing to cool the upstream down for)."""
+
+    kind: str
+    hold_s: float
+    params: tuple[tuple[str, Any], ...] = ()
+    routes_around: bool = True
+
+    def params_dict(self) -> dict[str, Any]:
+        return dict(self.params)
+
+
+#: the upstream failures of ``test_upstream_failure``, by test id
+UPSTREAM_FAULTS: dict[str, UpstreamFault] = {
+    # SIGKILL; Docker's restart policy brings it back (sim-vllm: ~3 s)
+    "kill": UpstreamFault("kill", 0.0),
+    # docker pause for 8 s: connections are accepted, nothing answers
+    "pause": UpstreamFault("pause", 8.0, routes_around=False),
+    # disconnected from the lab network for 8 s: the gateway's connections are refused
+    "partition": UpstreamFault("partition", 8.0, (("mode", "refuse"),)),
+}
+
+
+def upstream_to_fail(inventory: Inventory, gateway: Node, fault: str = "kill") -> Node | None:
+    """The upstream that comes back soonest (the lowest ``ready_timeout_s`` of its serving
+    config, the first listed on a tie: ``sim-vllm`` on the testbed) among those whose
+    allowlist permits ``fault``; None without a second upstream to survive it."""
+    upstreams = [inventory.node(name) for name in gateway.upstreams]
+    candidates = [n for n in upstreams if n.allows(fault) and n.docker is not None]
+    if len(upstreams) < 2 or not candidates:
+        return None
+
+    def ready_timeout(node: Node) -> float:
+        if not node.serving_config:
+            return math.inf
+        return inventory.serving_config(node.serving_config).ready_timeout_s
+
+    return min(candidates, key=ready_timeout)
+
+
+def t_back_of(events: list[Event], upstream: str) -> float | None:
+    """When ``upstream`` served again: its last ``ready`` event (a kill: the fault waited
+    for readiness), else its last ``revert_end`` (a pause or partition is over when it is
+    reverted); None when neither was recorded."""
+    mine = [e for e in events if e.node == upstream and e.source == "fault"]
+    for kind in (EventKind.READY, EventKind.REVERT_END):
+        times = [e.t for e in mine if e.kind == kind]
+        if times:
+            return max(times)
+    return None
+
+
+def retries_after(records: list[RequestRecord], node: str, t_effect: float) -> dict[str, int]:
+    """What the gateway's answers said of its retries, from ``t_effect`` on: requests
+    answered after at least one retry, and retries in all (``x-litellm-attempted-retries``);
+    ``reported``: answers that carried the header at all."""
+    mine = [
+        r for r in records
+        if r.node == node and r.kind != "probe"
+        and (r.t_scheduled if r.t_scheduled is not None else r.t_invoke) >= t_effect
+    ]
+    said = [r.gateway_retries for r in mine if r.gateway_retries is not None]
+    return {
+        "retried_requests": sum(1 for n in said if n > 0),
+        "retries": sum(said),
+        "reported": len(said),
+    }
+
+
+def routing_of(experiment: Experiment, upstream: Node) -> RouteAround:
+    """How the gateway routed around ``upstream`` (``slo.routing``), written to the run
+    directory as ``route_around.json`` and noted on the timeline with the retries seen."""
+    m = experiment.measurement
+    assert m is not None
+    ledger = experiment.run.ledger()
+    result = route_around(
+        ledger, m.node, upstream.name, m.t_effect, m.t_window_end,
+        stretch_s=STRETCH_S, t_back=t_back_of(experiment.events, upstream.name),
+    )
+    experiment.run.write_model(experiment.run.route_around_json, result)
+    experiment.note(
+        "route_around", **result.to_json(), **retries_after(ledger, m.node, m.t_effect)
+    )
+    return result
+
+
+def routed_around_within(result: RouteAround, seconds: float) -> Checks:
+    """The gateway stopped sending users to the failed upstream, while it was down, within
+    ``seconds`` of ``t_effect``. INCONCLUSIVE when no answer named an upstream."""
+
+    def fn(m: Measurement) -> CheckResult:
+        upstream = result.upstream
+        expected = f"no request hits {upstream} for {STRETCH_S:g} s within {seconds:g} s"
+        last = "-" if result.t_last_hit is None else f"+{result.t_last_hit - m.t_effect:.1f} s"
+        observed = (
+            f"route_around_s {result.route_around_s:.3f} s; "
+            if result.route_around_s is not None else "never routed around; "
+        ) + (
+            f"{result.hits} requests hit {upstream} after t_effect (last {last}), "
+            f"{result.served_by_upstream_after} served by it again, {result.unnamed} of "
+            f"{result.requests} named no upstream"
+        )
+        if result.requests and result.unnamed == result.requests:
+            return CheckResult("routed_around", False, expected, observed,
+                               "no answer named its upstream: is the gateway's served_by "
+                               "header configured?", inconclusive=True)
+        ok = (
+            result.route_around_s is not None
+            and result.route_around_s <= seconds
+            and result.routed_while_down is not False
+        )
+        if ok:
+            why = f"{result.route_around_s:.1f} s ≤ {seconds:g} s"
+        elif result.route_around_s is not None and result.routed_while_down is False:
+            why = f"kept sending users to {upstream} until it came back"
+        else:
+            why = f"still sending users to {upstream} {seconds:g} s after it failed"
+        return CheckResult("routed_around", ok, expected, observed, why)
+
+    return check(fn)
