@@ -52,8 +52,9 @@ UPSTREAM_FAULTS: dict[str, UpstreamFault] = {
     "kill": UpstreamFault("kill", 0.0),
     # docker pause for 8 s: connections are accepted, nothing answers
     "pause": UpstreamFault("pause", 8.0, routes_around=False),
-    # disconnected from the lab network for 8 s: the gateway's connections are refused
-    "partition": UpstreamFault("partition", 8.0, (("mode", "refuse"),)),
+    # disconnected from the lab network for 24 s: longer than two of the lab router's 10 s
+    # cooldowns, so the gateway sends it live traffic again while it is still cut off
+    "partition": UpstreamFault("partition", 24.0, (("mode", "refuse"),)),
 }
 
 

@@ -1,6 +1,7 @@
 """upstream_failure: one upstream of a gateway fails while users go through the gateway —
 ``kill`` (SIGKILL; Docker restarts it), ``pause`` (docker pause for 8 s: a hang with the
-port open) or ``partition`` (disconnected from the lab network for 8 s: refused). Judged
+port open) or ``partition`` (disconnected from the lab network for 24 s, two cooldown
+windows and more). Judged
 on the gateway: how many users it lost, how their TTFT moved, how soon it stopped
 sending them to the failed upstream, how often it retried, and how soon the upstream got
 traffic again once it served.
