@@ -117,10 +117,11 @@ def parse_upstream_health(body: object) -> UpstreamHealth:
         return str(entry.get("model_id") or entry.get("api_base") or "?")
 
     healthy = tuple(name(e) for e in body.get("healthy_endpoints") or [])
-    unhealthy = tuple(
-        (name(e), str(e.get("error", "")).splitlines()[0][:200] if isinstance(e, dict) else "")
-        for e in body["unhealthy_endpoints"]
-    )
+    def error(entry: object) -> str:
+        lines = str(entry.get("error") or "").splitlines() if isinstance(entry, dict) else []
+        return lines[0][:200] if lines else ""
+
+    unhealthy = tuple((name(e), error(e)) for e in body["unhealthy_endpoints"])
     return UpstreamHealth(True, healthy, unhealthy, "ok" if not unhealthy else "unhealthy")
 
 

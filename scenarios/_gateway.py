@@ -10,7 +10,10 @@ gateway's own counters (``litellm_deployment_*_total`` by ``model_id``) stay in
 
 from __future__ import annotations
 
+import asyncio
 import math
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +21,7 @@ from faultkit.events import EventKind
 from faultkit.inventory import Inventory, Node
 from faultkit.plugin import Experiment
 from faultkit.records import Event, RequestRecord
-from slo.checks import Checks, check
+from slo.checks import Checks, check, lost_at_most
 from slo.routing import RouteAround, route_around
 from slo.types import CheckResult, Measurement
 
@@ -26,6 +29,10 @@ from slo.types import CheckResult, Measurement
 STRETCH_S = 3.0
 #: the testbed gateway's cooldown_time (testbed/lab.py LAB_GATEWAY_POLICY) + a 5 s margin
 ROUTE_AROUND_S_MAX = 15.0
+#: how long after the upstream is back the run waits for the gateway to send it traffic
+#: again: the lab router's cooldown_time (10 s) + 10 s (a cooldown set at the last
+#: failure, just before the upstream came back, and a margin)
+BACK_IN_ROTATION_WAIT_S = 20.0
 #: users a gateway with 2 retries may lose per failed upstream: the worst measured (docs/
 #: gateway.md: 2-3 per kill at ~6 req/s over two upstreams; three share the load here)
 LOST_MAX = 3
@@ -52,9 +59,11 @@ UPSTREAM_FAULTS: dict[str, UpstreamFault] = {
     "kill": UpstreamFault("kill", 0.0),
     # docker pause for 8 s: connections are accepted, nothing answers
     "pause": UpstreamFault("pause", 8.0, routes_around=False),
-    # disconnected from the lab network for 24 s: longer than two of the lab router's 10 s
-    # cooldowns, so the gateway sends it live traffic again while it is still cut off
-    "partition": UpstreamFault("partition", 24.0, (("mode", "refuse"),)),
+    # disconnected from the lab network for 8 s. Measured (2026-12-03): LiteLLM's attempts
+    # to it hang (its address is gone from the network: no refusal comes back) and are
+    # served once it is reconnected, so, like a pause, no attempt fails within the
+    # router's 30 s timeout and nothing is routed around (a 24 s cut: TTFTs of 27 s)
+    "partition": UpstreamFault("partition", 8.0, (("mode", "refuse"),), routes_around=False),
 }
 
 
@@ -85,6 +94,74 @@ def t_back_of(events: list[Event], upstream: str) -> float | None:
         if times:
             return max(times)
     return None
+
+
+def served_again(
+    records: list[RequestRecord], node: str, upstream: str, since: float
+) -> bool:
+    """A request of gateway ``node`` arriving at or after ``since`` was served by
+    ``upstream``."""
+    return any(
+        r.node == node and r.status == "ok" and r.served_by == upstream
+        and (r.t_scheduled if r.t_scheduled is not None else r.t_invoke) >= since
+        for r in records
+    )
+
+
+def until_back_in_rotation(
+    upstream: Node, wait_s: float = BACK_IN_ROTATION_WAIT_S
+) -> Callable[[Experiment], Awaitable[None]]:
+    """For ``run_fault(after_revert=…)``: keep the load on until the gateway's users are
+    served by ``upstream`` again after it came back (``t_back_of``), at most ``wait_s``
+    seconds after that (the run then reports no back-in-rotation figure)."""
+
+    async def wait(experiment: Experiment) -> None:
+        t_back = t_back_of(experiment.events, upstream.name) or time.time()
+        deadline = t_back + wait_s
+        while time.time() < deadline:
+            records = experiment.load.records if experiment.load else []
+            if served_again(records, experiment.node.name, upstream.name, t_back):
+                return
+            await asyncio.sleep(0.5)
+
+    return wait
+
+
+def cut_streams(
+    records: list[RequestRecord], node: str, upstream: str, t_effect: float, t_back: float | None
+) -> int:
+    """Gateway ``node``'s requests that ``upstream`` was serving when it failed: failed,
+    naming it, ended at or after ``t_effect`` and arrived before ``t_back`` (or any time,
+    without it). A started stream is never retried: no gateway setting saves these."""
+    return sum(
+        1 for r in records
+        if r.node == node and r.kind != "probe" and r.status != "ok" and r.served_by == upstream
+        and r.t_end >= t_effect
+        and (t_back is None or _arrival(r) < t_back)
+    )
+
+
+def _arrival(r: RequestRecord) -> float:
+    return r.t_scheduled if r.t_scheduled is not None else r.t_invoke
+
+
+def lost_only_cut_streams(cut: int, upstream: str) -> Checks:
+    """No user was lost but the streams ``upstream`` was serving when it failed (``cut``):
+    every other attempt on it was retried elsewhere. A gateway without retries fails it
+    (its users' requests sent there before the cooldown are lost)."""
+
+    def fn(m: Measurement) -> CheckResult:
+        other = max(0, m.lost_total - cut)
+        classes = ", ".join(f"{k}={v}" for k, v in m.lost_by_class.items()) or "none"
+        observed = (f"{m.lost_total} lost ({classes}): {min(cut, m.lost_total)} streams cut by "
+                    f"{upstream}, {other} other")
+        ok = other == 0
+        why = ("every user lost had started streaming from it" if ok
+               else f"{other} users lost that a retry elsewhere would have served")
+        return CheckResult("lost_only_cut_streams", ok,
+                           f"no user lost but the streams {upstream} was serving", observed, why)
+
+    return check(fn)
 
 
 def retries_after(records: list[RequestRecord], node: str, t_effect: float) -> dict[str, int]:
@@ -155,3 +232,21 @@ def routed_around_within(result: RouteAround, seconds: float) -> Checks:
         return CheckResult("routed_around", ok, expected, observed, why)
 
     return check(fn)
+
+
+def upstream_failure_checks(
+    experiment: Experiment, upstream: Node, how: UpstreamFault
+) -> Checks:
+    """What a gateway is judged by after ``upstream`` failed (``how``): at most
+    :data:`LOST_MAX` users lost, none but the streams it was serving (the retries' job),
+    and, where the fault fails attempts (``how.routes_around``), routed around within
+    :data:`ROUTE_AROUND_S_MAX`. Writes ``route_around.json`` (:func:`routing_of`)."""
+    routing = routing_of(experiment, upstream)
+    m = experiment.measurement
+    assert m is not None
+    cut = cut_streams(experiment.run.ledger(), m.node, upstream.name, m.t_effect,
+                      routing.t_back)
+    checks = lost_at_most(LOST_MAX) & lost_only_cut_streams(cut, upstream.name)
+    if how.routes_around:
+        checks = checks & routed_around_within(routing, ROUTE_AROUND_S_MAX)
+    return checks
