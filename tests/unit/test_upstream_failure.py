@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,3 +85,64 @@ def test_retries_after_counts_what_the_gateways_answers_said_from_t_effect_on() 
     assert gateway_scenarios.retries_after(records, "gw", 5.0) == {
         "retried_requests": 2, "retries": 3, "reported": 3,
     }
+
+
+def _rec(i: int, t: float, served_by: str | None, status: str = "ok",
+         error_class: str | None = None, node: str = "gw", t_end: float | None = None) -> Any:
+    from faultkit.records import RequestRecord
+
+    return RequestRecord(id=f"r{i}", node=node, kind="chat", t_invoke=t, t_scheduled=t,
+                         status=status, t_end=t + 1 if t_end is None else t_end,  # type: ignore[arg-type]
+                         error_class=error_class, served_by=served_by)
+
+
+def test_cut_streams_are_the_failures_naming_the_upstream_that_it_was_serving() -> None:
+    records = [
+        _rec(0, 9.0, "b", "fail", "stream_error", t_end=10.2),  # in flight at t_effect=10
+        _rec(1, 8.0, "b", "fail", "stream_error", t_end=9.5),  # failed before: not this fault
+        _rec(2, 11.0, None, "fail", "http_5xx"),  # the gateway's own error: not a cut stream
+        _rec(3, 11.0, "a", "fail", "stream_error"),  # another upstream's
+        _rec(4, 12.0, "b", "fail", "stream_error"),  # sent to it while down
+        _rec(5, 16.0, "b", "fail", "stream_error"),  # after it was back: counted without t_back
+        _rec(6, 11.0, "b", "fail", "stream_error", node="other"),
+    ]
+    assert gateway_scenarios.cut_streams(records, "gw", "b", 10.0, 15.0) == 2
+    assert gateway_scenarios.cut_streams(records, "gw", "b", 10.0, None) == 3
+
+
+def test_lost_only_cut_streams_fails_a_user_a_retry_would_have_served() -> None:
+    from slo.types import Measurement
+
+    def judged(lost: int, cut: int) -> Any:
+        m = Measurement(node="gw", t_effect=1.0, t_revert=None, t_window_end=2.0,
+                        lost_total=lost, lost_by_class={"stream_error": cut})
+        (fn,) = gateway_scenarios.lost_only_cut_streams(cut, "b").fns
+        return fn(m)
+
+    assert judged(1, 1).passed and judged(0, 0).passed
+    no_retries = judged(4, 1)  # measured on the lab with gateway-no-retries
+    assert not no_retries.passed and "3 users lost that a retry" in no_retries.why
+    assert "1 streams cut by b, 3 other" in no_retries.observed
+
+
+async def test_the_run_waits_until_the_upstream_serves_again_or_gives_up() -> None:
+    import time
+    from types import SimpleNamespace
+
+    from faultkit.records import Event
+
+    now = time.time()
+    records = [_rec(0, now - 5, "b"), _rec(1, now - 1, "a")]
+    exp = SimpleNamespace(
+        events=[Event(t=now - 2, source="fault", kind="ready", node="b", data={})],
+        load=SimpleNamespace(records=records), node=SimpleNamespace(name="gw"),
+    )
+    upstream = SimpleNamespace(name="b")
+    wait = gateway_scenarios.until_back_in_rotation(upstream, wait_s=2.6)
+    t0 = time.monotonic()
+    await wait(exp)  # b served only before it was back: waits out the 0.6 s left
+    assert 0.4 <= time.monotonic() - t0 < 1.5
+    records.append(_rec(2, now - 1.5, "b"))  # served after t_back: returns at once
+    t0 = time.monotonic()
+    await gateway_scenarios.until_back_in_rotation(upstream, wait_s=30)(exp)
+    assert time.monotonic() - t0 < 0.2
