@@ -183,7 +183,8 @@ def retries_after(records: list[RequestRecord], node: str, t_effect: float) -> d
 
 def routing_of(experiment: Experiment, upstream: Node) -> RouteAround:
     """How the gateway routed around ``upstream`` (``slo.routing``), written to the run
-    directory as ``route_around.json`` and noted on the timeline with the retries seen."""
+    directory as ``route_around.json`` with the retries its answers reported
+    (:func:`retries_after`), and noted on the timeline."""
     m = experiment.measurement
     assert m is not None
     ledger = experiment.run.ledger()
@@ -191,10 +192,9 @@ def routing_of(experiment: Experiment, upstream: Node) -> RouteAround:
         ledger, m.node, upstream.name, m.t_effect, m.t_window_end,
         stretch_s=STRETCH_S, t_back=t_back_of(experiment.events, upstream.name),
     )
-    experiment.run.write_model(experiment.run.route_around_json, result)
-    experiment.note(
-        "route_around", **result.to_json(), **retries_after(ledger, m.node, m.t_effect)
-    )
+    figures = {**result.to_json(), **retries_after(ledger, m.node, m.t_effect)}
+    experiment.run.write_json(experiment.run.route_around_json, figures)
+    experiment.note("route_around", **figures)
     return result
 
 

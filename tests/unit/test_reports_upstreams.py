@@ -89,8 +89,29 @@ def test_the_report_shows_both_sides_and_the_route_around(tmp_path: Path) -> Non
     assert "| `a` | 5 | 5 | 0 | 0 | 0 |" in section
     assert "| `b` | 5 | 2 | 1 | 0 | 1 |" in section
     assert "the gateway's own error" in section
-    assert "stopped sending users to b 2.000 s after it died" in section
+    assert "stopped sending users to b 2.000 s after it failed" in section
     assert "3 of 10 users' requests" in section
+
+
+def test_the_report_says_when_the_upstream_was_back_in_rotation_and_a_hang_not_routed(
+    tmp_path: Path,
+) -> None:
+    """A pause: the gateway kept sending users to b until it was back (t_back = T0 + 7 s,
+    5 s after t_effect), so its rows split at t_back, and the sentences say it was not
+    routed around, when b got traffic again and what the answers said of retries."""
+    route = {"upstream": "b", "route_around_s": 5.0, "stretch_s": 3.0, "hits": 4,
+             "requests": 10, "unnamed": 0, "routed_while_down": False, "t_back": T0 + 7.0,
+             "back_in_rotation_s": 5.2, "idle_after_back_s": 0.2, "retried_requests": 1,
+             "retries": 2}
+    run = gateway_run(tmp_path, route)
+    md = render_incident(run).read_text()
+    section = md.split("## Behind the gateway", 1)[1].split("\n## ", 1)[0]
+    assert "kept sending users to b while it was down" in section
+    assert "b got users' traffic again 5.2 s after the fault, 0.2 s after it was back" in section
+    assert "1 answers said the gateway had retried them (2 retries in all" in section
+    rows = {r.upstream: r for r in upstream_rows(load_run(run))}
+    total = {k: rows["a"].ok[k] + rows["b"].ok[k] for k in ("before", "fault", "after")}
+    assert total["after"] > 0  # arrivals from t_back on are "after", recovery or not
     # the chart gains the per-upstream panel: 1.3 in taller at 100 dpi than an engine run's
     engine_dir = tmp_path / "engine"
     engine_dir.mkdir()
