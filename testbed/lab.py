@@ -141,6 +141,8 @@ def lab_mounts(
 def gateway_variants(inventory: Inventory, node: Node) -> dict[str, GatewayVariant]:
     """Config file name → :class:`GatewayVariant` for each serving config of gateway
     ``node`` (its own and its candidates), from :data:`LAB_GATEWAY_CONFIGS`."""
+    from testbed.litellm_node import config_file_of
+
     files: dict[str, GatewayVariant] = {}
     for name in dict.fromkeys([node.serving_config or "", *node.candidate_configs]):
         if name not in LAB_GATEWAY_CONFIGS:
@@ -148,8 +150,6 @@ def gateway_variants(inventory: Inventory, node: Node) -> dict[str, GatewayVaria
                 f"gateway {node.name!r}: serving config {name!r} is not one the lab can write "
                 f"(testbed.lab.LAB_GATEWAY_CONFIGS: {', '.join(LAB_GATEWAY_CONFIGS)})"
             )
-        from testbed.litellm_node import config_file_of
-
         files[config_file_of(inventory.serving_config(name).command)] = LAB_GATEWAY_CONFIGS[name]
     return files
 

@@ -146,3 +146,26 @@ async def test_the_run_waits_until_the_upstream_serves_again_or_gives_up() -> No
     t0 = time.monotonic()
     await gateway_scenarios.until_back_in_rotation(upstream, wait_s=30)(exp)
     assert time.monotonic() - t0 < 0.2
+
+
+async def test_run_fault_hands_after_revert_to_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run_fault(after_revert=…)`` reaches the run's steps (``RunLifecycle._run``: after
+    the revert, before the wait for recovery); ``run_action`` passes none."""
+    inv = parse_inventory(_inventory('["*"]'))
+    exp = Experiment(scenario="upstream_failure", node=inv.node("gw"), inventory=inv,
+                     run=RunDir(tmp_path), load_profile=LoadProfile())
+    seen: dict[str, Any] = {}
+
+    async def fake_run(_fault: Any, kind: str, _describe: str, _params: Any,
+                       **kwargs: Any) -> None:
+        seen[kind] = kwargs.get("after_revert")
+
+    monkeypatch.setattr(exp, "_run", fake_run)
+
+    async def wait(_exp: Any) -> None:
+        return None
+
+    await exp.run_fault("kill", hold_s=0, on=inv.node("a"), after_revert=wait)
+    assert seen["kill"] is wait
