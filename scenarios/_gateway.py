@@ -33,6 +33,11 @@ ROUTE_AROUND_S_MAX = 15.0
 #: again: the lab router's cooldown_time (10 s) + 10 s (a cooldown set at the last
 #: failure, just before the upstream came back, and a margin)
 BACK_IN_ROTATION_WAIT_S = 20.0
+#: users lost per failed upstream beyond the streams it was serving that a gateway with
+#: retries may lose: a request whose every attempt landed on the dead upstream before its
+#: cooldown (LiteLLM picks each attempt anew). Seen in 1 of 9 kills on the lab
+#: (2026-12-03) and on loopback (docs/gateway.md); without retries it was 2-3 every time
+OTHER_LOST_MAX = 1
 #: users a gateway with 2 retries may lose per failed upstream: the worst measured (docs/
 #: gateway.md: 2-3 per kill at ~6 req/s over two upstreams; three share the load here)
 LOST_MAX = 3
@@ -145,21 +150,25 @@ def _arrival(r: RequestRecord) -> float:
     return r.t_scheduled if r.t_scheduled is not None else r.t_invoke
 
 
-def lost_only_cut_streams(cut: int, upstream: str) -> Checks:
-    """No user was lost but the streams ``upstream`` was serving when it failed (``cut``):
-    every other attempt on it was retried elsewhere. A gateway without retries fails it
-    (its users' requests sent there before the cooldown are lost)."""
+def lost_only_cut_streams(cut: int, upstream: str, other_max: int = OTHER_LOST_MAX) -> Checks:
+    """No user was lost but the streams ``upstream`` was serving when it failed (``cut``),
+    and at most ``other_max`` whose every attempt landed on it (:data:`OTHER_LOST_MAX`):
+    the other attempts on it were retried elsewhere. A gateway without retries fails it
+    (each request it sends there before the cooldown is a user lost)."""
 
     def fn(m: Measurement) -> CheckResult:
         other = max(0, m.lost_total - cut)
         classes = ", ".join(f"{k}={v}" for k, v in m.lost_by_class.items()) or "none"
         observed = (f"{m.lost_total} lost ({classes}): {min(cut, m.lost_total)} streams cut by "
                     f"{upstream}, {other} other")
-        ok = other == 0
-        why = ("every user lost had started streaming from it" if ok
-               else f"{other} users lost that a retry elsewhere would have served")
-        return CheckResult("lost_only_cut_streams", ok,
-                           f"no user lost but the streams {upstream} was serving", observed, why)
+        ok = other <= other_max
+        why = (f"{other} ≤ {other_max} lost besides the streams it had started" if ok
+               else f"{other} users lost that a retry elsewhere would have served "
+                    f"(> {other_max})")
+        return CheckResult(
+            "lost_only_cut_streams", ok,
+            f"no user lost but the streams {upstream} was serving (and ≤ {other_max} whose "
+            "every attempt landed on it)", observed, why)
 
     return check(fn)
 

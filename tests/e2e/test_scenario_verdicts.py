@@ -232,7 +232,8 @@ def test_the_gateway_routed_around_a_killed_upstream_and_sent_it_traffic_again(
     suite: tuple[int, dict[str, Outcome], str],
 ) -> None:
     """test_upstream_failure[gateway-kill]: sim-vllm dies behind it; at most 3 users lost,
-    none but the streams it was serving (2 retries), no request fails on it for 3 s within
+    none but the streams it was serving and at most one whose every attempt landed on it
+    (2 retries), no request fails on it for 3 s within
     cooldown (10 s) + 5 s, and it gets traffic again once it is back (within its cooldown
     + a margin); the answers said how often the gateway retried."""
     _, outcomes, _ = suite
@@ -281,7 +282,8 @@ def test_gateway_configs_have_their_verdicts(
     """gateway-bad-upstream (sim-sglang at a wrong port): detected through the gateway's
     own upstream health and rolled back; the restored gateway then holds the objective.
     gateway-no-retries: serves, and loses users a retry would have served when sim-vllm
-    dies — more than gateway-good did in test_upstream_failure[gateway-kill]. The
+    dies — more than gateway-good did in test_upstream_failure[gateway-kill] besides the
+    streams in flight (2-3 vs 0-1 measured). The
     gateway runs gateway-good afterwards."""
     _, outcomes, _ = suite
     bad = outcomes["test_gateway_rollout[gateway:gateway-bad-upstream]"]
@@ -299,7 +301,12 @@ def test_gateway_configs_have_their_verdicts(
     m_bad = no_retries.measurement()
     m_good = outcomes["test_upstream_failure[gateway-kill]"].measurement()
     assert m_bad is not None and m_good is not None
-    assert m_bad["lost_total"] > m_good["lost_total"], (m_bad["lost_total"], m_good["lost_total"])
+
+    def beyond_cut_streams(m: dict[str, Any]) -> int:
+        return int(m["lost_total"]) - int(m["lost_by_class"].get("stream_error", 0))
+
+    # the streams in flight at the kill are luck; the users a retry would have saved are not
+    assert beyond_cut_streams(m_bad) > beyond_cut_streams(m_good), (m_bad, m_good)
     assert serving_config_label(lab.inventory, "gateway") == "gateway-good"
 
 

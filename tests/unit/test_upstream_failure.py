@@ -120,9 +120,11 @@ def test_lost_only_cut_streams_fails_a_user_a_retry_would_have_served() -> None:
         return fn(m)
 
     assert judged(1, 1).passed and judged(0, 0).passed
+    assert judged(3, 2).passed  # gateway-good once: a request whose 3 attempts all failed
     no_retries = judged(4, 1)  # measured on the lab with gateway-no-retries
     assert not no_retries.passed and "3 users lost that a retry" in no_retries.why
     assert "1 streams cut by b, 3 other" in no_retries.observed
+    assert not judged(2, 0).passed  # gateway-no-retries' least: 2 others
 
 
 async def test_the_run_waits_until_the_upstream_serves_again_or_gives_up() -> None:
