@@ -19,9 +19,12 @@ arrival of the first request after the last hit before such a stretch (``t_effec
 none hit). ``route_around_s = t_routed − t_effect``. None when no such stretch lies
 within the window (the gateway kept sending users to it, or the window ended).
 
-``routed_while_down`` says whether that stretch began while the upstream was still down
-(``t_routed < t_back``): the gateway stopped using it. A stretch that begins only at
-``t_back`` means the gateway never routed around it; the upstream came back first.
+``routed_while_down`` says whether the gateway stopped using the upstream while it was
+down: the stretch began before ``t_back`` *and* no request of that stretch named the
+upstream at all (after ``t_back`` a served request is no hit, but it shows the upstream
+was never taken out of rotation: with one upstream in three, a hit-free half second
+before it came back is chance, not routing). False means the gateway kept sending users
+there until the upstream was back.
 
 **Back in rotation**: ``t_back_in_rotation`` is the arrival of the first request from
 ``t_back`` on (``t_effect`` without it) that the upstream served (named it and
@@ -83,17 +86,13 @@ class RouteAround:
     #: from then on (None: none within the window)
     t_back: float | None = None
     t_back_in_rotation: float | None = None
+    #: the gateway took the upstream out of rotation while it was down (module docstring);
+    #: None when no clean stretch was found
+    routed_while_down: bool | None = None
 
     @property
     def route_around_s(self) -> float | None:
         return None if self.t_routed is None else self.t_routed - self.t_effect
-
-    @property
-    def routed_while_down(self) -> bool | None:
-        """The clean stretch began before the upstream was back (None: no stretch)."""
-        if self.t_routed is None:
-            return None
-        return self.t_back is None or self.t_routed < self.t_back
 
     @property
     def back_in_rotation_s(self) -> float | None:
@@ -160,6 +159,12 @@ def route_around(
     else:
         if t_end - start >= stretch_s and _arrived_in(mine, start, t_end):
             t_routed = start
+    routed_while_down: bool | None = None
+    if t_routed is not None:
+        routed = t_routed
+        routed_while_down = (t_back is None or routed < t_back) and not any(
+            r.served_by == upstream and routed <= _arrival(r) < routed + stretch_s for r in mine
+        )
     since = t_effect if t_back is None else max(t_effect, t_back)
     back = next(
         (_arrival(r) for r in mine
@@ -180,6 +185,7 @@ def route_around(
         unnamed=sum(1 for r in mine if r.served_by is None),
         t_back=t_back,
         t_back_in_rotation=back,
+        routed_while_down=routed_while_down,
     )
 
 

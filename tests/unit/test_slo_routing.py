@@ -108,3 +108,15 @@ def test_an_upstream_never_served_again_within_the_window_has_no_rotation_figure
                           t_back=T0 + 3.0)
     assert result.t_back_in_rotation is None and result.back_in_rotation_s is None
     assert result.idle_after_back_s is None and result.routed_while_down is True
+
+
+def test_a_hit_free_moment_just_before_the_upstream_came_back_is_not_routing_around() -> None:
+    """Measured (a partition): the last request sent to b while down arrived 0.5 s before
+    t_back, the next ones went elsewhere by chance, and b served users again at once."""
+    records = _hang(until=20.0, back=8.0)
+    for r in records:  # nobody sent to b from 7.6 s until it is back at 8.0 s
+        if 7.6 <= r.t_invoke - T0 < 8.0 and r.served_by == "b":
+            object.__setattr__(r, "served_by", "a")
+    result = route_around(records, "gw", "b", T0, T0 + 20, t_back=T0 + 8.0)
+    assert result.t_routed is not None and result.t_routed < T0 + 8.0
+    assert result.routed_while_down is False  # b was used within the stretch
