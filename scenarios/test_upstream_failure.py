@@ -24,8 +24,9 @@ Objectives, from LiteLLM 1.108.7 as measured (docs/gateway.md):
   :data:`~scenarios._gateway.OTHER_LOST_MAX` = 1 whose every attempt landed on it
   (``lost_only_cut_streams``: a started stream is never retried; the other attempts on
   it must be retried elsewhere, which is what ``num_retries: 2`` is for; seen once in 10
-  kills on the lab, where retries off lost 2-3 such users every time). Not the node's ``lost_max``: that would also
-  cap ``test_gateway_termination``, where every user of the gateway's own outage is lost.
+  kills on the lab, where retries off lost 2-3 such users every time). Not the node's
+  ``lost_max``: that would also cap ``test_gateway_termination``, where every user of the
+  gateway's own outage is lost.
 * kill: route_around_s ≤ the lab router's ``cooldown_time`` (10 s) + 5 s, while the
   upstream is still down: LiteLLM cools it down at its 2nd failed attempt
   (``allowed_fails: 1``). Not for pause and partition: as measured on the lab, both hang
