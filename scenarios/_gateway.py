@@ -35,7 +35,7 @@ ROUTE_AROUND_S_MAX = 15.0
 BACK_IN_ROTATION_WAIT_S = 20.0
 #: users lost per failed upstream beyond the streams it was serving that a gateway with
 #: retries may lose: a request whose every attempt landed on the dead upstream before its
-#: cooldown (LiteLLM picks each attempt anew). Seen in 1 of 9 kills on the lab
+#: cooldown (LiteLLM picks each attempt anew). Seen in 1 of 12 kills on the lab
 #: (2026-12-03) and on loopback (docs/gateway.md); without retries it was 2-3 every time
 OTHER_LOST_MAX = 1
 #: users a gateway with 2 retries may lose per failed upstream: the worst measured (docs/

@@ -23,7 +23,7 @@ Objectives, from LiteLLM 1.108.7 as measured (docs/gateway.md):
   the streams the upstream was serving when it failed and at most
   :data:`~scenarios._gateway.OTHER_LOST_MAX` = 1 whose every attempt landed on it
   (``lost_only_cut_streams``: a started stream is never retried; the other attempts on
-  it must be retried elsewhere, which is what ``num_retries: 2`` is for; seen once in 10
+  it must be retried elsewhere, which is what ``num_retries: 2`` is for; seen once in 12
   kills on the lab, where retries off lost 2-3 such users every time). Not the node's
   ``lost_max``: that would also cap ``test_gateway_termination``, where every user of the
   gateway's own outage is lost.
