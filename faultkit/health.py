@@ -75,3 +75,73 @@ async def wait_ready(
         if own:
             await http.aclose()
     return last
+
+
+# ----------------------------------------------------------------------------- gateways
+
+#: Gateway engines → the endpoint that tries every upstream through the gateway and names
+#: the ones it could not reach. LiteLLM 1.108: ``GET /health`` sends one request to each
+#: deployment and answers ``{"healthy_endpoints": [...], "unhealthy_endpoints": [...]}``,
+#: each with its ``model_id`` (the lab's deployment id is the upstream node's name) and,
+#: when unhealthy, its ``error`` (docs/gateway.md, "Health endpoints"). Its readiness
+#: endpoint stays 200 with every upstream dead, so it cannot tell a config whose upstream
+#: URL is wrong from a good one.
+UPSTREAM_HEALTH_PATHS: dict[str, str] = {"litellm": "/health"}
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamHealth:
+    """What a gateway said of its upstreams. ``checked``: the gateway answered the check
+    (False: no such endpoint for its engine, or no usable answer; ``detail`` says why);
+    ``healthy``: deployment ids it reached; ``unhealthy``: id → its error."""
+
+    checked: bool
+    healthy: tuple[str, ...] = ()
+    unhealthy: tuple[tuple[str, str], ...] = ()
+    detail: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {"checked": self.checked, "healthy": list(self.healthy),
+                "unhealthy": dict(self.unhealthy), "detail": self.detail}
+
+
+def parse_upstream_health(body: object) -> UpstreamHealth:
+    """LiteLLM's ``/health`` answer as :class:`UpstreamHealth` (unchecked when it is not
+    that shape). A deployment is named by its ``model_id``, else its ``api_base``."""
+    if not isinstance(body, dict) or not isinstance(body.get("unhealthy_endpoints"), list):
+        return UpstreamHealth(False, detail=f"not an upstream health answer: {str(body)[:120]}")
+
+    def name(entry: object) -> str:
+        if not isinstance(entry, dict):
+            return str(entry)[:80]
+        return str(entry.get("model_id") or entry.get("api_base") or "?")
+
+    healthy = tuple(name(e) for e in body.get("healthy_endpoints") or [])
+    def error(entry: object) -> str:
+        lines = str(entry.get("error") or "").splitlines() if isinstance(entry, dict) else []
+        return lines[0][:200] if lines else ""
+
+    unhealthy = tuple((name(e), error(e)) for e in body["unhealthy_endpoints"])
+    return UpstreamHealth(True, healthy, unhealthy, "ok" if not unhealthy else "unhealthy")
+
+
+async def upstream_health(
+    node: Node, client: httpx.AsyncClient, *, timeout_s: float = 15.0
+) -> UpstreamHealth:
+    """Ask gateway ``node`` to try each of its upstreams (:data:`UPSTREAM_HEALTH_PATHS`);
+    sends the node's API key when it has one. Never raises for the answer."""
+    path = UPSTREAM_HEALTH_PATHS.get(node.engine)
+    if node.kind != "gateway" or path is None:
+        return UpstreamHealth(False, detail=f"no upstream health check for engine {node.engine}")
+    key = node.api_key()
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        response = await client.get(node.base_url + path, headers=headers, timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        return UpstreamHealth(False, detail=f"{type(exc).__name__}: {exc}"[:200])
+    if response.status_code != 200:
+        return UpstreamHealth(False, detail=f"HTTP {response.status_code} {response.text[:120]}")
+    try:
+        return parse_upstream_health(response.json())
+    except ValueError:
+        return UpstreamHealth(False, detail=f"not JSON: {response.text[:120]}")

@@ -69,7 +69,10 @@ class RequestRecord:
     the upstream which answered (LiteLLM: ``x-litellm-model-id``, the upstream node's
     name; :data:`faultkit.load.profile.SERVED_BY_HEADERS`); None when the target is not a
     gateway, no response came, or the answer did not carry it (LiteLLM's own error after
-    its retries names no upstream).
+    its retries names no upstream). ``gateway_retries`` is, for a gateway target, how
+    many times the gateway retried the request before this answer (LiteLLM:
+    ``x-litellm-attempted-retries``; :data:`faultkit.load.profile.RETRIES_HEADERS`);
+    None when not a gateway or the answer did not say.
     """
 
     id: str
@@ -94,6 +97,7 @@ class RequestRecord:
     t_scheduled: float | None = None
     error_body: bool = False
     served_by: str | None = None
+    gateway_retries: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

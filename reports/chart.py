@@ -6,7 +6,9 @@ Prometheus series.
   (``t_scheduled``, else ``t_invoke``): the user-visible impact.
 - For a gateway run (its requests name the upstream that answered,
   :mod:`reports.upstreams`): the users' requests per second by that upstream, the
-  gateway's own errors apart.
+  gateway's own errors apart, and where Prometheus has them the gateway's own attempts
+  and failed attempts per second on each upstream (LiteLLM's
+  ``litellm_deployment_*_total`` by ``model_id``; retries included).
 - Middle: per-request E2E latency against arrival, coloured by outcome.
 - Bottom (when captured): the first Prometheus series with a finite sample.
 
@@ -141,16 +143,40 @@ def _draw_latency(ax: Axes, records: Sequence[RequestRecord], t0: float) -> None
 _UPSTREAM_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#17becf")
 
 
-def _draw_upstreams(ax: Axes, records: Sequence[RequestRecord], t0: float) -> None:
-    """Users' requests per second by the upstream that answered them (step lines)."""
+#: the gateway's own per-upstream series (slo.profiles: ``upstream_*_rate``) and their style
+_GATEWAY_SIDE = {"upstream_attempts_rate": ("--", "attempts"),
+                 "upstream_failures_rate": (":", "failed attempts")}
+
+
+def _draw_upstreams(
+    ax: Axes, records: Sequence[RequestRecord], t0: float, prometheus: PrometheusCapture
+) -> None:
+    """Users' requests per second by the upstream that answered them (step lines), and,
+    where Prometheus has them, the gateway's own attempts and failed attempts per second
+    on each upstream (dashed, dotted: retries included, which no user answer shows)."""
     edges, counts = per_upstream_per_second(records, t0)
-    top = 1
+    top = 1.0
+    colours: dict[str, str] = {}
     for i, (name, values) in enumerate(counts.items()):
         colour = "#d62728" if name == GATEWAY_OWN else _UPSTREAM_COLOURS[i % 6]
+        colours[name] = colour
         ax.step(edges, values, where="post", color=colour, linewidth=1.4,
                 label=f"{_label(name, 34)} ({sum(values)})", zorder=2)
         top = max(top, *values)
-    ax.set_ylabel("users' requests / s\nby upstream", fontsize=8)
+    for s in prometheus.series:
+        if s.name not in _GATEWAY_SIDE:
+            continue
+        style, what = _GATEWAY_SIDE[s.name]
+        pts = finite_points(s.values)
+        upstream = str(s.labels.get("model_id", "?"))
+        if not pts or max(v for _, v in pts) <= 0:
+            continue
+        colour = colours.setdefault(upstream, _UPSTREAM_COLOURS[len(colours) % 6])
+        ax.plot([t - t0 for t, _ in pts], [v for _, v in pts], color=colour, linestyle=style,
+                linewidth=1.0, drawstyle="steps-post", zorder=2,
+                label=f"{_label(upstream, 20)} {what}/s (gateway)")
+        top = max(top, *(v for _, v in pts))
+    ax.set_ylabel("requests / s\nby upstream", fontsize=8)
     ax.set_ylim(bottom=0, top=top * 1.5 + 0.5)
 
 
@@ -180,6 +206,8 @@ def render_chart(data: RunData, out: Path) -> Path:
     """Draw the chart for ``data`` into ``out`` (PNG) and return ``out``."""
     t0 = data.t0 or 0.0
     series = _series(data.prometheus)
+    if series is not None and series[0] in _GATEWAY_SIDE:
+        series = None  # drawn in the per-upstream panel
     records = user_requests(data)
     behind = gateway_users(data)
     heights = [1.0, *([0.9] if behind else []), 1.2, *([0.7] if series else [])]
@@ -190,7 +218,7 @@ def render_chart(data: RunData, out: Path) -> Path:
     )]
     _draw_impact(axes[0], records, t0)
     if behind:
-        _draw_upstreams(axes[1], behind, t0)
+        _draw_upstreams(axes[1], behind, t0, data.prometheus)
     latency_ax = axes[2 if behind else 1]
     _draw_latency(latency_ax, records, t0)
     axes[0].set_title(

@@ -8,9 +8,11 @@ it cannot see an attempt the gateway retried elsewhere (docs/definitions.md, "Ro
 around a dead upstream"). A failure naming no upstream is the gateway's own error.
 
 Phases split the users by arrival: **before** ``t_effect``; **fault** from ``t_effect``
-until ``t_recovered`` (the window's end when the run never recovered); **after** from
-then on. ``route_around.json`` (``test_upstream_failure``) adds when the gateway stopped
-sending users to the dead upstream.
+until the failed upstream was back (``route_around.json``'s ``t_back``), else until
+``t_recovered`` (the window's end when the run never recovered); **after** from then on.
+``route_around.json`` (``test_upstream_failure``, ``test_gateway_rollout``) adds when the
+gateway stopped sending users to the failed upstream, when it sent it traffic again, and
+the retries its answers reported.
 """
 
 from __future__ import annotations
@@ -66,7 +68,10 @@ def upstream_rows(data: RunData) -> list[UpstreamRow]:
     m = data.measurement
     t_effect = data.t_effect
     t_after = None
-    if m is not None:
+    t_back = data.route_around.get("t_back")
+    if isinstance(t_back, int | float):
+        t_after = float(t_back)
+    elif m is not None:
         t_after = m.t_recovered if m.t_recovered is not None else m.t_window_end
     rows: dict[str, UpstreamRow] = {}
     for r in users:
@@ -97,22 +102,42 @@ def per_upstream_per_second(
     return edges, dict(sorted(counts.items(), key=lambda kv: (kv[0].startswith("("), kv[0])))
 
 
+def _secs(value: object) -> str | None:
+    return f"{value:.1f} s" if isinstance(value, int | float) else None
+
+
 def route_around_lines(route: dict[str, Any]) -> list[str]:
     """``route_around.json`` as sentences (empty when the run wrote none)."""
     if not route:
         return []
     upstream = route.get("upstream", "?")
     seconds = route.get("route_around_s")
+    back = _secs(route.get("back_in_rotation_s"))
+    if not isinstance(seconds, int | float):
+        first = f"The gateway never stopped sending users to {upstream} within the window."
+    elif route.get("routed_while_down") is False:
+        first = (f"The gateway kept sending users to {upstream} while it was down: the first "
+                 f"{route.get('stretch_s', '?')} s stretch with no request hitting it began "
+                 f"{seconds:.1f} s after the fault, when {upstream} was back (its attempts "
+                 "hung rather than failed, so there was nothing to route around).")
+    else:
+        first = (f"The gateway stopped sending users to {upstream} {seconds:.3f} s after it "
+                 f"failed (the first {route.get('stretch_s', '?')} s stretch with no request "
+                 "hitting it).")
     lines = [
-        f"The gateway stopped sending users to {upstream} {seconds:.3f} s after it died "
-        f"(the first {route.get('stretch_s', '?')} s stretch with no request hitting it)."
-        if isinstance(seconds, int | float)
-        else f"The gateway never stopped sending users to {upstream} within the window.",
+        first,
         f"{route.get('hits', '?')} of {route.get('requests', '?')} users' requests from the "
-        f"fault on hit the dead upstream ({route.get('unnamed', '?')} failed naming no "
+        f"fault on hit the failed upstream ({route.get('unnamed', '?')} failed naming no "
         "upstream: the gateway's own error after its retries).",
     ]
-    served = route.get("served_by_upstream_after")
-    if isinstance(served, int) and served:
-        lines.append(f"{upstream} served {served} of them again after it came back.")
+    if back is not None:
+        idle = _secs(route.get("idle_after_back_s"))
+        lines.append(f"{upstream} got users' traffic again {back} after the fault"
+                     + (f", {idle} after it was back" if idle else "") + ".")
+    elif route.get("t_back") is not None:
+        lines.append(f"{upstream} was back, but got no users' traffic within the window.")
+    retried, retries = route.get("retried_requests"), route.get("retries")
+    if isinstance(retried, int) and isinstance(retries, int):
+        lines.append(f"From the fault on, {retried} answers said the gateway had retried "
+                     f"them ({retries} retries in all, x-litellm-attempted-retries).")
     return lines

@@ -5,6 +5,9 @@ be detected as failed and rolled back to the previous config without a human —
 service restored within the node's recovery objective. A node left broken, or a failure
 that needed a human, fails the scenario. Which of the two happened is in the report
 (gates judge the config itself: ``faultkit gate``).
+
+Engine nodes only: a gateway's candidates are ``test_gateway_rollout``, which also fails
+an upstream under each one (a gateway config is judged by how its users fare then).
 """
 
 import pytest
@@ -42,6 +45,7 @@ def rollout_safe(experiment: Experiment, config: str) -> Checks:
 
 
 @pytest.mark.fault("rollout")
+@pytest.mark.node_kind("engine")
 async def test_rollout(experiment: Experiment, candidate_config: str) -> None:
     await experiment.run_fault("rollout", hold_s=5, params={"config": candidate_config})
     verdict = experiment.check(

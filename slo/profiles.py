@@ -46,6 +46,11 @@ class EngineProfile:
     #: an info gauge whose labels size the KV cache (vLLM's ``cache_config_info``:
     #: ``kv_cache_size_tokens``, or ``num_gpu_blocks`` × ``block_size``)
     cache_config: Metric | None = None
+    #: a gateway's attempts on each upstream, and the failed ones (counters with a label
+    #: naming the upstream: ``upstream_label``); None for an engine
+    upstream_attempts: Metric | None = None
+    upstream_failures: Metric | None = None
+    upstream_label: str = "model_id"
 
 
 _HTTP = 'handler=~"/v1/(chat/)?completions"'
@@ -141,6 +146,10 @@ PROFILES: dict[str, EngineProfile] = {
         generation_tokens=Metric("litellm_output_tokens_metric_total"),
         process_start=Metric("process_start_time_seconds"),
         reset_counter=Metric("litellm_proxy_total_requests_metric_total"),
+        # every attempt the router made on a deployment (retries included), by model_id:
+        # the upstream's side of a gateway run, which its users' answers cannot show
+        upstream_attempts=Metric("litellm_deployment_total_requests_total"),
+        upstream_failures=Metric("litellm_deployment_failure_responses_total"),
     ),
 }
 
@@ -211,6 +220,13 @@ class NodeQueries:
         s = self.series(metric)
         return None if s is None else f"sum(rate({s}[{window}]))"
 
+    def rate_by_upstream(self, metric: Metric | None, window: str) -> str | None:
+        """Per-upstream ``rate()`` of a gateway counter (``by (upstream_label)``)."""
+        s = self.series(metric)
+        if s is None:
+            return None
+        return f"sum by ({self.profile.upstream_label}) (rate({s}[{window}]))"
+
     def bucket_ratio_bad(self, hist: str | None, le: float, window: str) -> str | None:
         """Fraction of observations *above* ``le`` (1 − good/total) over ``window``."""
         if hist is None:
@@ -239,5 +255,7 @@ class NodeQueries:
             "errors_rate": self.rate(p.errors_total, window),
             "generation_tokens_rate": self.rate(p.generation_tokens, window),
             "restarts": self.restarts(window),
+            "upstream_attempts_rate": self.rate_by_upstream(p.upstream_attempts, window),
+            "upstream_failures_rate": self.rate_by_upstream(p.upstream_failures, window),
         }
         return {k: v for k, v in items.items() if v is not None}

@@ -7,7 +7,11 @@ upstream** when, arriving at or after ``t_effect``, it
 * failed and its answer named that upstream (a stream cut by the dying upstream), or
 * failed naming no upstream at all, not on the client's side (the gateway's own error
   after its retries: while one upstream is down, those attempts were on it; a transport
-  error to the gateway itself counts too — it is a user lost either way).
+  error to the gateway itself counts too — it is a user lost either way), or
+* arrived before ``t_back`` (the upstream serving again: ready after a kill, unpaused,
+  reconnected) and named that upstream, whatever its outcome: the gateway sent it to the
+  upstream while it was down, and it waited there (a hang the gateway did not route
+  around: its users are served only when the upstream comes back).
 
 **t_routed** is the start of the first stretch of at least ``stretch_s`` seconds, from
 ``t_effect`` on, in which requests arrived and none of them hit the dead upstream: the
@@ -15,9 +19,23 @@ arrival of the first request after the last hit before such a stretch (``t_effec
 none hit). ``route_around_s = t_routed − t_effect``. None when no such stretch lies
 within the window (the gateway kept sending users to it, or the window ended).
 
+``routed_while_down`` says whether the gateway stopped using the upstream while it was
+down: the stretch began before ``t_back`` *and* no request of that stretch named the
+upstream at all (after ``t_back`` a served request is no hit, but it shows the upstream
+was never taken out of rotation: with one upstream in three, a hit-free half second
+before it came back is chance, not routing). False means the gateway kept sending users
+there until the upstream was back.
+
+**Back in rotation**: ``t_back_in_rotation`` is the arrival of the first request from
+``t_back`` on (``t_effect`` without it) that the upstream served (named it and
+succeeded): when the gateway gave it traffic again. ``back_in_rotation_s`` counts from
+``t_effect``; ``idle_after_back_s`` from ``t_back`` (the gateway's cooldown of an upstream
+that already serves again).
+
 What the client cannot see: an attempt on the dead upstream that the gateway retried on
-a live one and then served (the user got an answer, later). A success naming the upstream
-after ``t_effect`` means it serves again (it was restarted): not a hit.
+a live one and then served (the user got an answer, later; LiteLLM's
+``x-litellm-attempted-retries`` header, ``RequestRecord.gateway_retries``, counts them per
+user). A success naming the upstream after ``t_back`` means it serves again: not a hit.
 """
 
 from __future__ import annotations
@@ -38,8 +56,11 @@ def _arrival(r: RequestRecord) -> float:
     return r.t_scheduled if r.t_scheduled is not None else r.t_invoke
 
 
-def hit_dead_upstream(r: RequestRecord, upstream: str) -> bool:
-    """``r`` failed on ``upstream``, or failed naming no upstream (module docstring)."""
+def hit_dead_upstream(r: RequestRecord, upstream: str, t_back: float | None = None) -> bool:
+    """``r`` failed on ``upstream``, failed naming no upstream, or was sent to ``upstream``
+    before ``t_back`` (module docstring)."""
+    if r.served_by == upstream and t_back is not None and _arrival(r) < t_back:
+        return True
     if r.status == "ok" or r.error_class in _NOT_ROUTED:
         return False
     return r.served_by in (upstream, None)
@@ -61,10 +82,29 @@ class RouteAround:
     #: requests from t_effect on, and how many named no upstream at all
     requests: int
     unnamed: int
+    #: when the upstream served again (None: not given), and the first request it served
+    #: from then on (None: none within the window)
+    t_back: float | None = None
+    t_back_in_rotation: float | None = None
+    #: the gateway took the upstream out of rotation while it was down (module docstring);
+    #: None when no clean stretch was found
+    routed_while_down: bool | None = None
 
     @property
     def route_around_s(self) -> float | None:
         return None if self.t_routed is None else self.t_routed - self.t_effect
+
+    @property
+    def back_in_rotation_s(self) -> float | None:
+        if self.t_back_in_rotation is None:
+            return None
+        return self.t_back_in_rotation - self.t_effect
+
+    @property
+    def idle_after_back_s(self) -> float | None:
+        if self.t_back_in_rotation is None or self.t_back is None:
+            return None
+        return max(0.0, self.t_back_in_rotation - self.t_back)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +118,11 @@ class RouteAround:
             "served_by_upstream_after": self.served_by_upstream_after,
             "requests": self.requests,
             "unnamed": self.unnamed,
+            "routed_while_down": self.routed_while_down,
+            "t_back": self.t_back,
+            "t_back_in_rotation": self.t_back_in_rotation,
+            "back_in_rotation_s": self.back_in_rotation_s,
+            "idle_after_back_s": self.idle_after_back_s,
         }
 
 
@@ -89,8 +134,10 @@ def route_around(
     t_end: float,
     *,
     stretch_s: float = 3.0,
+    t_back: float | None = None,
 ) -> RouteAround:
-    """:class:`RouteAround` of gateway ``node``'s requests (``records`` may hold others)."""
+    """:class:`RouteAround` of gateway ``node``'s requests (``records`` may hold others);
+    ``t_back``: when the upstream served again (module docstring)."""
     mine = sorted(
         (
             r
@@ -99,12 +146,12 @@ def route_around(
         ),
         key=_arrival,
     )
-    hits = [r for r in mine if hit_dead_upstream(r, upstream)]
+    hits = [r for r in mine if hit_dead_upstream(r, upstream, t_back)]
     t_routed: float | None = None
     start = t_effect  # candidate start of a clean stretch
     for r in mine:
         t = _arrival(r)
-        if hit_dead_upstream(r, upstream):
+        if hit_dead_upstream(r, upstream, t_back):
             if t - start >= stretch_s and _arrived_in(mine, start, t):
                 t_routed = start
                 break
@@ -112,6 +159,18 @@ def route_around(
     else:
         if t_end - start >= stretch_s and _arrived_in(mine, start, t_end):
             t_routed = start
+    routed_while_down: bool | None = None
+    if t_routed is not None:
+        routed = t_routed
+        routed_while_down = (t_back is None or routed < t_back) and not any(
+            r.served_by == upstream and routed <= _arrival(r) < routed + stretch_s for r in mine
+        )
+    since = t_effect if t_back is None else max(t_effect, t_back)
+    back = next(
+        (_arrival(r) for r in mine
+         if r.status == "ok" and r.served_by == upstream and _arrival(r) >= since),
+        None,
+    )
     return RouteAround(
         upstream=upstream,
         t_effect=t_effect,
@@ -124,6 +183,9 @@ def route_around(
         ),
         requests=len(mine),
         unnamed=sum(1 for r in mine if r.served_by is None),
+        t_back=t_back,
+        t_back_in_rotation=back,
+        routed_while_down=routed_while_down,
     )
 
 

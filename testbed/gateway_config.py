@@ -35,7 +35,7 @@ is set: :func:`testbed.litellm_node.litellm_container_env`).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -124,6 +124,21 @@ class RouterPolicy:
             value = getattr(self, name)
             if not value > 0 or value == float("inf"):
                 raise ValueError(f"{name} must be a finite number > 0 (got {value})")
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayVariant:
+    """One named way to configure a gateway over the same upstreams (a serving config of
+    the gateway node): its router ``policy``, and ``upstream_urls``, upstream node name →
+    the URL the config names for it instead of its real address (a known-bad config's
+    wrong URL)."""
+
+    policy: RouterPolicy = field(default_factory=RouterPolicy)
+    upstream_urls: Mapping[str, str] = field(default_factory=dict)
+
+    def address(self, default: Callable[[Node], str]) -> Callable[[Node], str]:
+        """``default`` with this variant's ``upstream_urls`` put first."""
+        return lambda node: self.upstream_urls.get(node.name) or default(node)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ container and network carrying a ``faultkit.owner`` label — never anything fou
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
 import time
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from testbed import llama
 from testbed._shell import Progress
 from testbed.engine import ensure_docker_engine
 from testbed.errors import TestbedError
-from testbed.gateway_config import RouterPolicy
+from testbed.gateway_config import GatewayVariant, RouterPolicy
 from testbed.images import ensure_base_image
 from testbed.paths import INVENTORY, home, state_dir
 from testbed.prometheus import ensure_prometheus, is_ready, stop_prometheus
@@ -47,6 +48,21 @@ DEFAULT_CONTAINER_PORTS = {
 #: The lab gateway's router (docs/gateway.md has what each knob does, as measured): two
 #: retries, an upstream cooled down at its 2nd failure, for 10 s; 30 s per attempt.
 LAB_GATEWAY_POLICY = RouterPolicy(num_retries=2, allowed_fails=1, cooldown_s=10.0, timeout_s=30.0)
+
+#: What each of the lab gateway's serving configs (testbed/inventory.yaml) configures: the
+#: file its command names (``--config /etc/litellm/FILE``) is written from it at every
+#: ``up``, one per serving and candidate config of the node, so a rollout switches file.
+LAB_GATEWAY_CONFIGS: dict[str, GatewayVariant] = {
+    "gateway-good": GatewayVariant(LAB_GATEWAY_POLICY),
+    # KNOWN BAD: retries off. A failed attempt is the user's failure: a dead upstream costs
+    # its users allowed_fails + 1 requests per cooldown window (docs/gateway.md)
+    "gateway-no-retries": GatewayVariant(dataclasses.replace(LAB_GATEWAY_POLICY, num_retries=0)),
+    # KNOWN BAD: sim-sglang at a wrong port (a typo: 30001 for 30000). The proxy starts and
+    # its readiness says 200, but it never reaches that upstream
+    "gateway-bad-upstream": GatewayVariant(
+        LAB_GATEWAY_POLICY, {"sim-sglang": "http://faultkit-sim-sglang:30001"}
+    ),
+}
 
 
 def container_address(inventory: Inventory, node: Node) -> str:
@@ -114,12 +130,28 @@ def lab_mounts(
             lab,
             node,
             progress,
-            policy=LAB_GATEWAY_POLICY,
             address=lambda n: container_address(lab, n),
             require_key=False,
+            variants=gateway_variants(lab, node),
         )
         return volumes, env
     raise TestbedError(f"the testbed cannot run engine {node.engine!r} (node {node.name!r})")
+
+
+def gateway_variants(inventory: Inventory, node: Node) -> dict[str, GatewayVariant]:
+    """Config file name → :class:`GatewayVariant` for each serving config of gateway
+    ``node`` (its own and its candidates), from :data:`LAB_GATEWAY_CONFIGS`."""
+    from testbed.litellm_node import config_file_of
+
+    files: dict[str, GatewayVariant] = {}
+    for name in dict.fromkeys([node.serving_config or "", *node.candidate_configs]):
+        if name not in LAB_GATEWAY_CONFIGS:
+            raise TestbedError(
+                f"gateway {node.name!r}: serving config {name!r} is not one the lab can write "
+                f"(testbed.lab.LAB_GATEWAY_CONFIGS: {', '.join(LAB_GATEWAY_CONFIGS)})"
+            )
+        files[config_file_of(inventory.serving_config(name).command)] = LAB_GATEWAY_CONFIGS[name]
+    return files
 
 
 @dataclass(frozen=True)
@@ -219,9 +251,9 @@ class Lab:
         volumes, env = lab_mounts(node, self.progress, self.inventory)
         extra: list[object] = [volumes, env, node.base_url]
         if node.engine == "litellm":  # the mounted proxy config is part of what it runs
-            from testbed.litellm_node import config_file
+            from testbed.litellm_node import config_file, config_file_of
 
-            extra.append(config_file(node.name).read_text())
+            extra.append(config_file(node.name, config_file_of(config.command)).read_text())
         wanted = config_hash(config, extra)
         name = node.docker.container
         if host.exists(name):

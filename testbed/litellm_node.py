@@ -40,7 +40,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ from testbed._shell import Progress
 from testbed.errors import TestbedError
 from testbed.gateway_config import (
     GatewaySpec,
+    GatewayVariant,
     RouterPolicy,
     gateway_spec,
     litellm_config,
@@ -79,6 +80,7 @@ __all__ = [
     "check_no_stray_pth",
     "config_dir",
     "config_file",
+    "config_file_of",
     "ensure_litellm_env",
     "env_spec",
     "is_cached",
@@ -197,19 +199,35 @@ def config_dir(node_name: str) -> Path:
     return state_dir(f"gateway/{node_name}")
 
 
-def config_file(node_name: str) -> Path:
+def config_file(node_name: str, file_name: str = CONFIG_FILE) -> Path:
     """A gateway node's proxy config file (:func:`write_gateway_config` writes it)."""
-    return config_dir(node_name) / CONFIG_FILE
+    return config_dir(node_name) / file_name
 
 
-def write_gateway_config(node_name: str, spec: GatewaySpec) -> Path:
-    """Write ``spec``'s proxy config to :func:`config_dir` and return the file.
+def config_file_of(command: list[str] | tuple[str, ...]) -> str:
+    """The config file a proxy command line reads (``--config /etc/litellm/NAME``), as its
+    name in the node's config directory. Raises TestbedError when the command reads none,
+    or one outside :data:`CONFIG_DIR_IN_CONTAINER`."""
+    args = list(command)
+    if "--config" not in args[:-1]:
+        raise TestbedError(f"a gateway's command must name its --config file: {args}")
+    path = args[args.index("--config") + 1]
+    directory, _, name = path.rpartition("/")
+    if directory != CONFIG_DIR_IN_CONTAINER or not name or name.startswith("."):
+        raise TestbedError(
+            f"a gateway's --config must be a file in {CONFIG_DIR_IN_CONTAINER}/ (got {path!r})"
+        )
+    return name
+
+
+def write_gateway_config(node_name: str, spec: GatewaySpec, file_name: str = CONFIG_FILE) -> Path:
+    """Write ``spec``'s proxy config to :func:`config_dir` as ``file_name`` and return it.
 
     Written to a temporary file and renamed, so a proxy never reads half a config; the
     file is world-readable (the container may not run as the host user).
     """
-    path = config_file(node_name)
-    staging = path.with_name(CONFIG_FILE + ".tmp")
+    path = config_file(node_name, file_name)
+    staging = path.with_name(file_name + ".tmp")
     staging.write_text(render_yaml(litellm_config(spec)))
     staging.chmod(0o644)
     os.replace(staging, path)
@@ -282,14 +300,18 @@ def litellm_lab_setup(
     policy: RouterPolicy | None = None,
     address: Callable[[Node], str] | None = None,
     require_key: bool = True,
+    variants: Mapping[str, GatewayVariant] | None = None,
 ) -> tuple[dict[str, dict[str, str]], dict[str, str], list[str]]:
     """Everything the lab needs to run gateway ``node``: (volumes, env, command).
 
     Builds the venv (cached), writes the node's config from the inventory (its upstreams,
     ``policy``; ``address(upstream node)`` gives the URL the container reaches it at, see
     :func:`testbed.gateway_config.gateway_spec`) and returns the mounts, the environment
-    and :func:`proxy_command` for the container. Raises :class:`TestbedError` for a node
-    that is not a LiteLLM gateway.
+    and :func:`proxy_command` for the container. ``variants`` (file name → variant)
+    writes one config file per variant instead, each with its own policy and upstream
+    URLs (the node's serving configs, which name their file in their command; a rollout
+    switches between them). Raises :class:`TestbedError` for a node that is not a
+    LiteLLM gateway.
     """
     if node.kind != "gateway" or node.engine != "litellm":
         raise TestbedError(
@@ -297,6 +319,10 @@ def litellm_lab_setup(
             f"(kind: {node.kind}, engine: {node.engine})"
         )
     ensure_litellm_env(progress)
-    spec = gateway_spec(inventory, node, policy=policy, address=address, require_key=require_key)
-    write_gateway_config(node.name, spec)
+    files = variants or {CONFIG_FILE: GatewayVariant(policy or RouterPolicy())}
+    reach = address or (lambda n: n.base_url)
+    for file_name, variant in files.items():
+        spec = gateway_spec(inventory, node, policy=variant.policy,
+                            address=variant.address(reach), require_key=require_key)
+        write_gateway_config(node.name, spec, file_name)
     return litellm_container_mounts(node.name), litellm_container_env(), proxy_command()

@@ -20,9 +20,16 @@ or reports; ``faultkit sweep`` prints a record's description, never its spec.
 Command-pair mode: when the config has ``apply:``/``rollback:`` shell commands (e.g.
 ``docker compose -f base.yml -f candidate.yml up -d``), those are run instead.
 
-Readiness is polled with a tenacity deadline (``config.ready_timeout_s``). The rollout has
+Readiness is polled with a tenacity deadline (``config.ready_timeout_s``). A gateway
+(``kind: gateway``) is ready only when it also reaches its upstreams: its readiness
+endpoint says the proxy serves, not that any upstream does, so once it answers, the
+gateway is asked to try each upstream (:func:`faultkit.health.upstream_health`), and an
+upstream it cannot reach although that upstream answers its own health check is a failed
+rollout (a wrong upstream URL, port or key); ``result["upstream_check"]`` keeps what it
+said. The rollout has
 *failed* when the container exits for good, restart-loops (``max_restarts`` restarts,
-OOM kills included) or never answers OK before the deadline; then it rolls back to the
+OOM kills included), a gateway cannot reach a ready upstream, or never answers OK before
+the deadline; then it rolls back to the
 previous config and waits for ready again. ``result``: ``config``, ``ready`` (bool),
 ``failed_reason``, ``t_failed_detected`` / ``t_restored`` (epoch seconds),
 ``time_to_ready_s`` (monotonic), ``rolled_back`` (bool). A failed rollout is a finding:
@@ -52,7 +59,7 @@ from faultkit.faults import undo
 from faultkit.faults.base import Fault
 from faultkit.faults.locks import NodeLock
 from faultkit.faults.params import Param, ParamSpec
-from faultkit.health import probe, wait_ready
+from faultkit.health import probe, upstream_health, wait_ready
 from faultkit.inventory import ServingConfig
 
 #: how much of a failed candidate's log is kept: a start-up traceback fits
@@ -176,7 +183,7 @@ class Rollout(Fault):
             """True: ready; False: keep waiting; a string: failed for good (why)."""
             result = await probe(self.node, http, timeout_s=2.0)
             if result.ok:
-                return True
+                return await self._upstreams_reachable(http, last)
             last["why"] = f"not ready within {deadline:.0f} s (last answer: {result.detail})"
             if self.config.apply:
                 return False
@@ -207,6 +214,37 @@ class Rollout(Fault):
             except RetryError:
                 return last["why"]
         return outcome if isinstance(outcome, str) else None
+
+    async def _upstreams_reachable(
+        self, http: httpx.AsyncClient, last: dict[str, str]
+    ) -> bool | str:
+        """A gateway candidate that answers its readiness probe serves only if it reaches
+        its upstreams (LiteLLM's readiness stays 200 with every upstream unreachable):
+        True when it reaches every one, or when it cannot be asked (``result
+        ["upstream_check"]`` says so: evidence missing, for the scenario to judge); a
+        failure when an upstream it cannot reach is ready on its own (the config's
+        fault: a wrong URL, port or key); False (keep waiting) while such an upstream is
+        itself not ready. Not a gateway: True."""
+        if self.node.kind != "gateway" or self.inventory is None:
+            return True
+        seen = await upstream_health(self.node, http)
+        self.result["upstream_check"] = seen.to_json()
+        if not seen.checked or not seen.unhealthy:
+            return True
+        broken = []
+        for name, error in seen.unhealthy:
+            upstream = next((n for n in self.inventory.nodes if n.name == name), None)
+            if upstream is None or (await probe(upstream, http, timeout_s=2.0)).ok:
+                broken.append(f"{name} ({error or 'no error given'})")
+        if broken:
+            return (
+                "the gateway cannot reach upstream " + "; ".join(broken)
+                + ", which answers its own health check: the config's upstream is wrong"
+            )
+        names = ", ".join(name for name, _ in seen.unhealthy)
+        last["why"] = (f"upstream {names} unreachable through the gateway, and not ready on "
+                       "its own either")
+        return False
 
     async def _roll_back(self) -> None:
         self.emit(EventKind.ROLLBACK_START, config=self.params["config"])

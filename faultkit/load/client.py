@@ -55,7 +55,7 @@ from faultkit.load.connections import CheckedReuseConnector
 from faultkit.load.ledger import Clock, Ledger
 from faultkit.load.profile import LoadProfile, Target
 from faultkit.load.prompts import synthetic_prompt
-from faultkit.load.responses import http_error, parse_whole, response_header
+from faultkit.load.responses import header_count, http_error, parse_whole, response_header
 from faultkit.load.rxstamps import ArrivalMarks, arrival_marks
 from faultkit.load.sse import StreamInterpreter, StreamOutcome
 from faultkit.records import RequestKind, RequestRecord, Status
@@ -82,6 +82,8 @@ class _Progress:
     error_body: bool = False
     #: the target's ``served_by_header`` on the response (which upstream answered)
     served_by: str | None = None
+    #: the target's ``retries_header`` on the response, as a count (None: absent/not a count)
+    gateway_retries: int | None = None
     #: waiting for a free connection in the session's pool (see ``pool_trace_config``)
     pool_wait: bool = False
     outcome: StreamOutcome = field(default_factory=StreamOutcome)
@@ -236,6 +238,10 @@ class RequestRunner:
                     progress.http_status = resp.status
                     if self.target.served_by_header:
                         progress.served_by = response_header(resp, self.target.served_by_header)
+                    if self.target.retries_header:
+                        progress.gateway_retries = header_count(
+                            response_header(resp, self.target.retries_header)
+                        )
                     if resp.status != 200:
                         error_class, detail, progress.error_body = await http_error(resp)
                         return "fail", error_class, detail
@@ -337,6 +343,7 @@ class RequestRunner:
             t_scheduled=epoch(progress.t_scheduled),
             error_body=progress.error_body,
             served_by=progress.served_by,
+            gateway_retries=progress.gateway_retries,
         )
 
 

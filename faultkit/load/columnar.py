@@ -68,6 +68,7 @@ _TYPES: dict[str, pa.DataType] = {
     "t_scheduled": pa.float64(),
     "error_body": pa.bool_(),
     "served_by": pa.string(),
+    "gateway_retries": pa.int64(),
 }
 
 #: ``RequestRecord``'s fields, in declaration order: the column order.

@@ -14,6 +14,7 @@ __all__ = [
     "BACKGROUND_PROFILE",
     "ENGINES_WITH_IGNORE_EOS",
     "MAX_RATE_RPS",
+    "RETRIES_HEADERS",
     "SERVED_BY_HEADERS",
     "LoadProfile",
     "Target",
@@ -28,6 +29,10 @@ ENGINES_WITH_IGNORE_EOS: frozenset[str] = frozenset({"vllm", "sglang", "sim", "l
 #: (LiteLLM 1.108: ``x-litellm-model-id``, the deployment id, which the lab's config sets
 #: to the upstream node's name; docs/gateway.md). Recorded as ``RequestRecord.served_by``.
 SERVED_BY_HEADERS: Mapping[str, str] = {"litellm": "x-litellm-model-id"}
+#: Gateway engines → the response header saying how many times the gateway retried the
+#: request before this answer (LiteLLM 1.108: ``x-litellm-attempted-retries``, on served
+#: answers, streams included). Recorded as ``RequestRecord.gateway_retries``.
+RETRIES_HEADERS: Mapping[str, str] = {"litellm": "x-litellm-attempted-retries"}
 
 #: The highest open-loop rate (requests/s) a run may ask for. The generator is one asyncio
 #: event loop on one client core; on that core it completes about 2,900 req/s with a new
@@ -238,6 +243,7 @@ class Target:
 
     ``served_by_header``: the response header whose value is recorded as
     ``RequestRecord.served_by`` (which upstream answered, behind a gateway); None = none.
+    ``retries_header``: the one whose integer value is ``RequestRecord.gateway_retries``.
     """
 
     name: str
@@ -246,13 +252,17 @@ class Target:
     engine: str | None = None
     api_key: str | None = field(default=None, repr=False)
     served_by_header: str | None = None
+    retries_header: str | None = None
 
     @classmethod
     def from_node(cls, node: Node) -> Target:
         """The node's endpoint; the API key is read now from the env var it names. A
         gateway node records which upstream served each request (:data:`SERVED_BY_HEADERS`)."""
-        header = SERVED_BY_HEADERS.get(node.engine) if node.kind == "gateway" else None
-        return cls(node.name, node.base_url, node.model, node.engine, node.api_key(), header)
+        gateway = node.kind == "gateway"
+        header = SERVED_BY_HEADERS.get(node.engine) if gateway else None
+        retries = RETRIES_HEADERS.get(node.engine) if gateway else None
+        return cls(node.name, node.base_url, node.model, node.engine, node.api_key(), header,
+                   retries)
 
     @property
     def api_root(self) -> str:

@@ -119,3 +119,10 @@ def response_header(resp: aiohttp.ClientResponse, name: str) -> str | None:
     """Response header ``name`` (at most 120 characters), or None when absent or empty."""
     value = resp.headers.get(name)
     return value[:120] if value else None
+
+
+def header_count(value: str | None) -> int | None:
+    """A header's value as a count ≥ 0 (``"2"`` → 2); None when absent or not one."""
+    if value is None or not value.strip().isdigit():
+        return None
+    return int(value.strip())

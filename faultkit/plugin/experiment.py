@@ -109,6 +109,7 @@ class Experiment(RunLifecycle):
         neighbours: Sequence[Node] = (),
         recovery_deadline_s: float | None = None,
         on: Node | None = None,
+        after_revert: During | None = None,
     ) -> Measurement:
         """Baseline under load, inject ``kind`` for ``hold_s`` (or while ``during`` runs),
         revert, wait for recovery (to the node's recovery objective + margin), measure.
@@ -117,6 +118,8 @@ class Experiment(RunLifecycle):
         ``on``: inject the fault on that node instead (an upstream of the gateway under
         test; its own fault allowlist applies): the load, the observer and the judgement
         stay on this experiment's node, t_effect is ``on``'s (``measure(effect_node=…)``).
+        ``after_revert``: awaited after the revert, under the same load, before waiting for
+        recovery (what else the scenario waits to see; its return value is ignored).
         """
         from faultkit.faults import make_fault
 
@@ -145,6 +148,7 @@ class Experiment(RunLifecycle):
             load=load,
             neighbours=neighbours,
             recovery_deadline_s=recovery_deadline_s,
+            after_revert=after_revert,
         )
 
     async def run_action(

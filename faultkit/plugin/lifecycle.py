@@ -12,7 +12,9 @@
 4. Baseline for ``baseline_s``: not in steady state, or the container not running, ends
    the run INCONCLUSIVE before injecting (``Experiment._abort``).
 5. Inject: ``fault`` is entered for ``hold_s`` or while ``during`` runs, then reverted;
-   its ``result`` is kept.
+   its ``result`` is kept. ``after_revert``, when given, then runs under the same load
+   (what the scenario still wants to see after the revert, e.g. a gateway sending its
+   upstream traffic again).
 6. Recovery is awaited (the node recovered and held for ``recovery_hold_s``, or the
    deadline), the loads drain.
 7. Measure: Docker's events and Prometheus' series are captured, the measurement,
@@ -100,6 +102,7 @@ class RunLifecycle(RunEvidence):
         load: bool,
         neighbours: Sequence[Node],
         recovery_deadline_s: float | None,
+        after_revert: Step | None = None,
     ) -> Measurement:
         self._write_run_info(fault=FaultInfo(kind=kind, params=params, describe=describe))
         if self.dry_run:
@@ -173,6 +176,8 @@ class RunLifecycle(RunEvidence):
                 fault_result={k: v for k, v in self.fault_result.items() if k != "records"}
             )
             self.live.phase("recovering")
+            if after_revert is not None:
+                await after_revert(self)
             await self._wait_recovered(deadline)
             self.live.phase("drain")
         self.note(EventKind.SCENARIO_END)

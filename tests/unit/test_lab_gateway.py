@@ -29,13 +29,15 @@ def fk_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def test_the_gateway_node_routes_to_three_engine_nodes_and_allows_kill() -> None:
+def test_the_gateway_node_routes_to_three_engine_nodes_and_allows_kill_and_rollout() -> None:
     inventory = load_inventory(INVENTORY)
     gateway = inventory.node("gateway")
     assert (gateway.kind, gateway.engine) == ("gateway", "litellm")
     assert gateway.upstreams == ["llama", "sim-vllm", "sim-sglang"]
     # node_restart: only so test_node_restart[llama] (every node on the host) is not refused
-    assert gateway.faults == ["kill", "node_restart"]
+    assert gateway.faults == ["kill", "rollout", "node_restart"]
+    assert gateway.candidate_configs == ["gateway-good", "gateway-bad-upstream",
+                                         "gateway-no-retries"]
     assert gateway.base_url == "http://127.0.0.1:18004"
     ports = [n.base_url.rsplit(":", 1)[1] for n in inventory.nodes]
     assert len(ports) == len(set(ports)), ports

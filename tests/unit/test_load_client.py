@@ -479,7 +479,9 @@ async def _gateway(request: web.Request) -> web.StreamResponse:
         body = '{"error": {"message": "Connection error. LiteLLM Retried: 2 times"}}'
         return web.Response(status=500, text=body, content_type="application/json")
     answer = {"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}
-    return web.json_response(answer, headers={"x-litellm-model-id": "sim-sglang"})
+    retries = "2" if model == "retried" else "not-a-count" if model == "garbled" else "0"
+    return web.json_response(answer, headers={"x-litellm-model-id": "sim-sglang",
+                                              "x-litellm-attempted-retries": retries})
 
 
 @pytest.fixture
@@ -505,7 +507,19 @@ async def test_served_by_records_the_gateways_upstream_header(gateway: str) -> N
     assert (failed.status, failed.http_status, failed.served_by) == ("fail", 500, None)
     plain = Target("gw", gateway, "chat", "litellm")  # no header asked for: nothing recorded
     (unrecorded,) = (await LoadGenerator(plain, profile).run()).records
-    assert unrecorded.served_by is None
+    assert unrecorded.served_by is None and unrecorded.gateway_retries is None
+
+
+async def test_gateway_retries_records_litellms_attempted_retries_header(gateway: str) -> None:
+    profile = LoadProfile.from_dict({"concurrency": 1, "requests": 1, "stream": False, **FAST})
+    found = {}
+    for model in ("chat", "retried", "garbled", "all-failed"):
+        target = Target("gw", gateway, model, "litellm",
+                        retries_header="x-litellm-attempted-retries")
+        (record,) = (await LoadGenerator(target, profile).run()).records
+        found[model] = record.gateway_retries
+    # a value that is not a count, and an answer without the header, record nothing
+    assert found == {"chat": 0, "retried": 2, "garbled": None, "all-failed": None}
 
 
 def test_a_gateway_node_asks_for_litellms_upstream_header() -> None:
@@ -516,3 +530,5 @@ def test_a_gateway_node_asks_for_litellms_upstream_header() -> None:
     engine = Node(name="a", engine="vllm", base_url="http://127.0.0.1:8000", model="m")
     assert Target.from_node(gw).served_by_header == "x-litellm-model-id"
     assert Target.from_node(engine).served_by_header is None
+    assert Target.from_node(gw).retries_header == "x-litellm-attempted-retries"
+    assert Target.from_node(engine).retries_header is None

@@ -109,19 +109,30 @@ def test_the_scenarios_still_collect(tmp_path: Path) -> None:
 
 
 def test_on_the_testbed_the_gateway_gets_only_its_scenarios(tmp_path: Path) -> None:
-    """The gateway allows only ``kill``: the fault scenarios it is parametrised over are
-    ``test_kill`` (the gateway dies) and ``test_upstream_failure`` (``node_kind``: gateways
-    only), besides the smoke checks, which inject nothing."""
+    """The gateway's fault scenarios are its own (``node_kind("gateway")``):
+    ``test_gateway_termination`` (the gateway dies; ``test_kill`` is for engine nodes, so
+    the experiment runs once), ``test_upstream_failure`` once per upstream fault and
+    ``test_gateway_rollout`` once per candidate config (``test_rollout`` is for engine
+    nodes), besides the smoke checks, which inject nothing."""
     code, output, _ = _pytest(REPO, tmp_path / "home", "--co", "-q", "scenarios")
     assert code == pytest.ExitCode.OK, output
     ids = sorted(line.split("::", 1)[1] for line in output.splitlines() if "[gateway" in line)
     assert ids == [
+        "test_gateway_rollout[gateway:gateway-bad-upstream]",
+        "test_gateway_rollout[gateway:gateway-no-retries]",
+        "test_gateway_termination[gateway]",
         "test_is_scraped_by_prometheus[gateway]",
-        "test_kill[gateway]",
         "test_streams_a_completion[gateway]",
-        "test_upstream_failure[gateway]",
+        "test_upstream_failure[gateway-kill]",
+        "test_upstream_failure[gateway-partition]",
+        "test_upstream_failure[gateway-pause]",
     ], output
-    assert "test_upstream_failure[" not in output.replace("test_upstream_failure[gateway]", "")
+    others = [line for line in output.splitlines()
+              if any(f"test_{name}[" in line for name in
+                     ("upstream_failure", "gateway_termination", "gateway_rollout"))
+              and "[gateway" not in line]
+    assert not others, others  # engine nodes get none of them
+    assert "test_kill[gateway]" not in output and "test_rollout[gateway" not in output
 
 
 def test_the_unit_tests_do_not_sweep_the_journal(tmp_path: Path) -> None:

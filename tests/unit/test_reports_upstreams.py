@@ -89,7 +89,7 @@ def test_the_report_shows_both_sides_and_the_route_around(tmp_path: Path) -> Non
     assert "| `a` | 5 | 5 | 0 | 0 | 0 |" in section
     assert "| `b` | 5 | 2 | 1 | 0 | 1 |" in section
     assert "the gateway's own error" in section
-    assert "stopped sending users to b 2.000 s after it died" in section
+    assert "stopped sending users to b 2.000 s after it failed" in section
     assert "3 of 10 users' requests" in section
     # the chart gains the per-upstream panel: 1.3 in taller at 100 dpi than an engine run's
     engine_dir = tmp_path / "engine"
@@ -101,6 +101,54 @@ def test_the_report_shows_both_sides_and_the_route_around(tmp_path: Path) -> Non
     engine_md = render_incident(engine_dir).read_text()
     assert "## Behind the gateway" not in engine_md
     assert png_height(tmp_path / "timeline.png") - png_height(engine_dir / "timeline.png") == 130
+
+
+def test_the_report_says_when_the_upstream_was_back_in_rotation_and_a_hang_not_routed(
+    tmp_path: Path,
+) -> None:
+    """A pause: the gateway kept sending users to b until it was back (t_back = T0 + 7 s,
+    5 s after t_effect), so its rows split at t_back, and the sentences say it was not
+    routed around, when b got traffic again and what the answers said of retries."""
+    route = {"upstream": "b", "route_around_s": 5.0, "stretch_s": 3.0, "hits": 4,
+             "requests": 10, "unnamed": 0, "routed_while_down": False, "t_back": T0 + 7.0,
+             "back_in_rotation_s": 5.2, "idle_after_back_s": 0.2, "retried_requests": 1,
+             "retries": 2}
+    run = gateway_run(tmp_path, route)
+    md = render_incident(run).read_text()
+    section = md.split("## Behind the gateway", 1)[1].split("\n## ", 1)[0]
+    assert "kept sending users to b while it was down" in section
+    assert "b got users' traffic again 5.2 s after the fault, 0.2 s after it was back" in section
+    assert "1 answers said the gateway had retried them (2 retries in all" in section
+    rows = {r.upstream: r for r in upstream_rows(load_run(run))}
+    total = {k: rows["a"].ok[k] + rows["b"].ok[k] for k in ("before", "fault", "after")}
+    assert total["after"] > 0  # arrivals from t_back on are "after", recovery or not
+
+
+def test_the_chart_draws_the_gateways_own_attempts_per_upstream(tmp_path: Path) -> None:
+    """prometheus.json's upstream_attempts_rate / upstream_failures_rate (by model_id) are
+    drawn in the per-upstream panel, not as the bottom panel's series."""
+    from reports.chart import render_chart
+
+    run = gateway_run(tmp_path)
+    attempts = [[T0 - 5 + k, 1.0 if k < 5 else 0.5] for k in range(15)]
+    series = [
+        {"name": "upstream_attempts_rate", "promql": "q", "labels": {"model_id": "b"},
+         "values": attempts},
+        {"name": "upstream_failures_rate", "promql": "q", "labels": {"model_id": "b"},
+         "values": [[T0 + k, 0.4] for k in range(3)]},
+        {"name": "upstream_attempts_rate", "promql": "q", "labels": {"model_id": "c"},
+         "values": [[T0, 0.0]]},  # never attempted: not drawn
+    ]
+    (run / "prometheus.json").write_text(json.dumps({"series": series, "alerts": []}))
+    from reports.load import load_run as load
+
+    data = load(run)
+    drawn = render_chart(data, tmp_path / "with.png")
+    (run / "prometheus.json").unlink()
+    plain = render_chart(load(run), tmp_path / "without.png")
+    # same layout (no extra bottom panel for them), and a different picture
+    assert png_height(drawn) == png_height(plain)
+    assert drawn.read_bytes() != plain.read_bytes()
 
 
 def test_a_limits_run_shows_its_probe_steps(tmp_path: Path) -> None:

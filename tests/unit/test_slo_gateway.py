@@ -46,6 +46,14 @@ def test_a_gateway_node_gets_the_litellm_profile() -> None:
     )
     assert 'exception_status!~"4.."' in catalogue["errors_rate"]
     assert "kv_usage" not in catalogue and "waiting" not in catalogue
+    # the upstream's side: the gateway's attempts (retries included) per upstream
+    assert catalogue["upstream_attempts_rate"] == (
+        'sum by (model_id) (rate(litellm_deployment_total_requests_total{job="gw"}[1m]))'
+    )
+    assert catalogue["upstream_failures_rate"].startswith(
+        "sum by (model_id) (rate(litellm_deployment_failure_responses_total{")
+    engine = NodeQueries.for_node(inventory.node("simv"))
+    assert engine is not None and "upstream_attempts_rate" not in engine.catalogue()
 
 
 def test_rules_for_a_gateway_pass_promtool(tmp_path: Path) -> None:

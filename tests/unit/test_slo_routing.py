@@ -64,3 +64,59 @@ def test_a_stretch_too_close_to_the_window_end_does_not_count() -> None:
     records = _load({18.0: (None, "http_5xx")})
     result = route_around(records, "gw", "b", T0 + 16.0, T0 + 20, stretch_s=3.0)
     assert result.t_routed is None
+
+
+def _hang(until: float = 20.0, back: float = 8.0) -> list[RequestRecord]:
+    """A pause of 'b' from T0 to T0+``back``: every other request goes to 'b' and is
+    answered (late) once it resumes; the rest are served by 'a'."""
+    return [_r(i, round(i * 0.2, 1), "b" if i % 2 else "a") for i in range(int(until / 0.2))]
+
+
+def test_a_request_sent_to_the_upstream_while_it_was_down_is_a_hit_even_if_served() -> None:
+    late = _r(0, 3.0, "b")  # arrived during the pause, answered when it resumed
+    assert hit_dead_upstream(late, "b", t_back=T0 + 8.0)
+    assert not hit_dead_upstream(late, "b")  # without t_back: a success, not a hit
+    assert not hit_dead_upstream(_r(1, 9.0, "b"), "b", t_back=T0 + 8.0)  # it serves again
+    assert hit_dead_upstream(_r(2, 9.0, "b", "fail", "stream_error"), "b", t_back=T0 + 8.0)
+
+
+def test_a_gateway_that_kept_sending_users_to_a_hung_upstream_never_routed_while_down() -> None:
+    result = route_around(_hang(), "gw", "b", T0, T0 + 20, t_back=T0 + 8.0)
+    # the last request sent to b while down arrived at 7.8 s: the stretch starts at 8.0 s
+    assert result.t_routed == T0 + 8.0 and result.routed_while_down is False
+    assert result.t_back_in_rotation == T0 + 8.2  # the first one b served from t_back on
+    assert result.back_in_rotation_s is not None and abs(result.back_in_rotation_s - 8.2) < 1e-9
+    assert result.idle_after_back_s is not None and abs(result.idle_after_back_s - 0.2) < 1e-9
+    data = result.to_json()
+    assert data["routed_while_down"] is False and data["t_back"] == T0 + 8.0
+
+
+def test_a_killed_upstream_cooled_down_then_back_in_rotation_after_its_cooldown() -> None:
+    # b died at T0: one stream cut, then nothing sent to it until 10.4 s (the cooldown),
+    # although it was ready again at 3.0 s
+    records = [_r(i, round(i * 0.2, 1), "a") for i in range(100)]
+    records[1] = _r(1, 0.2, "b", "fail", "stream_error")
+    records[52] = _r(52, 10.4, "b")
+    result = route_around(records, "gw", "b", T0, T0 + 20, t_back=T0 + 3.0)
+    assert result.t_routed == T0 + 0.4 and result.routed_while_down is True
+    assert result.t_back_in_rotation == T0 + 10.4
+    assert result.idle_after_back_s is not None and abs(result.idle_after_back_s - 7.4) < 1e-9
+
+
+def test_an_upstream_never_served_again_within_the_window_has_no_rotation_figure() -> None:
+    result = route_around(_load({0.2: ("b", "stream_error")}), "gw", "b", T0, T0 + 20,
+                          t_back=T0 + 3.0)
+    assert result.t_back_in_rotation is None and result.back_in_rotation_s is None
+    assert result.idle_after_back_s is None and result.routed_while_down is True
+
+
+def test_a_hit_free_moment_just_before_the_upstream_came_back_is_not_routing_around() -> None:
+    """Measured (a partition): the last request sent to b while down arrived 0.5 s before
+    t_back, the next ones went elsewhere by chance, and b served users again at once."""
+    records = _hang(until=20.0, back=8.0)
+    for r in records:  # nobody sent to b from 7.6 s until it is back at 8.0 s
+        if 7.6 <= r.t_invoke - T0 < 8.0 and r.served_by == "b":
+            object.__setattr__(r, "served_by", "a")
+    result = route_around(records, "gw", "b", T0, T0 + 20, t_back=T0 + 8.0)
+    assert result.t_routed is not None and result.t_routed < T0 + 8.0
+    assert result.routed_while_down is False  # b was used within the stretch
