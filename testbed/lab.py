@@ -140,11 +140,14 @@ def lab_mounts(
 
 def gateway_variants(inventory: Inventory, node: Node) -> dict[str, GatewayVariant]:
     """Config file name → :class:`GatewayVariant` for each serving config of gateway
-    ``node`` (its own and its candidates), from :data:`LAB_GATEWAY_CONFIGS`."""
+    ``node`` (its own and its candidates) and every other gateway config of the inventory
+    the lab knows (:data:`LAB_GATEWAY_CONFIGS`): a config kept out of the catalogue's
+    candidates (``gateway-no-retries``) can still be rolled out by a targeted run."""
     from testbed.litellm_node import config_file_of
 
     files: dict[str, GatewayVariant] = {}
-    for name in dict.fromkeys([node.serving_config or "", *node.candidate_configs]):
+    known = [name for name in LAB_GATEWAY_CONFIGS if name in inventory.serving_configs]
+    for name in dict.fromkeys([node.serving_config or "", *node.candidate_configs, *known]):
         if name not in LAB_GATEWAY_CONFIGS:
             raise TestbedError(
                 f"gateway {node.name!r}: serving config {name!r} is not one the lab can write "

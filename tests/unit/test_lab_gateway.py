@@ -36,8 +36,9 @@ def test_the_gateway_node_routes_to_three_engine_nodes_and_allows_kill_and_rollo
     assert gateway.upstreams == ["llama", "sim-vllm", "sim-sglang"]
     # node_restart: only so test_node_restart[llama] (every node on the host) is not refused
     assert gateway.faults == ["kill", "rollout", "node_restart"]
-    assert gateway.candidate_configs == ["gateway-good", "gateway-bad-upstream",
-                                         "gateway-no-retries"]
+    # gateway-no-retries FAILs by design: gated in a targeted e2e run, not the catalogue
+    assert gateway.candidate_configs == ["gateway-good", "gateway-bad-upstream"]
+    assert "gateway-no-retries" in inventory.serving_configs
     assert gateway.base_url == "http://127.0.0.1:18004"
     ports = [n.base_url.rsplit(":", 1)[1] for n in inventory.nodes]
     assert len(ports) == len(set(ports)), ports

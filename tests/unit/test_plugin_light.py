@@ -119,7 +119,6 @@ def test_on_the_testbed_the_gateway_gets_only_its_scenarios(tmp_path: Path) -> N
     ids = sorted(line.split("::", 1)[1] for line in output.splitlines() if "[gateway" in line)
     assert ids == [
         "test_gateway_rollout[gateway:gateway-bad-upstream]",
-        "test_gateway_rollout[gateway:gateway-no-retries]",
         "test_gateway_termination[gateway]",
         "test_is_scraped_by_prometheus[gateway]",
         "test_streams_a_completion[gateway]",
