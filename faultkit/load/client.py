@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,11 +122,24 @@ class RequestRunner:
         self._headers = {"Content-Type": "application/json"}
         if target.api_key:
             self._headers["Authorization"] = f"Bearer {target.api_key}"
+        self._body_parts = self._template()
 
     def body(self, index: int) -> bytes:
-        """The JSON body of request number ``index`` (deterministic from the profile seed)."""
+        """The JSON body of request number ``index`` (deterministic from the profile seed).
+
+        Byte for byte what ``json.dumps(body, separators=(",", ":"))`` gives; the parts
+        around the prompt are encoded once per runner (:meth:`_template`), so a request
+        costs the prompt and one escape of it.
+        """
+        prompt = synthetic_prompt(self.profile.input_tokens, seed=self.profile.seed, index=index)
+        template = self._body_parts
+        if template is None:
+            return _dumps(self._body_dict(prompt))
+        head, tail = template
+        return head + _encode_str(prompt).encode() + tail
+
+    def _body_dict(self, prompt: str) -> dict[str, Any]:
         p = self.profile
-        prompt = synthetic_prompt(p.input_tokens, seed=p.seed, index=index)
         body: dict[str, Any] = {"model": self.target.model, "max_tokens": p.output_tokens}
         if p.endpoint == "chat":
             body["messages"] = [{"role": "user", "content": prompt}]
@@ -137,7 +151,17 @@ class RequestRunner:
         if p.ignore_eos and self.target.supports_ignore_eos:
             body["ignore_eos"] = True
         body.update(p.extra_body)
-        return json.dumps(body, separators=(",", ":")).encode()
+        return body
+
+    def _template(self) -> tuple[bytes, bytes] | None:
+        """The encoded body before and after its prompt; None when the prompt does not
+        appear exactly once (``extra_body`` replaced it or repeats the marker)."""
+        raw = _dumps(self._body_dict(_PROMPT_MARK))
+        cut = _encode_str(_PROMPT_MARK).encode()
+        if raw.count(cut) != 1:
+            return None
+        head, _, tail = raw.partition(cut)
+        return head, tail
 
     async def run(
         self, index: int, request_id: str, *, t_scheduled: float | None = None
@@ -372,6 +396,16 @@ def _arrivals(resp: aiohttp.ClientResponse) -> ArrivalMarks | None:
     on a connection the load client's connector did not open)."""
     connection = resp.connection
     return arrival_marks(connection.transport) if connection is not None else None
+
+
+#: stands for the prompt in the body template (a string no prompt or profile contains)
+_PROMPT_MARK = "\x00faultkit:prompt\x00"
+#: how ``json.dumps`` (``ensure_ascii``) encodes a string: C-accelerated, the same bytes
+_encode_str: Callable[[str], str] = json.encoder.encode_basestring_ascii
+
+
+def _dumps(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode()
 
 
 def _opt(epoch: Any, mono: float | None) -> float | None:

@@ -516,3 +516,44 @@ def test_a_gateway_node_asks_for_litellms_upstream_header() -> None:
     engine = Node(name="a", engine="vllm", base_url="http://127.0.0.1:8000", model="m")
     assert Target.from_node(gw).served_by_header == "x-litellm-model-id"
     assert Target.from_node(engine).served_by_header is None
+
+
+@pytest.mark.parametrize(
+    "profile",
+    [
+        LoadProfile(),
+        LoadProfile(endpoint="completion", stream=False),
+        LoadProfile(extra_body={"temperature": 0, "note": "é\x00\"quoted\""}),
+        LoadProfile(extra_body={"messages": []}),  # replaces the prompt: no template
+    ],
+)
+@pytest.mark.parametrize("model", ["m", 'm\u00e9"'])
+def test_the_body_template_writes_the_bytes_json_dumps_writes(
+    profile: LoadProfile, model: str
+) -> None:
+    """The body is encoded once around its prompt (client._template); each request's bytes
+    must still be exactly ``json.dumps`` of the whole body."""
+    from faultkit.load.client import RequestRunner
+    from faultkit.load.ledger import Clock
+    from faultkit.load.prompts import synthetic_prompt
+
+    target = Target("t", "http://127.0.0.1:1", model)
+    runner = RequestRunner(None, target, profile, clock=Clock(), ledger=Ledger())  # type: ignore[arg-type]
+    for index in (0, 7, 123_456):
+        prompt = synthetic_prompt(profile.input_tokens, seed=profile.seed, index=index)
+        whole = json.dumps(runner._body_dict(prompt), separators=(",", ":")).encode()
+        assert runner.body(index) == whole
+
+
+def test_synthetic_prompts_are_deterministic_distinct_and_sized() -> None:
+    from faultkit.load.prompts import WORDS, synthetic_prompt
+
+    a = synthetic_prompt(32, seed=0, index=5)
+    assert a == synthetic_prompt(32, seed=0, index=5)
+    assert a != synthetic_prompt(32, seed=1, index=5)
+    assert a != synthetic_prompt(32, seed=0, index=6)
+    assert a.split()[0] == "5"
+    assert all(w in WORDS for w in a.split()[1:])
+    for n in (1, 2, 32, 4000):
+        assert len(synthetic_prompt(n, seed=3, index=9).split()) == n
+    assert synthetic_prompt(40, seed=0, index=5).startswith(a[: a.rindex(" ")])
