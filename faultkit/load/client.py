@@ -53,6 +53,7 @@ from yarl import URL
 
 from faultkit.load.classify import classify_exception
 from faultkit.load.connections import CheckedReuseConnector
+from faultkit.load.deadline import StreamDeadline
 from faultkit.load.ledger import Clock, Ledger
 from faultkit.load.profile import LoadProfile, Target
 from faultkit.load.prompts import synthetic_prompt
@@ -248,44 +249,43 @@ class RequestRunner:
         waiting_first = p.stream and first_deadline < total_deadline
         deadline = first_deadline if waiting_first else total_deadline
         try:
-            async with asyncio.timeout_at(deadline) as cm:
-                async with self.session.post(
-                    self.url,
-                    data=data,
-                    headers=headers,
-                    timeout=self._timeout,
-                    trace_request_ctx=progress,
-                ) as resp:
-                    progress.t_first_byte = self.clock.mono()
-                    progress.http_status = resp.status
-                    if self.target.served_by_header:
-                        progress.served_by = response_header(resp, self.target.served_by_header)
-                    if resp.status != 200:
-                        error_class, detail, progress.error_body = await http_error(resp)
-                        return "fail", error_class, detail
-                    if p.stream and resp.content_type != "application/json":
-                        interp = StreamInterpreter()
-                        progress.outcome = interp.outcome
-                        mono = self.clock.mono
-                        body = resp.content
-                        arrivals = _arrivals(resp)
-                        if arrivals is not None and arrivals.body is body:
-                            progress.t_first_byte = self._arrived(arrivals.headers_at)
-                        received = 0
-                        async for chunk in body.iter_any():
-                            if arrivals is None:
-                                interp.feed(chunk, mono())
-                            else:
-                                for piece, at in arrivals.split(body, chunk, received):
-                                    interp.feed(piece, self._arrived(at))
-                                received += len(chunk)
-                            if waiting_first and interp.outcome.t_first_token is not None:
-                                cm.reschedule(total_deadline)
-                                waiting_first = False
-                        outcome = interp.close(mono())
-                    else:
-                        outcome = parse_whole(await resp.read(), self.clock.mono())
-                        progress.outcome = outcome
+            async with StreamDeadline(deadline, total_deadline) as cm, self.session.post(
+                self.url,
+                data=data,
+                headers=headers,
+                timeout=self._timeout,
+                trace_request_ctx=progress,
+            ) as resp:
+                progress.t_first_byte = self.clock.mono()
+                progress.http_status = resp.status
+                if self.target.served_by_header:
+                    progress.served_by = response_header(resp, self.target.served_by_header)
+                if resp.status != 200:
+                    error_class, detail, progress.error_body = await http_error(resp)
+                    return "fail", error_class, detail
+                if p.stream and resp.content_type != "application/json":
+                    interp = StreamInterpreter()
+                    progress.outcome = interp.outcome
+                    mono = self.clock.mono
+                    body = resp.content
+                    arrivals = _arrivals(resp)
+                    if arrivals is not None and arrivals.body is body:
+                        progress.t_first_byte = self._arrived(arrivals.headers_at)
+                    received = 0
+                    async for chunk in body.iter_any():
+                        if arrivals is None:
+                            interp.feed(chunk, mono())
+                        else:
+                            for piece, at in arrivals.split(body, chunk, received):
+                                interp.feed(piece, self._arrived(at))
+                            received += len(chunk)
+                        if waiting_first and interp.outcome.t_first_token is not None:
+                            cm.first_token()
+                            waiting_first = False
+                    outcome = interp.close(mono())
+                else:
+                    outcome = parse_whole(await resp.read(), self.clock.mono())
+                    progress.outcome = outcome
         except TimeoutError as exc:
             if progress.pool_wait:  # never got a connection: the client's pool was full
                 connector = self.session.connector
