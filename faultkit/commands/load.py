@@ -28,6 +28,7 @@ from faultkit.commands.input import FiniteFloat, inventory_option
 from faultkit.commands.load_output import append_csv, format_summary, write_json
 from faultkit.commands.summary_text import ms
 from faultkit.errors import LoadError
+from faultkit.gcquiet import collector_frozen
 from faultkit.inventory import load_inventory
 from faultkit.load import (
     Ledger,
@@ -144,9 +145,10 @@ def load(**opts: Any) -> None:
             )
             result, unreachable = split.result, split.unreachable
         else:
-            result, unreachable = asyncio.run(
-                _run(target, profile, ledger_path, live=live, columnar_path=ledger_file)
-            )
+            with collector_frozen():  # collections walk what the run allocates, not the CLI
+                result, unreachable = asyncio.run(
+                    _run(target, profile, ledger_path, live=live, columnar_path=ledger_file)
+                )
         if unreachable:
             raise LoadError(
                 f"{target.api_root}: the first {UNREACHABLE_AFTER} requests could not connect "

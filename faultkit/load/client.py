@@ -215,6 +215,14 @@ class RequestRunner:
             f"arrival and noticed the {limit:g} s deadline {noticed_late:.2f} s late"
         )
 
+    async def prove_reuse(self) -> bool:
+        """Decide now whether the server keeps idle connections open (connections.py,
+        rule 3), waiting for a pooled connection to be old enough; True: reuse is on."""
+        connector = self.session.connector
+        if not isinstance(connector, CheckedReuseConnector):
+            return False
+        return await connector.prove(*self._server)
+
     def _stop_reusing(self) -> None:
         """A connection broke before any response: maybe a kept-alive one the server had
         closed. Reuse no connection to this server from now on (the record stays a

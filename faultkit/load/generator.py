@@ -167,6 +167,10 @@ class LoadGenerator:
             runner = RequestRunner(
                 session, self.target, self.profile, clock=self.clock, ledger=self.ledger
             )
+            if warm and self.profile.reuse_connections:
+                # the warm-up's connections prove the server keeps connections open (or
+                # find it closing them) before the run, not during it
+                await runner.prove_reuse()
             t_start = self.clock.mono()
             if self._start_gate is not None:
                 t_start = await self._start_gate()

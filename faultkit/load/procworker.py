@@ -107,6 +107,7 @@ async def run_share(spec: dict[str, Any], talk: IO[str], listen: IO[str]) -> Wor
     async def start_gate() -> float:
         gc.collect()
         gc.freeze()  # what exists now lives all run long: later collections skip it
+        # (the process ends with the run: nothing to unfreeze, unlike gcquiet's callers)
         _say(talk, {"ready": spec["k"]})
         line = await loop.run_in_executor(None, listen.readline)
         if not line:
