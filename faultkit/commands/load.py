@@ -28,6 +28,7 @@ from faultkit.commands.input import FiniteFloat, inventory_option
 from faultkit.commands.load_output import append_csv, format_summary, write_json
 from faultkit.commands.summary_text import ms
 from faultkit.errors import LoadError
+from faultkit.gcquiet import collector_frozen
 from faultkit.inventory import load_inventory
 from faultkit.load import (
     Ledger,
@@ -35,18 +36,21 @@ from faultkit.load import (
     LoadProfile,
     LoadResult,
     Target,
+    procworker,
 )
 from faultkit.load.colstats import summarize_file
 from faultkit.load.ledger import LedgerCounts
+from faultkit.load.multiproc import run_in_processes
 from faultkit.load.profile import MAX_RATE_RPS
 from faultkit.load.stats import percentile, ttft_s
 from faultkit.progress import Progress, format_elapsed, is_live
 from faultkit.records import CLIENT_SIDE, RequestRecord
 from faultkit.rundir import LEDGER_ARROWS
 
-#: This many first requests all refused (or connect-timed-out) = the endpoint is unreachable.
-UNREACHABLE_AFTER = 8
-_UNREACHABLE = frozenset({"refused", "timeout_connect"})
+#: This many first requests all refused (or connect-timed-out) = the endpoint is unreachable
+#: (the same rule in each process of a split run: ``procworker``).
+UNREACHABLE_AFTER = procworker.UNREACHABLE_AFTER
+_UNREACHABLE = procworker.UNREACHABLE
 #: timeouts and thresholds: finite and above 0 (a negative timeout or ``nan`` is bad input)
 _SECONDS = FiniteFloat(gt=0, unit="s")
 
@@ -93,6 +97,11 @@ _SECONDS = FiniteFloat(gt=0, unit="s")
 @click.option("--columnar", "columnar_path", type=click.Path(dir_okay=False),
               help="raw records as a columnar ledger (Arrow stream; a new file; see "
                    "`faultkit ledger`); default: a temporary file")
+@click.option(
+    "--processes", type=click.IntRange(min=1), default=1, show_default=True,
+    help="client processes sharing the load, each with its own event loop (more cores "
+         "reading the sockets: exact token times at high stream counts; no live line)",
+)
 def load(**opts: Any) -> None:
     """Run streaming load and print TTFT / TPOT percentiles and throughput.
 
@@ -129,9 +138,17 @@ def load(**opts: Any) -> None:
     live = _live_wanted(opts["json_path"])
     with tempfile.TemporaryDirectory(prefix="faultkit-load-") as tmp:
         ledger_file = columnar or Path(tmp) / LEDGER_ARROWS
-        result, unreachable = asyncio.run(
-            _run(target, profile, ledger_path, live=live, columnar_path=ledger_file)
-        )
+        if opts["processes"] > 1:
+            split = run_in_processes(
+                target, profile, opts["processes"], workdir=Path(tmp),
+                columnar_path=ledger_file, ledger_path=ledger_path,
+            )
+            result, unreachable = split.result, split.unreachable
+        else:
+            with collector_frozen():  # collections walk what the run allocates, not the CLI
+                result, unreachable = asyncio.run(
+                    _run(target, profile, ledger_path, live=live, columnar_path=ledger_file)
+                )
         if unreachable:
             raise LoadError(
                 f"{target.api_root}: the first {UNREACHABLE_AFTER} requests could not connect "

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,7 @@ from yarl import URL
 
 from faultkit.load.classify import classify_exception
 from faultkit.load.connections import CheckedReuseConnector
+from faultkit.load.deadline import StreamDeadline
 from faultkit.load.ledger import Clock, Ledger
 from faultkit.load.profile import LoadProfile, Target
 from faultkit.load.prompts import synthetic_prompt
@@ -123,11 +125,24 @@ class RequestRunner:
         self._headers = {"Content-Type": "application/json"}
         if target.api_key:
             self._headers["Authorization"] = f"Bearer {target.api_key}"
+        self._body_parts = self._template()
 
     def body(self, index: int) -> bytes:
-        """The JSON body of request number ``index`` (deterministic from the profile seed)."""
+        """The JSON body of request number ``index`` (deterministic from the profile seed).
+
+        Byte for byte what ``json.dumps(body, separators=(",", ":"))`` gives; the parts
+        around the prompt are encoded once per runner (:meth:`_template`), so a request
+        costs the prompt and one escape of it.
+        """
+        prompt = synthetic_prompt(self.profile.input_tokens, seed=self.profile.seed, index=index)
+        template = self._body_parts
+        if template is None:
+            return _dumps(self._body_dict(prompt))
+        head, tail = template
+        return head + _encode_str(prompt).encode() + tail
+
+    def _body_dict(self, prompt: str) -> dict[str, Any]:
         p = self.profile
-        prompt = synthetic_prompt(p.input_tokens, seed=p.seed, index=index)
         body: dict[str, Any] = {"model": self.target.model, "max_tokens": p.output_tokens}
         if p.endpoint == "chat":
             body["messages"] = [{"role": "user", "content": prompt}]
@@ -139,7 +154,17 @@ class RequestRunner:
         if p.ignore_eos and self.target.supports_ignore_eos:
             body["ignore_eos"] = True
         body.update(p.extra_body)
-        return json.dumps(body, separators=(",", ":")).encode()
+        return body
+
+    def _template(self) -> tuple[bytes, bytes] | None:
+        """The encoded body before and after its prompt; None when the prompt does not
+        appear exactly once (``extra_body`` replaced it or repeats the marker)."""
+        raw = _dumps(self._body_dict(_PROMPT_MARK))
+        cut = _encode_str(_PROMPT_MARK).encode()
+        if raw.count(cut) != 1:
+            return None
+        head, _, tail = raw.partition(cut)
+        return head, tail
 
     async def run(
         self, index: int, request_id: str, *, t_scheduled: float | None = None
@@ -192,6 +217,14 @@ class RequestRunner:
             f"arrival and noticed the {limit:g} s deadline {noticed_late:.2f} s late"
         )
 
+    async def prove_reuse(self) -> bool:
+        """Decide now whether the server keeps idle connections open (connections.py,
+        rule 3), waiting for a pooled connection to be old enough; True: reuse is on."""
+        connector = self.session.connector
+        if not isinstance(connector, CheckedReuseConnector):
+            return False
+        return await connector.prove(*self._server)
+
     def _stop_reusing(self) -> None:
         """A connection broke before any response: maybe a kept-alive one the server had
         closed. Reuse no connection to this server from now on (the record stays a
@@ -226,48 +259,47 @@ class RequestRunner:
         waiting_first = p.stream and first_deadline < total_deadline
         deadline = first_deadline if waiting_first else total_deadline
         try:
-            async with asyncio.timeout_at(deadline) as cm:
-                async with self.session.post(
-                    self.url,
-                    data=data,
-                    headers=headers,
-                    timeout=self._timeout,
-                    trace_request_ctx=progress,
-                ) as resp:
-                    progress.t_first_byte = self.clock.mono()
-                    progress.http_status = resp.status
-                    if self.target.served_by_header:
-                        progress.served_by = response_header(resp, self.target.served_by_header)
-                    if self.target.retries_header:
-                        progress.gateway_retries = header_count(
-                            response_header(resp, self.target.retries_header)
-                        )
-                    if resp.status != 200:
-                        error_class, detail, progress.error_body = await http_error(resp)
-                        return "fail", error_class, detail
-                    if p.stream and resp.content_type != "application/json":
-                        interp = StreamInterpreter()
-                        progress.outcome = interp.outcome
-                        mono = self.clock.mono
-                        body = resp.content
-                        arrivals = _arrivals(resp)
-                        if arrivals is not None and arrivals.body is body:
-                            progress.t_first_byte = self._arrived(arrivals.headers_at)
-                        received = 0
-                        async for chunk in body.iter_any():
-                            if arrivals is None:
-                                interp.feed(chunk, mono())
-                            else:
-                                for piece, at in arrivals.split(body, chunk, received):
-                                    interp.feed(piece, self._arrived(at))
-                                received += len(chunk)
-                            if waiting_first and interp.outcome.t_first_token is not None:
-                                cm.reschedule(total_deadline)
-                                waiting_first = False
-                        outcome = interp.close(mono())
-                    else:
-                        outcome = parse_whole(await resp.read(), self.clock.mono())
-                        progress.outcome = outcome
+            async with StreamDeadline(deadline, total_deadline) as cm, self.session.post(
+                self.url,
+                data=data,
+                headers=headers,
+                timeout=self._timeout,
+                trace_request_ctx=progress,
+            ) as resp:
+                progress.t_first_byte = self.clock.mono()
+                progress.http_status = resp.status
+                if self.target.served_by_header:
+                    progress.served_by = response_header(resp, self.target.served_by_header)
+                if self.target.retries_header:
+                    progress.gateway_retries = header_count(
+                        response_header(resp, self.target.retries_header)
+                    )
+                if resp.status != 200:
+                    error_class, detail, progress.error_body = await http_error(resp)
+                    return "fail", error_class, detail
+                if p.stream and resp.content_type != "application/json":
+                    interp = StreamInterpreter()
+                    progress.outcome = interp.outcome
+                    mono = self.clock.mono
+                    body = resp.content
+                    arrivals = _arrivals(resp)
+                    if arrivals is not None and arrivals.body is body:
+                        progress.t_first_byte = self._arrived(arrivals.headers_at)
+                    received = 0
+                    async for chunk in body.iter_any():
+                        if arrivals is None:
+                            interp.feed(chunk, mono())
+                        else:
+                            for piece, at in arrivals.split(body, chunk, received):
+                                interp.feed(piece, self._arrived(at))
+                            received += len(chunk)
+                        if waiting_first and interp.outcome.t_first_token is not None:
+                            cm.first_token()
+                            waiting_first = False
+                    outcome = interp.close(mono())
+                else:
+                    outcome = parse_whole(await resp.read(), self.clock.mono())
+                    progress.outcome = outcome
         except TimeoutError as exc:
             if progress.pool_wait:  # never got a connection: the client's pool was full
                 connector = self.session.connector
@@ -379,6 +411,16 @@ def _arrivals(resp: aiohttp.ClientResponse) -> ArrivalMarks | None:
     on a connection the load client's connector did not open)."""
     connection = resp.connection
     return arrival_marks(connection.transport) if connection is not None else None
+
+
+#: stands for the prompt in the body template (a string no prompt or profile contains)
+_PROMPT_MARK = "\x00faultkit:prompt\x00"
+#: how ``json.dumps`` (``ensure_ascii``) encodes a string: C-accelerated, the same bytes
+_encode_str: Callable[[str], str] = json.encoder.encode_basestring_ascii
+
+
+def _dumps(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode()
 
 
 def _opt(epoch: Any, mono: float | None) -> float | None:

@@ -21,11 +21,25 @@ closed and records a ``reset`` the node never caused.
    drops a connection itself after :data:`IDLE_REUSE_S` unused, well under the idle
    timeouts of uvicorn (5 s: vLLM, SGLang), llama.cpp (5 s) and nginx (75 s).
 
-A connection the server closes *after* the poll and before it reads the request remains
-possible (a window of microseconds on loopback against llama.cpp, whose FIN follows the
-last chunk at once); such a request fails as ``reset`` like any other and is never
-retried, so the ledger never hides a failure — and the server gets no reuse from then on,
-so it can happen at most once per server and run.
+3. **A server proves it keeps connections before any is reused.** A poll right after a
+   response proves little: a server closes *after* its last byte, by as long as its own
+   event loop takes to get there — milliseconds on a busy machine — while this client
+   polls microseconds after that byte. Reusing then writes into a closing socket, and
+   every stream in flight can hit that window before the first failure marks the server
+   (measured against the fake server closing after each stream while the machine was
+   busy: 2–7 of 8 streams' second requests reset). So a server is *proven* only when one
+   of its connections has stayed open :data:`PROOF_S` after its response: until then no
+   connection to it is reused (each request gets a fresh one, and the pool keeps only the
+   :data:`UNPROVEN_POOL` oldest, to be looked at at each request), and a server whose FIN
+   follows its response by less than :data:`PROOF_S` is found closing and marked (rule 2)
+   before any request risks it — as soon as the FIN is there. ``LoadGenerator`` waits
+   for the proof after its warm-up (:meth:`CheckedReuseConnector.prove`), so a run with a
+   warm-up reuses from its first request; without one, from ``PROOF_S`` in.
+
+A connection a proven server closes just as it is reused (a server that keeps connections
+for a while, then closes one at that moment) remains possible; such a request fails as
+``reset`` like any other and is never retried, so the ledger never hides a failure — and
+the server gets no reuse from then on.
 ``bench/load_client.py`` measures both the speed and the false failures against a server
 that closes after every stream (``close_after`` in :mod:`faultkit.load.fakeserver`) and
 against llama.cpp's own server.
@@ -33,7 +47,9 @@ against llama.cpp's own server.
 
 from __future__ import annotations
 
+import asyncio
 import select
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,10 +59,21 @@ from aiohttp.connector import Connection
 
 from faultkit.load.rxstamps import stamp_arrivals
 
-__all__ = ["IDLE_REUSE_S", "CheckedReuseConnector", "ReuseStats", "peer_closed"]
+__all__ = [
+    "IDLE_REUSE_S",
+    "PROOF_S",
+    "UNPROVEN_POOL",
+    "CheckedReuseConnector",
+    "ReuseStats",
+    "peer_closed",
+]
 
 #: A pooled connection unused for this long is closed by the client, not reused.
 IDLE_REUSE_S = 2.0
+#: A server is proven (rule 3) by a connection still open this long after its response.
+PROOF_S = 0.25
+#: Before its proof, the pool keeps at most this many connections to a server.
+UNPROVEN_POOL = 8
 
 _ANY_INPUT = select.POLLIN | select.POLLPRI | select.POLLRDHUP
 
@@ -72,12 +99,15 @@ class ReuseStats:
     found_closed: int = 0
     #: servers (``host:port``) that close kept-alive connections: no reuse for them since
     no_reuse: tuple[str, ...] = ()
+    #: servers proven to keep idle connections open (rule 3): reuse allowed
+    proven: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
             "reused": self.reused,
             "found_closed": self.found_closed,
             "no_reuse": list(self.no_reuse),
+            "proven": list(self.proven),
         }
 
 
@@ -99,8 +129,62 @@ class CheckedReuseConnector(aiohttp.TCPConnector):
         self.stats = ReuseStats()
         #: (host, port) of the servers in ``stats.no_reuse``, for the per-release check
         self._no_reuse: set[tuple[str, int | None]] = set()
+        #: (host, port) of the servers in ``stats.proven`` (rule 3)
+        self._proven: set[tuple[str, int | None]] = set()
+
+    def _oldest(self, key: Any) -> tuple[Any, float] | None:
+        """The pool's oldest idle connection for ``key`` and how long it has been idle.
+
+        aiohttp keeps ``(protocol, released at)`` pairs, oldest first; anything else
+        (another aiohttp) reads as None, and then no server is ever proven: no reuse.
+        """
+        try:
+            conns = self._conns.get(key)
+            if not conns:
+                return None
+            protocol, released = conns[0]
+            return protocol, time.monotonic() - float(released)
+        except (TypeError, IndexError, KeyError, ValueError):
+            return None
+
+    def _try_prove(self, key: Any) -> bool:
+        """Rule 3: prove the server of ``key`` by its oldest pooled connection, or find it
+        closing; True once proven."""
+        server = (key.host, key.port)
+        if server in self._proven:
+            return True
+        oldest = self._oldest(key)
+        if server in self._no_reuse or oldest is None:
+            return False
+        protocol, idle_s = oldest
+        transport = protocol.transport
+        sock = transport.get_extra_info("socket") if transport is not None else None
+        if not protocol.is_connected() or sock is None or peer_closed(sock.fileno()):
+            # closed already, however young: the server closes behind our back (rule 2)
+            self.stats.found_closed += 1
+            self.stop_reusing(key.host, key.port)
+            return False
+        if idle_s < PROOF_S:
+            return False
+        self._proven.add(server)
+        self.stats.proven = (*self.stats.proven, f"{key.host}:{key.port}")
+        return True
+
+    async def prove(self, host: str, port: int | None) -> bool:
+        """Wait until the oldest pooled connection to ``host:port`` is :data:`PROOF_S`
+        old and decide (rule 3); True if the server is proven. False at once when reuse
+        is off, the server is marked, or nothing is pooled (no response yet)."""
+        for key in list(self._conns):
+            if (key.host, key.port) == (host, port):
+                oldest = self._oldest(key)
+                if oldest is not None and oldest[1] < PROOF_S:
+                    await asyncio.sleep(PROOF_S - oldest[1])
+                return self._try_prove(key)
+        return (host, port) in self._proven
 
     async def _get(self, key: Any, traces: list[Any]) -> Connection | None:
+        if (key.host, key.port) not in self._proven and not self._try_prove(key):
+            return None  # rule 3: not proven yet, a fresh connection
         while True:
             conn = await super()._get(key, traces)
             if conn is None:
@@ -131,5 +215,9 @@ class CheckedReuseConnector(aiohttp.TCPConnector):
         self, key: Any, protocol: ResponseHandler, *, should_close: bool = False
     ) -> None:
         # every response passes here: no string work unless a server was marked
-        closes_behind_our_back = bool(self._no_reuse) and (key.host, key.port) in self._no_reuse
-        super()._release(key, protocol, should_close=should_close or closes_behind_our_back)
+        server = (key.host, key.port)
+        close = should_close or (bool(self._no_reuse) and server in self._no_reuse)
+        if not close and server not in self._proven:
+            pool = self._conns.get(key)  # rule 3: keep only the oldest few, to prove it by
+            close = pool is not None and len(pool) >= UNPROVEN_POOL
+        super()._release(key, protocol, should_close=close)

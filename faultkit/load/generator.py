@@ -22,10 +22,11 @@ Inside the process times are monotonic; records carry epoch seconds.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,7 +118,19 @@ class LoadGenerator:
         session: aiohttp.ClientSession | None = None,
         clock: Clock | None = None,
         id_prefix: str | None = None,
+        share: tuple[int, int] = (0, 1),
+        start_gate: Callable[[], Awaitable[float]] | None = None,
     ) -> None:
+        """``share=(k, n)``: this generator is process ``k`` of ``n`` running one load
+        together (:mod:`faultkit.load.multiproc`): ``profile`` is its share
+        (:func:`faultkit.load.shares.split_profile`), its ``j``-th request is request
+        ``j·n + k`` of the whole run (its id and prompt), and in an open loop it sends
+        exactly those arrivals of the whole schedule. ``start_gate``: awaited after the
+        warm-up, it returns the monotonic time at which the load starts (every process
+        of a split run starts its schedule at the same instant)."""
+        k, n = share
+        if not 0 <= k < n:
+            raise ValueError(f"share must be (k, n) with 0 <= k < n (got {share})")
         self.target = target
         self.profile = profile
         self.ledger = ledger if ledger is not None else Ledger()
@@ -129,6 +142,8 @@ class LoadGenerator:
         self._issued = 0
         self._deadline: float | None = None
         self._late = _Lateness()
+        self._share = share
+        self._start_gate = start_gate
         if profile.open_loop:
             self.ledger.add_observer(self._late.add)
 
@@ -152,7 +167,14 @@ class LoadGenerator:
             runner = RequestRunner(
                 session, self.target, self.profile, clock=self.clock, ledger=self.ledger
             )
+            if warm and self.profile.reuse_connections:
+                # the warm-up's connections prove the server keeps connections open (or
+                # find it closing them) before the run, not during it
+                await runner.prove_reuse()
             t_start = self.clock.mono()
+            if self._start_gate is not None:
+                t_start = await self._start_gate()
+                await asyncio.sleep(max(0.0, t_start - self.clock.mono()))
             if self.profile.duration_s is not None:
                 self._deadline = t_start + self.profile.duration_s
             if self.profile.open_loop:
@@ -203,7 +225,8 @@ class LoadGenerator:
         if clock_deadline and self._deadline is not None and self.clock.mono() >= self._deadline:
             return None
         self._issued += 1
-        return self._issued - 1
+        k, n = self._share
+        return (self._issued - 1) * n + k
 
     def _rid(self, index: int) -> str:
         return f"{self._prefix}-{index:06d}"
@@ -216,9 +239,12 @@ class LoadGenerator:
         runner = RequestRunner(session, self.target, self.profile, clock=self.clock, ledger=ledger)
         counter = iter(range(n))
 
+        k, step = self._share
+
         async def worker() -> None:
             for i in counter:
-                await runner.run(1_000_000 + i, f"{self._prefix}-w{i:04d}")
+                index = i * step + k  # unique across the processes of a split run
+                await runner.run(1_000_000 + index, f"{self._prefix}-w{index:04d}")
 
         await asyncio.gather(*(worker() for _ in range(min(n, self.profile.workers))))
         for line in ledger.check():
@@ -251,7 +277,9 @@ class LoadGenerator:
                 # freed the moment the request ends, not when the done callback runs
                 in_flight -= 1
 
-        for offset in arrival_offsets(p.rate, p.burstiness, p.seed):
+        k, n = self._share
+        # this process's arrivals of the whole schedule: k, k + n, k + 2n, …
+        for offset in itertools.islice(arrival_offsets(p.rate, p.burstiness, p.seed), k, None, n):
             due = t_start + offset
             if self._deadline is not None and due >= self._deadline:
                 break

@@ -58,6 +58,16 @@ class Clock:
         self.anchor_mono = time.monotonic()
         self.anchor_epoch = time.time()
 
+    @classmethod
+    def from_anchor(cls, anchor_mono: float, anchor_epoch: float) -> Clock:
+        """A clock on another's anchor: the processes of one split run share the parent's
+        (``time.monotonic`` is one clock for the whole machine), so their epoch times
+        compare exactly."""
+        clock = cls.__new__(cls)
+        clock.anchor_mono = anchor_mono
+        clock.anchor_epoch = anchor_epoch
+        return clock
+
     @staticmethod
     def mono() -> float:
         return time.monotonic()

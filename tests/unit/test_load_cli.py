@@ -35,7 +35,7 @@ def test_summary_and_result_files(endpoint: str, tmp_path: Path) -> None:
     out_json, out_csv, ledger = tmp_path / "r.json", tmp_path / "r.csv", tmp_path / "l.jsonl"
     args = ["load", "--endpoint", endpoint, "--model", "slow,delay=0.001", "--concurrency", "4"]
     args += ["--requests", "40", "--output-tokens", "8", "--json", str(out_json)]
-    args += ["--csv", str(out_csv), "--ledger", str(ledger)]
+    args += ["--csv", str(out_csv), "--ledger", str(ledger), "--warmup", "4"]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
@@ -45,11 +45,15 @@ def test_summary_and_result_files(endpoint: str, tmp_path: Path) -> None:
     assert re.fullmatch(
         r"Throughput: \d+ tok/s   Request rate: [\d.]+ req/s   Errors: 0\.0 %", lines[3]
     )
-    # reuse is on by default: 40 requests on 4 workers reuse 36 connections, proven open
-    assert lines[4] == "Connections: 36 reused (each proven open first)"
+    # reuse is on by default: the warm-up's 4 connections prove the server keeps them
+    # (connections.py, rule 3), and the 40 requests on 4 workers reuse them, each proven open
+    assert lines[4] == "Connections: 40 reused (each proven open first)"
     assert len(lines) == 5  # closed loop: no arrival-based lines
     data = json.loads(out_json.read_text())
-    assert data["connections"] == {"reused": 36, "found_closed": 0, "no_reuse": []}
+    server = endpoint.removeprefix("http://").rstrip("/")
+    assert data["connections"] == {
+        "reused": 40, "found_closed": 0, "no_reuse": [], "proven": [server]
+    }
     assert data["summary"]["requests"] == 40
     assert data["summary"]["ok"] == 40
     assert data["summary"]["total_output_tokens"] == 320

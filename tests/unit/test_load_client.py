@@ -212,7 +212,8 @@ async def test_unchecked_reuse_shows_the_hazard_the_check_removes(server: str) -
 
 
 async def test_reuse_on_a_server_that_keeps_connections(server: str) -> None:
-    profile = LoadProfile(concurrency=2, requests=40, output_tokens=4)
+    # the warm-up's connections prove the server keeps them (connections.py, rule 3)
+    profile = LoadProfile(concurrency=2, requests=40, output_tokens=4, warmup=2)
     result = await LoadGenerator(Target("t", server, "ok"), profile).run()
     assert [r.status for r in result.records] == ["ok"] * 40
     assert result.connections is not None
@@ -532,3 +533,73 @@ def test_a_gateway_node_asks_for_litellms_upstream_header() -> None:
     assert Target.from_node(engine).served_by_header is None
     assert Target.from_node(gw).retries_header == "x-litellm-attempted-retries"
     assert Target.from_node(engine).retries_header is None
+
+
+@pytest.mark.parametrize(
+    "profile",
+    [
+        LoadProfile(),
+        LoadProfile(endpoint="completion", stream=False),
+        LoadProfile(extra_body={"temperature": 0, "note": "é\x00\"quoted\""}),
+        LoadProfile(extra_body={"messages": []}),  # replaces the prompt: no template
+    ],
+)
+@pytest.mark.parametrize("model", ["m", 'm\u00e9"'])
+def test_the_body_template_writes_the_bytes_json_dumps_writes(
+    profile: LoadProfile, model: str
+) -> None:
+    """The body is encoded once around its prompt (client._template); each request's bytes
+    must still be exactly ``json.dumps`` of the whole body."""
+    from faultkit.load.client import RequestRunner
+    from faultkit.load.ledger import Clock
+    from faultkit.load.prompts import synthetic_prompt
+
+    target = Target("t", "http://127.0.0.1:1", model)
+    runner = RequestRunner(None, target, profile, clock=Clock(), ledger=Ledger())  # type: ignore[arg-type]
+    for index in (0, 7, 123_456):
+        prompt = synthetic_prompt(profile.input_tokens, seed=profile.seed, index=index)
+        whole = json.dumps(runner._body_dict(prompt), separators=(",", ":")).encode()
+        assert runner.body(index) == whole
+
+
+def test_synthetic_prompts_are_deterministic_distinct_and_sized() -> None:
+    from faultkit.load.prompts import WORDS, synthetic_prompt
+
+    a = synthetic_prompt(32, seed=0, index=5)
+    assert a == synthetic_prompt(32, seed=0, index=5)
+    assert a != synthetic_prompt(32, seed=1, index=5)
+    assert a != synthetic_prompt(32, seed=0, index=6)
+    assert a.split()[0] == "5"
+    assert all(w in WORDS for w in a.split()[1:])
+    for n in (1, 2, 32, 4000):
+        assert len(synthetic_prompt(n, seed=3, index=9).split()) == n
+    assert synthetic_prompt(40, seed=0, index=5).startswith(a[: a.rindex(" ")])
+
+
+async def test_no_request_reuses_a_connection_before_the_server_proves_it_keeps_them(
+    server: str,
+) -> None:
+    """A server that closes each streamed connection a little after the stream (its FIN
+    late, as a busy server's is): a poll right after the response finds it open, and a
+    request reusing it is cut off mid-stream. Rule 3 (connections.py): nothing is reused
+    before a connection has stayed open PROOF_S, so the server is found closing first."""
+    model = "close_after,linger=0.05,delay=0.02"
+    profile = LoadProfile(concurrency=4, requests=24, output_tokens=5)
+    result = await LoadGenerator(Target("t", server, model), profile).run()
+    assert [r.status for r in result.records] == ["ok"] * 24
+    assert result.connections is not None
+    assert result.connections.reused == 0
+    assert result.connections.proven == ()
+    assert result.connections.no_reuse == (server.removeprefix("http://"),)
+
+
+async def test_a_server_that_keeps_connections_is_proven_during_the_run(server: str) -> None:
+    """No warm-up: the first requests get fresh connections; once one has stayed open
+    PROOF_S the server is proven and the rest reuse."""
+    profile = LoadProfile(concurrency=2, requests=12, output_tokens=4)
+    result = await LoadGenerator(Target("t", server, "slow,delay=0.05"), profile).run()
+    assert [r.status for r in result.records] == ["ok"] * 12
+    assert result.connections is not None
+    assert result.connections.proven == (server.removeprefix("http://"),)
+    assert result.connections.reused >= 1
+    assert result.connections.found_closed == 0
