@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +126,24 @@ def container_processes(container_id: str) -> list[tuple[int, str]]:
             continue
         found.append((int(entry.name), raw.replace(b"\0", b" ").decode(errors="replace").strip()))
     return sorted(found)
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a live process: in the process table and not a zombie (a dead
+    process its parent has not reaped yet is dead for this purpose)."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return False
+    state = stat.rpartition(")")[2].split()[:1]
+    return bool(state) and state[0] not in ("Z", "X")
+
+
+def wait_gone(pids: Sequence[int], within_s: float) -> bool:
+    """Whether every process of ``pids`` has exited within ``within_s`` (polled every 10 ms)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if not any(running(pid) for pid in pids):
+            return True
+        time.sleep(0.01)
+    return not any(running(pid) for pid in pids)

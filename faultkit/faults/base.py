@@ -58,6 +58,7 @@ from faultkit.faults.noting import Emit
 from faultkit.faults.params import Param, ParamSpec, as_param, parse_params
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal, JournalRecord
+from faultkit.platform import Platform, platform_for
 
 __all__ = ["Emit", "Fault", "Guard"]
 
@@ -173,6 +174,19 @@ class Fault(FaultLifecycle):
                 "`docker:` entry in the inventory"
             )
         return docker_host(self.node.docker.host)
+
+    @property
+    def platform(self) -> Platform:
+        """What the fault does on the node's own host (:mod:`faultkit.platform`): local
+        shortcuts for a ``unix://`` engine, helper containers on any other."""
+        host = self.docker
+        assert self.node.docker is not None
+        return platform_for(self.node.docker.host, host)
+
+    def _sweep_steps(self) -> list[dict[str, Any]]:
+        if self.node.docker is None or not self.acts_on_container:
+            return []
+        return self.platform.helper_steps(self.id)
 
     @property
     def container(self) -> str:
