@@ -239,10 +239,31 @@ async def test_request_faults(scratch, journal, kind: str) -> None:
     assert await _get(node) == "200"
 
 
+async def test_host_restart_brings_the_host_and_its_nodes_back(scratch, journal) -> None:
+    inv, node = scratch
+    before = snapshot(node)
+    fault = make_fault("host_restart", node, inventory=inv, journal=journal,
+                       command=f"docker restart -t 0 {host2.CONTAINER}")
+    async with fault:
+        assert not host2.inner(timeout_s=2.0).ping()  # the whole host is away
+    result = fault.result
+    assert result["host_down_s"] is not None and result["engine_back_s"] is not None
+    assert result["nodes_ready_s"][node.name] is not None and result["not_back"] == []
+    await assert_restored(node, before)
+
+
+def test_host_restart_is_never_this_machine(lab_inventory: Inventory) -> None:
+    from faultkit.errors import FaultRefused
+
+    with pytest.raises(FaultRefused, match="this machine's own"):
+        make_fault("host_restart", lab_inventory.node("sim-vllm"), inventory=lab_inventory,
+                   dry_run=True, command="true")
+
+
 def test_every_fault_kind_has_a_host2_test() -> None:
-    tested = {"kill", "kill_process", "pause", "stop", "restart", "node_restart", "partition",
-              "loss", "bandwidth", "latency", "memory_squeeze", "rollout", "flood",
-              "oversized_context"}
+    tested = {"host_restart", "kill", "kill_process", "pause", "stop", "restart",
+              "node_restart", "partition", "loss", "bandwidth", "latency", "memory_squeeze",
+              "rollout", "flood", "oversized_context"}
     assert set(FAULTS) == tested
 
 

@@ -315,3 +315,19 @@ def test_node_restart_describes_its_scope() -> None:
     everything = make_fault("node_restart", "a", inventory=inv, dry_run=True,
                             all_containers="true").describe()
     assert "restart ALL containers on unix://" in everything
+
+
+# host_restart: never this machine, never without the operator's command ------------------
+
+def test_host_restart_needs_a_command_and_another_host() -> None:
+    remote = docker_node(host="tcp://10.0.0.2:2375")
+    with pytest.raises(FaultRefused, match="needs command="):
+        make_fault("host_restart", remote, dry_run=True)
+    with pytest.raises(FaultRefused, match="this machine's own"):
+        make_fault("host_restart", docker_node(), dry_run=True, command="true")
+    neighbours = Inventory(nodes=[remote, docker_node("b", host=remote.docker.host,
+                                                      faults=["kill"])])
+    with pytest.raises(FaultRefused, match="would also take down node 'b'"):
+        make_fault("host_restart", remote, inventory=neighbours, dry_run=True, command="true")
+    fault = make_fault("host_restart", remote, dry_run=True, command="ssh gpu-2 sudo reboot")
+    assert fault._sweep_steps() == []  # nothing for the sweep to replay: never automatic

@@ -152,7 +152,7 @@ def test_every_fault_declares_its_family_and_what_its_revert_means() -> None:
     assert all(families.values()), families
     assert {k for k in FAULTS if fault_class(k).kills_the_engine} == {"kill", "kill_process"}
     assert {k for k in FAULTS if not fault_class(k).revert_is_the_fix} == {
-        "kill", "kill_process", "rollout", "oversized_context", "flood"}
+        "kill", "kill_process", "rollout", "oversized_context", "flood", "host_restart"}
     assert kind_class("bad_input") is None and kind_class(None) is None
 
 
