@@ -214,6 +214,14 @@ class Fault(FaultLifecycle):
         return await self._acts.shielded(act)
 
     # journal ------------------------------------------------------------------------
+    async def drop_undo(self, op: str) -> None:
+        """Drop the undo steps of ``op`` once acting has shown there is nothing of that kind
+        to undo (``latency`` in proxy mode installs no qdisc), durably."""
+        if self._record is None or self.journal is None:
+            raise FaultError("drop_undo() outside inject(): call it from _apply()")
+        self._record.undo = [step for step in self._record.undo if step.get("op") != op]
+        await self.journal_io(self.journal.update, self._record)
+
     async def add_undo(self, step: dict[str, Any]) -> None:
         """Append an undo step and make it durable *before* doing what it undoes."""
         if self._record is None or self.journal is None:

@@ -239,6 +239,10 @@ class Latency(NetnsFault):
                 f"latency without netem needs the node on a 127.0.0.1 port; {self.node.base_url} "
                 "is not (load sch_netem on the node's host to use mode=netem instead)"
             )
+        # no qdisc in this mode: its undo step would only lengthen the revert (on a remote
+        # host each of its commands is a helper container, ~1 s in all, while the node is
+        # already undelayed), so it goes before anything is done
+        await self.drop_undo("qdisc_delete")
         # a local engine: forward to the container's bridge IP, which the REDIRECT of the
         # published port does not catch. Any other: the published port itself (the node's
         # host is elsewhere; its bridge is not reachable from here), the proxy's own
