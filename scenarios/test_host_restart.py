@@ -20,18 +20,29 @@ TESTBED_HOST2 = "tcp://127.0.0.1:18100"
 TESTBED_RESTART = "docker restart -t 0 faultkit-h2-docker"
 
 
+def restart_command(docker_host: str) -> str | None:
+    """How to restart the Docker host ``docker_host``: None for this machine's own engine,
+    or when nothing says how."""
+    if docker_host.startswith("unix://"):
+        return None
+    return os.environ.get("FAULTKIT_HOST_RESTART_COMMAND") or (
+        TESTBED_RESTART if docker_host == TESTBED_HOST2 else None)
+
+
 @pytest.mark.slow
 @pytest.mark.exclusive
 @pytest.mark.per_docker_host
 @pytest.mark.fault("host_restart")
 async def test_host_restart(experiment: Experiment) -> None:
     docker = experiment.node.docker
-    if docker is None or docker.host.startswith("unix://"):
-        pytest.skip("host_restart needs a Docker host that is not this machine")
-    command = os.environ.get("FAULTKIT_HOST_RESTART_COMMAND") or (
-        TESTBED_RESTART if docker.host == TESTBED_HOST2 else None)
+    command = restart_command(docker.host) if docker is not None else None
     if command is None:
-        pytest.skip(f"set FAULTKIT_HOST_RESTART_COMMAND to restart {docker.host}")
-    await experiment.run_fault("host_restart", hold_s=0, params={"command": command})
+        pytest.skip("host_restart needs a Docker host that is not this machine, and "
+                    "FAULTKIT_HOST_RESTART_COMMAND to restart it (the testbed's is known)")
+    m = await experiment.run_fault("host_restart", hold_s=0, params={"command": command})
+    result = experiment.fault_result
+    print(f"host_restart {docker.host}: detection {m.detection_s} s, recovery {m.recovery_s} s, "
+          f"lost {m.lost_total}; host down {result.get('host_down_s')} s, engine back "
+          f"{result.get('engine_back_s')} s, nodes ready {result.get('nodes_ready_s')}")
     verdict = experiment.check(experiment.default_checks())
     assert verdict.passed, verdict.summary()
