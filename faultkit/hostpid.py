@@ -7,8 +7,9 @@ process. That number means something only in the Docker host's own PID namespace
 VM (Docker Desktop, a socket forwarded from elsewhere), the same number names some
 other process of *this* machine: a bystander. So:
 
-- a fault that needs a host PID is refused up front unless the node's engine is local
-  (:func:`is_local`: a ``unix://`` socket);
+- this module is used only for a node whose engine is local (:func:`is_local`: a
+  ``unix://`` socket); any other goes through helper containers on its own host
+  (:mod:`faultkit.platform`);
 - the PID is used only after ``/proc/<pid>/cgroup`` names the container's full 64-hex id
   (:func:`proven_pid`). Docker puts every process of a container in a cgroup named after
   it (``/docker/<id>`` with the cgroupfs driver, ``/system.slice/docker-<id>.scope``
@@ -38,16 +39,6 @@ PROC = Path("/proc")
 def is_local(url: str) -> bool:
     """Whether the Docker engine at ``url`` can be on this machine (a ``unix://`` socket)."""
     return url.startswith("unix://")
-
-
-def remote_refusal(what: str, node: str, url: str, instead: str = "") -> FaultRefused:
-    """The refusal of ``what`` (it acts on a host PID) on ``node``, whose engine is ``url``."""
-    scheme = url.split("://", 1)[0]
-    return FaultRefused(
-        f"refused: {what} on {node!r} acts on a host PID (os.kill / nsenter -t PID) and needs "
-        f"the node's own host; not supported for {scheme}:// hosts yet ({url}). "
-        f"{instead + ' ' if instead else ''}Nothing was done."
-    )
 
 
 def proven_pid(attrs: Mapping[str, Any]) -> int:
