@@ -331,3 +331,38 @@ def test_host_restart_needs_a_command_and_another_host() -> None:
         make_fault("host_restart", remote, inventory=neighbours, dry_run=True, command="true")
     fault = make_fault("host_restart", remote, dry_run=True, command="ssh gpu-2 sudo reboot")
     assert fault._sweep_steps() == []  # nothing for the sweep to replay: never automatic
+
+
+def test_the_sweep_removes_only_helpers_older_than_any_helper_lives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from faultkit import sweep as sweeping
+
+    class Listed:
+        def __init__(self, name: str, created: str) -> None:
+            self.name, self.attrs = name, {"Created": created}
+
+    class Host:
+        def __init__(self) -> None:
+            self.removed: list[str] = []
+
+        def labelled(self, key: str, value: str) -> list[Listed]:
+            assert (key, value) == ("faultkit.owner", "helper")
+            return [Listed("old", "2026-12-03T08:00:00Z"),
+                    Listed("busy", "2026-12-03T08:09:30Z")]
+
+        def remove(self, name: str) -> None:
+            self.removed.append(name)
+
+    host = Host()
+    asked: list[str] = []
+    def docker_host(url: str) -> Host:
+        asked.append(url)
+        return host
+
+    monkeypatch.setattr("faultkit.docker.docker_host", docker_host)
+    inv = Inventory(nodes=[docker_node("a"), docker_node("b", host="tcp://127.0.0.1:18100")])
+    now = 1_796_285_400.0  # 2026-12-03T08:10:00Z
+    lines = sweeping.sweep_helpers(inv, now=now)
+    assert asked == ["tcp://127.0.0.1:18100"]  # never the local engine: it has no helpers
+    assert host.removed == ["old"] and lines[0].startswith("removed helper container old")
