@@ -260,6 +260,44 @@ def test_host_restart_is_never_this_machine(lab_inventory: Inventory) -> None:
                    dry_run=True, command="true")
 
 
+@pytest.mark.parametrize(("kind", "param"), [("partition", "mode=blackhole"),
+                                             ("loss", "percent=30")])
+def test_a_sigkilled_inject_is_swept_through_helpers(scratch, tmp_path: Path, kind: str,
+                                                      param: str) -> None:
+    """The harness dies with rules in the remote netns; `faultkit sweep` removes them through
+    a helper there (and the helpers the dead harness may have left)."""
+    import signal as signals
+    import sys
+
+    from testbed.scratch import write_inventory
+    from tests.integration.test_faults_crash import _wait_for_line
+
+    inv, node = scratch
+    inventory_file = write_inventory(inv, tmp_path / "inventory.yaml")
+    journal_dir = tmp_path / "journal"
+    before = snapshot(node)
+    faultkit = [sys.executable, "-m", "faultkit.cli"]
+    proc = subprocess.Popen(
+        [*faultkit, "inject", kind, "--node", node.name, "--inventory", str(inventory_file),
+         "--duration", "120s", "--journal-dir", str(journal_dir), "--param", param],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_line(proc, "inject_end", 90)
+        os.kill(proc.pid, signals.SIGKILL)  # the harness itself: a process of this machine
+        proc.wait(10)
+        assert snapshot(node)["netns_rules"]  # still applied, seen through a helper
+        out = subprocess.run([*faultkit, "sweep", "--journal-dir", str(journal_dir),
+                              "--inventory", str(inventory_file)],
+                             capture_output=True, text=True, timeout=120, check=False)
+        assert out.returncode == 0 and "reverted" in out.stdout, out.stdout + out.stderr
+        asyncio.run(assert_restored(node, before))
+        assert _helpers(host2.inner()) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    HOST_ACTIONS.clear()  # the os.kill above is of the harness, not of the node
+
+
 def test_every_fault_kind_has_a_host2_test() -> None:
     tested = {"host_restart", "kill", "kill_process", "pause", "stop", "restart",
               "node_restart", "partition", "loss", "bandwidth", "latency", "memory_squeeze",
