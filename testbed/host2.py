@@ -172,6 +172,13 @@ def capabilities(status: Path = Path("/proc/self/status")) -> tuple[str, ...]:
     return tuple(name for bit, name in enumerate(CAPABILITIES) if bounding >> bit & 1)
 
 
+def _host_hash(volumes: dict[str, dict[str, str]]) -> str:
+    """What the second host's container is made of: its mounts (the checkout whose code its
+    sim nodes run), image, command and ports; a change recreates it."""
+    text = repr((sorted(volumes.items()), TOOLS_SPEC, _command(), API_PORT, list(NODE_PORTS)))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 def _command() -> list[str]:
     return ["sh", "-c", ENTRYPOINT % INNER_BIP]
 
@@ -185,16 +192,21 @@ def start_host(progress: Progress, *, timeout_s: float = 60.0) -> float:
                VOLUME: {"bind": "/var/lib/docker", "mode": "rw"},
                str(REPO_ROOT): {"bind": INNER_REPO, "mode": "ro"},
                str(state_dir("host2")): {"bind": INNER_STATE, "mode": "rw"}}
+    wanted = _host_hash(volumes)
     if host.exists(CONTAINER):
         st = host.state(CONTAINER)
-        if not st.running:
+        if st.labels.get(LABEL_CONFIG_HASH) != wanted:  # another checkout, another command
+            progress(f"recreating {CONTAINER} (its config changed; its data volume stays)")
+            host.remove(CONTAINER)
+        elif not st.running:
             host.start(CONTAINER)
-    else:
+    if not host.exists(CONTAINER):
         with step(progress, f"starting the second Docker host {CONTAINER} ({HOST2_URL})"):
             host.create_system_container(
                 CONTAINER, TOOLS_IMAGE, _command(),
                 ports={2375: API_PORT, **{p: p for p in NODE_PORTS}},
-                volumes=volumes, labels=LABELS, cap_add=capabilities(),
+                volumes=volumes, labels={**LABELS, LABEL_CONFIG_HASH: wanted},
+                cap_add=capabilities(),
                 security_opt=SECURITY_OPT, cgroupns="private",
             )
     wait_engine(timeout_s)
