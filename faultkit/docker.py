@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -104,6 +105,20 @@ class DockerHost:
             return [c.name for c in self.client.containers.list(all=True)]
         except Exception:  # best effort: only used to improve an error message
             return []
+
+    def clock_skew_s(self) -> float:
+        """The engine's clock − this machine's (seconds): ``docker info``'s ``SystemTime``
+        against the midpoint of the request. Docker's events are stamped by that clock."""
+        from faultkit.timestamps import parse_rfc3339
+
+        before = time.time()
+        with self._mapped():
+            info = self.client.info()
+        after = time.time()
+        stamp = parse_rfc3339(str(info.get("SystemTime") or ""))
+        if stamp is None:
+            raise DockerError(f"{self.url}: `docker info` reports no SystemTime")
+        return stamp - (before + after) / 2
 
     # lookup -------------------------------------------------------------------------
     def container(self, name: str) -> Container:
