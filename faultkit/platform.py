@@ -42,7 +42,7 @@ from typing import Any
 from faultkit import hostpid
 from faultkit.constants import LABEL_OWNER
 from faultkit.docker import DockerHost, docker_host
-from faultkit.errors import FaultError, FaultRefused
+from faultkit.errors import DockerError, FaultError, FaultRefused, FaultUnsupported
 
 __all__ = ["HELPER_IMAGE", "HELPER_LABEL", "HelperNetns", "LocalDocker", "Netns", "Platform",
            "RemoteDocker", "platform_for"]
@@ -265,9 +265,18 @@ def _helper(host: DockerHost, fault_id: str, command: list[str], *,
     """One helper container on ``host`` run to its end (always removed)."""
     name = f"faultkit-helper-{fault_id}-{uuid.uuid4().hex[:6]}"[:120]
     labels = {LABEL_OWNER: "helper", HELPER_LABEL: fault_id}
-    return host.run_helper(HELPER_IMAGE, command, name=name, labels=labels,
-                           network_mode=network_mode, pid_mode=pid_mode, cap_add=cap_add,
-                           timeout_s=HELPER_TIMEOUT_S)
+    try:
+        return host.run_helper(HELPER_IMAGE, command, name=name, labels=labels,
+                               network_mode=network_mode, pid_mode=pid_mode, cap_add=cap_add,
+                               timeout_s=HELPER_TIMEOUT_S)
+    except DockerError as exc:
+        if "no such image" not in str(exc).lower():
+            raise
+        raise FaultUnsupported(
+            f"the Docker host {host.url} has no {HELPER_IMAGE}, the image faultkit's helper "
+            f"containers run there: copy it (`docker save {HELPER_IMAGE} | docker -H "
+            f"{host.url} load`; the testbed's second host gets it from testbed/host2.py)"
+        ) from exc
 
 
 def platform_for(url: str, host: DockerHost | None = None) -> Platform:
