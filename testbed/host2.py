@@ -46,6 +46,7 @@ from faultkit.progress import step
 from testbed._shell import Progress, run
 from testbed.errors import TestbedError
 from testbed.images import BASE_IMAGE
+from testbed.images import SPEC as BASE_SPEC
 from testbed.paths import INVENTORY, cache_dir, state_dir
 
 #: the container that is the second host, and its Docker data (a volume: survives restarts)
@@ -71,7 +72,9 @@ TOOLS_PACKAGES = ("iptables", "iproute2", "libbpf1", "libbsd0", "libcap2-bin", "
                   "libnfnetlink0", "libnftnl11", "libxtables12", "netbase",
                   # what this machine's dockerd links beyond the base image
                   "libdevmapper1.02.1", "libudev1", "libselinux1")
-TOOLS_SPEC = hashlib.sha256(f"{BASE_IMAGE} {' '.join(TOOLS_PACKAGES)}".encode()).hexdigest()[:12]
+#: rebuilt when the base image (its own spec) or the package list changes
+TOOLS_SPEC = hashlib.sha256(
+    f"{BASE_IMAGE} {BASE_SPEC} {' '.join(TOOLS_PACKAGES)}".encode()).hexdigest()[:12]
 #: this machine's Docker binaries the second host runs (mounted read-only)
 DOCKER_BINARIES = ("dockerd", "containerd", "containerd-shim-runc-v2", "runc", "docker-init",
                    "docker-proxy")
