@@ -9,8 +9,9 @@ and its container's ``docker inspect`` attributes alone (no Docker call, no netw
   and the container publishes that port on that address or on every address
   (``HostConfig.PortBindings`` / ``NetworkSettings.Ports``, host IP ``127.0.0.1``,
   ``0.0.0.0`` or empty; ``::1``/``::`` for IPv6) — on a remote engine (``tcp://``,
-  ``ssh://``) the host must instead be the engine's own host name, published on every
-  address or on that address; or when the host is the container's own IP on one of its
+  ``ssh://``) the host must instead be the engine's own host name (loopback too when the
+  engine's URL is loopback, as the testbed's second host is), published on every address
+  or on that address; or when the host is the container's own IP on one of its
   networks and the port is one it exposes or publishes;
 - **not served** when the container demonstrably does not publish (or expose) that port;
 - **unproven** when nothing here can tell: the container runs with ``--network host`` or
@@ -102,7 +103,9 @@ def check_base_url(node: Node, attrs: Mapping[str, Any]) -> BaseUrlCheck:
     engine_host = urlsplit(node.docker.host).hostname if node.docker.host.startswith(
         ("tcp://", "ssh://")) else None
     if _is_loopback(host):
-        if engine_host is not None:
+        # an engine reached at this machine's loopback (the testbed's second host, a local
+        # tunnel) publishes its ports there too: the engine-host rule below decides
+        if engine_host is not None and not _is_loopback(engine_host):
             return BaseUrlCheck("unproven", (
                 f"{where} is this machine's loopback, but container {container} runs on "
                 f"{node.docker.host} (a tunnel or another process may answer here); use "

@@ -7,8 +7,9 @@ process. That number means something only in the Docker host's own PID namespace
 VM (Docker Desktop, a socket forwarded from elsewhere), the same number names some
 other process of *this* machine: a bystander. So:
 
-- a fault that needs a host PID is refused up front unless the node's engine is local
-  (:func:`is_local`: a ``unix://`` socket);
+- this module is used only for a node whose engine is local (:func:`is_local`: a
+  ``unix://`` socket); any other goes through helper containers on its own host
+  (:mod:`faultkit.platform`);
 - the PID is used only after ``/proc/<pid>/cgroup`` names the container's full 64-hex id
   (:func:`proven_pid`). Docker puts every process of a container in a cgroup named after
   it (``/docker/<id>`` with the cgroupfs driver, ``/system.slice/docker-<id>.scope``
@@ -24,7 +25,8 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,16 +39,6 @@ PROC = Path("/proc")
 def is_local(url: str) -> bool:
     """Whether the Docker engine at ``url`` can be on this machine (a ``unix://`` socket)."""
     return url.startswith("unix://")
-
-
-def remote_refusal(what: str, node: str, url: str, instead: str = "") -> FaultRefused:
-    """The refusal of ``what`` (it acts on a host PID) on ``node``, whose engine is ``url``."""
-    scheme = url.split("://", 1)[0]
-    return FaultRefused(
-        f"refused: {what} on {node!r} acts on a host PID (os.kill / nsenter -t PID) and needs "
-        f"the node's own host; not supported for {scheme}:// hosts yet ({url}). "
-        f"{instead + ' ' if instead else ''}Nothing was done."
-    )
 
 
 def proven_pid(attrs: Mapping[str, Any]) -> int:
@@ -125,3 +117,24 @@ def container_processes(container_id: str) -> list[tuple[int, str]]:
             continue
         found.append((int(entry.name), raw.replace(b"\0", b" ").decode(errors="replace").strip()))
     return sorted(found)
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a live process: in the process table and not a zombie (a dead
+    process its parent has not reaped yet is dead for this purpose)."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return False
+    state = stat.rpartition(")")[2].split()[:1]
+    return bool(state) and state[0] not in ("Z", "X")
+
+
+def wait_gone(pids: Sequence[int], within_s: float) -> bool:
+    """Whether every process of ``pids`` has exited within ``within_s`` (polled every 10 ms)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if not any(running(pid) for pid in pids):
+            return True
+        time.sleep(0.01)
+    return not any(running(pid) for pid in pids)

@@ -19,6 +19,7 @@ FAULTS: dict[str, str] = {
     "restart": "faultkit.faults.process:Restart",
     "pause": "faultkit.faults.process:Pause",
     "node_restart": "faultkit.faults.process:NodeRestart",
+    "host_restart": "faultkit.faults.host:HostRestart",
     "partition": "faultkit.faults.partition:Partition",
     "loss": "faultkit.faults.network:Loss",
     "bandwidth": "faultkit.faults.network:Bandwidth",

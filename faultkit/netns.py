@@ -1,12 +1,15 @@
-"""iptables and tc inside a container's network namespace (``nsenter -t PID -n``) or the host's.
+"""iptables and tc inside a container's network namespace or the host's.
+
+Where a command runs is a :data:`faultkit.platform.Netns`: a host PID proven to be the
+container's (``nsenter -t PID -n``, the node's engine on this machine), a
+:class:`~faultkit.platform.HelperNetns` (a helper container joined to the container's
+namespace on the node's own Docker host), or ``None`` (this machine's own namespace).
 
 Every rule the harness adds carries ``-m comment --comment faultkit:<fault-id>`` and every
 root qdisc it adds uses handle :data:`QDISC_HANDLE` (``fa17:``), so the sweep can find
 and delete exactly what the harness made and nothing else. Needs root (or CAP_NET_ADMIN
-and CAP_SYS_ADMIN for ``nsenter``) on the Docker host; only local Docker hosts
-(``unix://``) are supported.
-
-``pid=None`` means the host's own namespace.
+and CAP_SYS_ADMIN for ``nsenter``) on this machine for the first and the last; the
+helper gets ``NET_ADMIN`` on the node's host.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import subprocess
 from collections.abc import Sequence
 
 from faultkit.errors import FaultError, FaultUnsupported
+from faultkit.platform import HelperNetns, Netns
 
 Proc = subprocess.CompletedProcess[str]
 
@@ -29,7 +33,14 @@ def comment_for(fault_id: str) -> str:
     return f"{COMMENT_PREFIX}{fault_id}"
 
 
-def _run(pid: int | None, argv: Sequence[str], *, check: bool = True) -> Proc:
+def _run(pid: Netns, argv: Sequence[str], *, check: bool = True) -> Proc:
+    if isinstance(pid, HelperNetns):
+        proc = pid.run(argv)
+        if check and proc.returncode != 0:
+            raise FaultError(
+                f"`{shlex.join(argv)}` in the netns of {pid.container} on {pid.host.url} (a "
+                f"helper container) failed (exit {proc.returncode}): {proc.stdout.strip()}")
+        return proc
     tool = argv[0]
     if shutil.which(tool) is None:
         raise FaultUnsupported(f"`{tool}` is not installed on this host; install iptables/iproute2")
@@ -47,22 +58,22 @@ def _run(pid: int | None, argv: Sequence[str], *, check: bool = True) -> Proc:
     return proc
 
 
-def iptables(pid: int | None, args: Sequence[str], *, check: bool = True) -> Proc:
+def iptables(pid: Netns, args: Sequence[str], *, check: bool = True) -> Proc:
     """Run ``iptables -w ARGS`` in the namespace (``-w`` waits for the xtables lock)."""
     return _run(pid, ["iptables", "-w", "5", *args], check=check)
 
 
-def tc(pid: int | None, args: Sequence[str], *, check: bool = True) -> Proc:
+def tc(pid: Netns, args: Sequence[str], *, check: bool = True) -> Proc:
     return _run(pid, ["tc", *args], check=check)
 
 
-def add_rule(pid: int | None, table: str, chain: str, spec: Sequence[str], fault_id: str) -> None:
+def add_rule(pid: Netns, table: str, chain: str, spec: Sequence[str], fault_id: str) -> None:
     """Insert a rule at the top of ``chain``, tagged with the fault's comment."""
     tag = ["-m", "comment", "--comment", comment_for(fault_id)]
     iptables(pid, ["-t", table, "-I", chain, *spec, *tag])
 
 
-def tagged_rules(pid: int | None, table: str, prefix: str = COMMENT_PREFIX) -> list[str]:
+def tagged_rules(pid: Netns, table: str, prefix: str = COMMENT_PREFIX) -> list[str]:
     """``iptables -S`` lines of ``table`` whose comment starts with ``prefix``."""
     out = iptables(pid, ["-t", table, "-S"]).stdout
     return [
@@ -72,7 +83,7 @@ def tagged_rules(pid: int | None, table: str, prefix: str = COMMENT_PREFIX) -> l
     ]
 
 
-def matched_packets(pid: int | None, table: str, comment: str) -> int:
+def matched_packets(pid: Netns, table: str, comment: str) -> int:
     """Packets matched so far by the rules of ``table`` tagged exactly ``comment``.
 
     Read from ``iptables -L -v -x -n``, whose lines start with the packet counter and end
@@ -87,7 +98,7 @@ def matched_packets(pid: int | None, table: str, comment: str) -> int:
     return total
 
 
-def purge_rules(pid: int | None, table: str, comment: str) -> int:
+def purge_rules(pid: Netns, table: str, comment: str) -> int:
     """Delete every rule of ``table`` tagged ``comment`` (exact or prefix); return how many."""
     removed = 0
     for line in tagged_rules(pid, table, comment):
@@ -98,7 +109,7 @@ def purge_rules(pid: int | None, table: str, comment: str) -> int:
     return removed
 
 
-def interfaces(pid: int) -> list[str]:
+def interfaces(pid: Netns) -> list[str]:
     """Non-loopback interfaces of the namespace (e.g. ``eth0``)."""
     out = _run(pid, ["ip", "-o", "link", "show"]).stdout
     names = []
@@ -111,7 +122,7 @@ def interfaces(pid: int) -> list[str]:
     return names
 
 
-def root_qdisc_is_ours(pid: int, dev: str) -> bool:
+def root_qdisc_is_ours(pid: Netns, dev: str) -> bool:
     out = tc(pid, ["qdisc", "show", "dev", dev], check=False).stdout
     for line in out.splitlines():
         parts = line.split()
@@ -120,7 +131,7 @@ def root_qdisc_is_ours(pid: int, dev: str) -> bool:
     return False
 
 
-def add_root_qdisc(pid: int, dev: str, qdisc: Sequence[str]) -> None:
+def add_root_qdisc(pid: Netns, dev: str, qdisc: Sequence[str]) -> None:
     """``tc qdisc add dev DEV root handle fa17: QDISC...``; unknown kinds → FaultUnsupported."""
     argv = ["qdisc", "add", "dev", dev, "root", "handle", QDISC_HANDLE, *qdisc]
     proc = tc(pid, argv, check=False)
@@ -134,14 +145,14 @@ def add_root_qdisc(pid: int, dev: str, qdisc: Sequence[str]) -> None:
         raise FaultError(f"`tc qdisc add dev {dev} root {shlex.join(qdisc)}` failed: {err}")
 
 
-def delete_root_qdisc(pid: int, dev: str) -> bool:
+def delete_root_qdisc(pid: Netns, dev: str) -> bool:
     """Delete the root qdisc of ``dev`` if it is ours (handle fa17:); True if one was deleted."""
     if not root_qdisc_is_ours(pid, dev):
         return False
     return tc(pid, ["qdisc", "del", "dev", dev, "root"], check=False).returncode == 0
 
 
-def netem_available(pid: int | None = None) -> bool:
+def netem_available(pid: Netns = None) -> bool:
     """Whether ``tc … netem`` works in the namespace (probes ``lo`` with 0 ms, removed at once)."""
     probe_pid = pid
     proc = tc(probe_pid, ["qdisc", "add", "dev", "lo", "root", "handle", QDISC_HANDLE, "netem",

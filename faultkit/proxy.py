@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import socket
 import time
 
 
@@ -20,8 +21,11 @@ class DelayProxy:
     """Run with ``await start()`` / ``await stop()``; ``port`` is known after start."""
 
     def __init__(self, upstream: tuple[str, int], delay_s: float, jitter_s: float = 0.0,
-                 *, seed: int | None = None) -> None:
+                 *, seed: int | None = None, mark: int | None = None) -> None:
         self.upstream = upstream
+        #: ``SO_MARK`` of the upstream connections (needs CAP_NET_ADMIN): lets a REDIRECT of
+        #: the upstream's own address skip the proxy's connections
+        self.mark = mark
         self.delay_s = delay_s
         self.jitter_s = jitter_s
         self.port = 0
@@ -69,7 +73,7 @@ class DelayProxy:
         assert task is not None
         self._tasks.add(task)
         try:
-            up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+            up_reader, up_writer = await self._connect()
         except OSError:
             writer.close()
             self._tasks.discard(task)
@@ -89,6 +93,19 @@ class DelayProxy:
             for w in (writer, up_writer):
                 w.close()
             self._tasks.discard(task)
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if self.mark is None:
+            return await asyncio.open_connection(*self.upstream)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, self.mark)
+            sock.setblocking(False)
+            await asyncio.get_running_loop().sock_connect(sock, self.upstream)
+        except BaseException:
+            sock.close()
+            raise
+        return await asyncio.open_connection(sock=sock)
 
     async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, *,
                     delayed: bool) -> None:

@@ -30,6 +30,9 @@ A record the sweep leaves in the journal (``FAILED``, ``REFUSED``, ``NOT REPLAYE
 (:mod:`faultkit.faults.admission`), so a fault never stacks on one left applied.
 
 It is idempotent: a second sweep finds nothing to do (records it refused are listed again).
+With ``helpers=True`` and an inventory (``faultkit sweep``, the pytest plugin), it also
+removes helper containers (:mod:`faultkit.platform`) left on the inventory's remote Docker
+hosts for longer than a helper ever lives (:func:`sweep_helpers`).
 The pytest plugin, ``faultkit inject`` and ``faultkit gate`` call it at start with their
 inventory; ``faultkit sweep`` runs it by hand.
 """
@@ -63,6 +66,7 @@ def sweep(
     max_age_s: float = MAX_AGE_S,
     force: bool = False,
     now: float | None = None,
+    helpers: bool = False,
 ) -> list[str]:
     """Revert every orphaned fault the policy allows; return one line per record handled.
 
@@ -102,6 +106,45 @@ def sweep(
                 lines.append(_replay(journal, claimed))
         log.info("sweep: %s", lines[-1])
     journal.prune()
+    if helpers and inventory is not None:
+        lines.extend(sweep_helpers(inventory, now=now))
+    return lines
+
+
+#: a helper container older than this (seconds) is left behind: each one is removed by its
+#: harness within its timeout (faultkit.platform.HELPER_TIMEOUT_S, 60 s) of its creation
+HELPER_MAX_AGE_S = 300.0
+
+
+def sweep_helpers(inventory: Inventory, *, now: float | None = None,
+                  max_age_s: float = HELPER_MAX_AGE_S) -> list[str]:
+    """Remove the helper containers (:mod:`faultkit.platform`) left on the inventory's
+    remote Docker hosts: those older than ``max_age_s``, whose harness is gone (a helper in
+    use is younger). A journalled fault's own ``helpers_remove`` step covers its helpers
+    at once; this covers one killed before its record was written. One line per removal; a
+    host that does not answer is logged only (the next sweep looks again)."""
+    from faultkit import hostpid
+    from faultkit.constants import LABEL_OWNER
+    from faultkit.docker import docker_host
+    from faultkit.errors import DockerError
+    from faultkit.timestamps import parse_rfc3339
+
+    now = time.time() if now is None else now
+    lines: list[str] = []
+    hosts = sorted({n.docker.host for n in inventory.nodes
+                    if n.docker is not None and not hostpid.is_local(n.docker.host)})
+    for url in hosts:
+        host = docker_host(url)
+        try:
+            for container in host.labelled(LABEL_OWNER, "helper"):
+                created = parse_rfc3339(str(container.attrs.get("Created") or ""))
+                if created is None or now - created < max_age_s:
+                    continue
+                host.remove(container.name)
+                lines.append(f"removed helper container {container.name} on {url} (left "
+                             f"behind {rough_duration(now - created)} ago)")
+        except DockerError as exc:  # a host that is down runs no helper: nothing to report
+            log.warning("sweep: helper containers on %s not checked: %s", url, exc)
     return lines
 
 

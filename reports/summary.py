@@ -92,6 +92,7 @@ _PHRASES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "node_restart": lambda p: (
         "a restart of every container on its Docker host" if p.get("all_containers")
         else "a restart of the inventory nodes' containers on its Docker host"),
+    "host_restart": lambda p: "a restart of its whole Docker host",
     "partition": _partition,
     "loss": _loss,
     "bandwidth": _with("a bandwidth limit of {}", "rate", "a bandwidth limit"),

@@ -53,3 +53,29 @@ async def test_contained_failure(experiment: Experiment, faultkit_inventory) -> 
     await experiment.run_fault("kill", hold_s=0, neighbours=others)
     verdict = experiment.check(neighbours_unaffected(experiment, others))
     assert verdict.passed, verdict.summary()
+
+
+@pytest.mark.slow
+@pytest.mark.exclusive
+@pytest.mark.per_docker_host
+@pytest.mark.fault("host_restart")
+async def test_contained_failure_across_hosts(experiment: Experiment, faultkit_inventory) -> None:  # type: ignore[no-untyped-def]
+    """A whole Docker host restarts (test_host_restart) while every node on the *other*
+    hosts takes load: they must lose nothing. Runs for each host that is not this machine."""
+    from scenarios.test_host_restart import restart_command
+
+    victim = experiment.node
+    assert victim.docker is not None
+    command = restart_command(victim.docker.host)
+    if command is None:
+        pytest.skip(f"no way to restart {victim.docker.host} (this machine, or "
+                    "FAULTKIT_HOST_RESTART_COMMAND unset)")
+    others = [n for n in faultkit_inventory.nodes
+              if n.docker is not None and n.docker.host != victim.docker.host
+              and not set(n.upstreams) & {victim.name}]
+    if not others:
+        pytest.skip("needs a node on another Docker host")
+    await experiment.run_fault("host_restart", hold_s=0, neighbours=others,
+                               params={"command": command})
+    verdict = experiment.check(neighbours_unaffected(experiment, others))
+    assert verdict.passed, verdict.summary()

@@ -4,8 +4,9 @@ Two questions are asked before a fault is injected (docs/definitions.md, "INCONC
 
 - :func:`preflight_gaps` — can monitoring be observed at all: Prometheus ready, alert
   rules loaded for the node, this machine's clock within :data:`MAX_CLOCK_SKEW_S` of
-  Prometheus' (every detection figure compares the two clocks), the node's container
-  present and running.
+  Prometheus' (every detection figure compares the two clocks) and of the node's Docker
+  host's (its events date ``t_effect``; another machine in a multi-host lab), the node's
+  container present and running.
 - :func:`steady_state_violations` — the steady-state hypothesis (Chaos Toolkit's term):
   over the baseline the node answered its readiness probe, its error ratio and TTFT p95
   were within the node's objectives. A node that is not healthy before the fault cannot be
@@ -41,9 +42,19 @@ def clock_skew_s(prom: Prometheus) -> float:
     return value - (before + after) / 2
 
 
-def preflight_gaps(node: Node, prom: Prometheus, container_running: bool | None) -> list[str]:
-    """Reasons the experiment could not be judged, known before it starts."""
+def preflight_gaps(node: Node, prom: Prometheus, container_running: bool | None,
+                   docker_skew_s: float | None = None) -> list[str]:
+    """Reasons the experiment could not be judged, known before it starts.
+
+    ``docker_skew_s``: the node's Docker host's clock − this machine's (None: not known).
+    Docker's events date ``t_effect``, so a host whose clock is off misdates every figure
+    counted from it: the same bound applies as to Prometheus' clock."""
     gaps: list[str] = []
+    if docker_skew_s is not None and abs(docker_skew_s) > MAX_CLOCK_SKEW_S:
+        host = node.docker.host if node.docker else "?"
+        gaps.append(f"clock skew between this machine and the node's Docker host {host} is "
+                    f"{docker_skew_s:+.3f} s (bound ±{MAX_CLOCK_SKEW_S} s): its events, which "
+                    "date when the fault took effect, would be misdated")
     try:
         if not prom.ready():
             gaps.append(f"Prometheus at {prom.url} is not ready (/-/ready is not 200)")

@@ -10,7 +10,7 @@ import click
 
 from faultkit.commands.input import inventory_option
 from faultkit.progress import Progress
-from testbed.lab import SKIPPABLE_NODES, Lab
+from testbed.lab import HOST2, SKIPPABLE_NODES, Lab
 
 
 def _progress() -> Progress:
@@ -33,9 +33,10 @@ def testbed(ctx: click.Context, inventory_path: Path) -> None:
     "--skip",
     "skip",
     multiple=True,
-    type=click.Choice(sorted(SKIPPABLE_NODES)),
+    type=click.Choice(sorted({*SKIPPABLE_NODES, HOST2})),
     help="leave a heavy node out (the real vLLM node: ~1.3 GiB, ~30 s per start; the "
-    "LiteLLM gateway: a ~760 MiB virtualenv, ~2 min to build once); "
+    "LiteLLM gateway: a ~760 MiB virtualenv, ~2 min to build once), or the second Docker "
+    "host and its nodes (host2: ~15 s the first time); "
     "run scenarios with --node for the others then",
 )
 @click.pass_obj

@@ -18,8 +18,14 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from faultkit.constants import LABEL_CONFIG_HASH, LABEL_NODE, LABEL_OWNER, LABEL_SERVING_CONFIG
-from faultkit.docker import ContainerSpec, DockerHost
+from faultkit.constants import (
+    LABEL_CONFIG_HASH,
+    LABEL_NODE,
+    LABEL_OWNER,
+    LABEL_SERVING_CONFIG,
+    LOCAL_DOCKER,
+)
+from faultkit.docker import ContainerSpec, DockerHost, docker_host
 from faultkit.errors import ContainerNotFound, DockerError
 from faultkit.health import probe, wait_ready
 from faultkit.inventory import Inventory, Node, ServingConfig, config_hash, load_inventory
@@ -40,6 +46,9 @@ LAB_LABELS = {LABEL_OWNER: "testbed"}
 #: Nodes ``testbed up --skip NAME`` may leave out (the heavy ones: the real vLLM node, and
 #: the LiteLLM gateway, whose virtualenv takes ~2 min to build the first time).
 SKIPPABLE_NODES = frozenset({"vllm", "gateway"})
+#: ``testbed up --skip host2`` leaves out the second Docker host and its nodes
+#: (:mod:`testbed.host2`); everything else ``--skip`` names is a node.
+HOST2 = "host2"
 DEFAULT_CONTAINER_PORTS = {
     "llamacpp": 8080, "vllm": 8000, "sglang": 30000, "tgi": 80, "litellm": 4000,
 }  # fmt: skip
@@ -188,6 +197,7 @@ class Lab:
             n
             for n in self.inventory.nodes
             if n.docker is not None and n.serving_config and n.name not in skip
+            and n.docker.host == LOCAL_DOCKER  # the second host's: testbed.host2
         ]
         return sorted(nodes, key=lambda n: n.kind == "gateway")
 
@@ -201,6 +211,10 @@ class Lab:
         nodes = self.lab_nodes(skip)
         for node in nodes:
             self._ensure_node(host, node, image)
+        if HOST2 not in skip:
+            from testbed import host2
+
+            host2.up(self.inventory_path, self.progress)
         ensure_prometheus(self.inventory, self.progress)
         for node in nodes:
             config = self.inventory.serving_config(node.serving_config or "")
@@ -308,19 +322,21 @@ class Lab:
             )
         else:
             self.progress("no Docker engine answers: no containers to remove")
+        from testbed import host2
+
+        host2.down(self.progress)
         if stop_prometheus():
             self.progress("stopped Prometheus")
         shutil.rmtree(home() / "state", ignore_errors=True)
 
     # status ---------------------------------------------------------------------------
     def status(self) -> list[NodeStatus]:
-        host = DockerHost()
-        docker_ok = host.ping()
         targets = _prometheus_targets(self.inventory.prometheus.url)
         rows = []
         for node in self.inventory.nodes:
             state, restarts, started = "no docker", None, "-"
-            if docker_ok and node.docker is not None:
+            host = docker_host(node.docker.host) if node.docker is not None else None
+            if host is not None and node.docker is not None and host.ping():
                 try:
                     st = host.state(node.docker.container)
                     state, restarts = st.status, st.restart_count

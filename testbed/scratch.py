@@ -95,17 +95,20 @@ def snapshot(node: Node) -> dict[str, Any]:
         for net, ep in host.endpoints(name).items()
     }
     st = host.state(name)
-    pid = st.pid
+    # where the container's netns is reached: a proven PID here, a helper on another host
+    from faultkit.platform import platform_for
+
+    pid = platform_for(host.url, host).netns(name, "snapshot") if st.running else None
     return {
         "spec": spec,
         "networks": networks,
         "limits": host.memory_limits(name),
         "paused": st.paused,
         "running": st.running,
-        "netns_rules": netns.tagged_rules(pid, "filter") if pid else None,
+        "netns_rules": netns.tagged_rules(pid, "filter") if pid is not None else None,
         "host_nat_rules": netns.tagged_rules(None, "nat"),
         "qdiscs": [dev for dev in netns.interfaces(pid) if netns.root_qdisc_is_ours(pid, dev)]
-        if pid else None,
+        if pid is not None else None,
     }
 
 

@@ -51,7 +51,8 @@ def sweep(inventory_path: Path, journal_dir: str | None, max_age: str, force: bo
         _list(journal)
         return
     inventory = load_inventory(inventory_path)
-    lines = run_sweep(journal, inventory=inventory, max_age_s=max_age_s, force=force)
+    lines = run_sweep(journal, inventory=inventory, max_age_s=max_age_s, force=force,
+                      helpers=True)
     for line in lines:
         click.echo(line)
     live = [r for r in journal.unreverted() if journal.is_live(r.id)]

@@ -58,6 +58,7 @@ from faultkit.faults.noting import Emit
 from faultkit.faults.params import Param, ParamSpec, as_param, parse_params
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal, JournalRecord
+from faultkit.platform import Platform, platform_for
 
 __all__ = ["Emit", "Fault", "Guard"]
 
@@ -175,6 +176,19 @@ class Fault(FaultLifecycle):
         return docker_host(self.node.docker.host)
 
     @property
+    def platform(self) -> Platform:
+        """What the fault does on the node's own host (:mod:`faultkit.platform`): local
+        shortcuts for a ``unix://`` engine, helper containers on any other."""
+        host = self.docker
+        assert self.node.docker is not None
+        return platform_for(self.node.docker.host, host)
+
+    def _sweep_steps(self) -> list[dict[str, Any]]:
+        if self.node.docker is None or not self.acts_on_container:
+            return []
+        return self.platform.helper_steps(self.id)
+
+    @property
     def container(self) -> str:
         _ = self.docker
         assert self.node.docker is not None
@@ -200,6 +214,14 @@ class Fault(FaultLifecycle):
         return await self._acts.shielded(act)
 
     # journal ------------------------------------------------------------------------
+    async def drop_undo(self, op: str) -> None:
+        """Drop the undo steps of ``op`` once acting has shown there is nothing of that kind
+        to undo (``latency`` in proxy mode installs no qdisc), durably."""
+        if self._record is None or self.journal is None:
+            raise FaultError("drop_undo() outside inject(): call it from _apply()")
+        self._record.undo = [step for step in self._record.undo if step.get("op") != op]
+        await self.journal_io(self.journal.update, self._record)
+
     async def add_undo(self, step: dict[str, Any]) -> None:
         """Append an undo step and make it durable *before* doing what it undoes."""
         if self._record is None or self.journal is None:

@@ -7,8 +7,10 @@ supervision may bring it back.
 answering errors. ``kill_process match=REGEX`` sends ``signal`` (default SIGKILL) to every
 process of the container whose command line matches (``re.search``) — but not the
 container's main process (its init) when another process matches — from the host's PID
-namespace, each PID proven to be the container's (:mod:`faultkit.hostpid`, through a
-pidfd). Then revert waits for the node to serve again by itself (``ready_timeout_s``); if it
+namespace of the node's host, each PID proven to be the container's and signalled through a
+pidfd (:mod:`faultkit.platform`: by the harness for a local engine, by a helper container
+with the host's PID namespace on any other). Then revert waits for the node to serve again
+by itself (``ready_timeout_s``); if it
 does not, and the container has stopped, the harness starts it — an intervention: the
 node did not recover, the harness repaired it, and the run says so.
 
@@ -24,8 +26,7 @@ the container stopped or restarting: ``death_showed_s``), then for it to serve a
 bring it back (exit 0 under ``on-failure``, or policy ``no``).
 
 Refused before anything is done when no process matches (the message lists the
-container's processes), when the node's engine is not local, or when the container is not
-running.
+container's processes), or when the container is not running.
 """
 
 from __future__ import annotations
@@ -34,17 +35,14 @@ import asyncio
 import re
 import signal
 import time
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import httpx
 
-from faultkit import hostpid
 from faultkit.errors import FaultParamError, FaultRefused
 from faultkit.faults.params import Param, ParamSpec
 from faultkit.faults.process import READY_TIMEOUT, _ReadyMixin
 from faultkit.health import probe
-from faultkit.inventory import Inventory, Node
 
 #: signals that end an engine the ways engines end
 SIGNALS = ("SIGKILL", "SIGTERM", "SIGSEGV", "SIGABRT")
@@ -52,27 +50,6 @@ SIGNALS = ("SIGKILL", "SIGTERM", "SIGSEGV", "SIGABRT")
 GONE_WITHIN_S = 10.0
 #: how long the node may keep looking alive after its engine died
 DEATH_SHOWS_S = 30.0
-
-
-def _running(pid: int) -> bool:
-    """Whether ``pid`` is a live process: in the process table and not a zombie (a dead
-    process its parent has not reaped yet is dead for this purpose)."""
-    try:
-        stat = (hostpid.PROC / str(pid) / "stat").read_text()
-    except OSError:
-        return False
-    state = stat.rpartition(")")[2].split()[:1]
-    return bool(state) and state[0] not in ("Z", "X")
-
-
-def _wait_gone(pids: list[int], within_s: float) -> bool:
-    """Whether every process of ``pids`` has exited within ``within_s`` (polled every 10 ms)."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        if not any(_running(pid) for pid in pids):
-            return True
-        time.sleep(0.01)
-    return False
 
 
 class KillProcess(_ReadyMixin):
@@ -106,14 +83,6 @@ class KillProcess(_ReadyMixin):
                                   f"expression ({exc})", param="match",
                                   allowed="a regular expression") from None
 
-    @classmethod
-    def check_blast_radius(
-        cls, node: Node, inventory: Inventory | None, params: Mapping[str, Any]
-    ) -> None:
-        """Signalling a process inside a container needs the node's own host."""
-        if node.docker and not hostpid.is_local(node.docker.host):
-            raise hostpid.remote_refusal("kill_process", node.name, node.docker.host)
-
     def what(self) -> str:
         return (f"{self.params['signal']} to the container's processes matching "
                 f"/{self.params['match']}/ (the engine dies inside; its supervision must bring "
@@ -125,11 +94,11 @@ class KillProcess(_ReadyMixin):
         init such as docker-init carries its child's command line in its own; the engine
         dying under it is this fault, the init dying is ``kill``)."""
         attrs = self.docker.inspect(self.container)
-        main = hostpid.proven_pid(attrs)  # running, and its PIDs are this host's
         container_id = str(attrs.get("Id") or "")
         policy = ((attrs.get("HostConfig") or {}).get("RestartPolicy") or {})
         self.result["restart_policy"] = policy.get("Name") or "no"
-        processes = hostpid.container_processes(container_id)
+        # running, and its PIDs are the node's host's (proven by cgroup, there)
+        main, processes = self.platform.processes(self.container, self.id)
         matched = [p for p in processes if self.pattern.search(p[1])]
         below_main = [p for p in matched if p[0] != main]
         return container_id, processes, below_main or matched
@@ -147,15 +116,16 @@ class KillProcess(_ReadyMixin):
 
     async def _apply(self) -> None:
         self._t0 = time.monotonic()
-        container_id, _, matched = await asyncio.to_thread(self._matching)
+        _, _, matched = await asyncio.to_thread(self._matching)
         sig = signal.Signals[self.params["signal"]]
         self.result["matched"] = [{"pid": pid, "cmdline": cmd[:200]} for pid, cmd in matched]
         self.acting(f"{sig.name} to {len(matched)} process(es) matching "
                     f"/{self.params['match']}/: {', '.join(str(p) for p, _ in matched)}")
-        for pid, _ in matched:
-            await self.act(hostpid.kill, pid, container_id, sig, name=self.container)
+        await self.act(self.platform.signal_processes, self.container,
+                       [pid for pid, _ in matched], sig, self.id)
         # the engine is dead when the processes signalled are gone (a SIGTERM may be handled)
-        gone = await asyncio.to_thread(_wait_gone, [pid for pid, _ in matched], GONE_WITHIN_S)
+        gone = await asyncio.to_thread(self.platform.wait_gone, [pid for pid, _ in matched],
+                                       GONE_WITHIN_S, self.id)
         if gone:
             self.effect_in_place(f"{len(matched)} process(es) matching /{self.params['match']}/ "
                                  "exited")

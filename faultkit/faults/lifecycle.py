@@ -75,6 +75,11 @@ class FaultLifecycle(FaultNotes):
     async def _apply(self) -> None:
         raise NotImplementedError
 
+    def _sweep_steps(self) -> list[dict[str, Any]]:
+        """Undo steps that only clean up after the harness (helper containers a killed
+        harness left on the node's host); appended after ``_prepare``'s."""
+        return []
+
     async def _before_undo(self) -> None:
         """Before the undo steps of a normal revert (e.g. read what the mechanism did)."""
         return None
@@ -117,7 +122,7 @@ class FaultLifecycle(FaultNotes):
         self._state = "injecting"
         self.emit(EventKind.INJECT_START, effect=self.effect_spec())
         try:
-            steps = await self._prepare()
+            steps = [*await self._prepare(), *self._sweep_steps()]
             self._record = JournalRecord(
                 id=self.id, kind=self.kind, node=self.node.name, description=self.describe(),
                 params=dict(self.params), undo=list(steps), node_locks=self._locks.node_keys,

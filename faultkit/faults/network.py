@@ -11,15 +11,19 @@ Mechanisms (``result["mode"]`` and the events' ``mode`` say which one ran):
   otherwise (mode ``proxy``) a harness-run :class:`~faultkit.proxy.DelayProxy` plus an
   iptables ``nat OUTPUT`` REDIRECT of the node's published loopback port to the proxy,
   which forwards to the container's bridge IP and port (so its own upstream connection is
-  never redirected). Only *new* connections take the redirect; keep-alive connections
-  opened before the injection keep the direct path. The delay is one-way, on the node's
+  never redirected); for a node on another Docker host, to the published port itself, its
+  connections carrying the socket mark :data:`PROXY_MARK`, which the REDIRECT skips. That
+  mode acts on this machine's loopback only: it delays this machine's clients of the node
+  (the harness, a local Prometheus), never the node's other clients. Only *new*
+  connections take the redirect; keep-alive connections opened before the injection keep the
+  direct path. The delay is one-way, on the node's
   answers, as netem on the container's egress would be. The revert first turns the proxy
   into a pass-through (no connection is delayed after ``revert_start``), then removes the
   REDIRECT; ``revert_end`` does not wait for the proxy's lingering keep-alive connections
   to drain (that happens after it, bounded at 10 s).
 
 Every rule carries ``-m comment --comment faultkit:<fault-id>``; every qdisc handle fa17:.
-Needs root on a local Docker host.
+Needs root on this machine for a local Docker host.
 
 Blast radius, checked before anything is journaled or touched (:class:`FaultRefused`):
 
@@ -27,10 +31,11 @@ Blast radius, checked before anything is journaled or touched (:class:`FaultRefu
   (``HostConfig.NetworkMode`` ``host``, or ``container:<other>``): ``nsenter`` would reach
   the host's own namespace, or another container's;
 - the faults that enter the netns (``partition mode=blackhole``, ``loss``, ``bandwidth``,
-  ``latency``) need the node's own host: a ``unix://`` engine (refused up front
-  otherwise), and a PID that ``/proc/<pid>/cgroup`` proves to be the container's
-  (:mod:`faultkit.hostpid`). ``partition mode=refuse`` works through the Docker API on
-  any host.
+  ``latency``) act on the node's own host (:mod:`faultkit.platform`): for a ``unix://``
+  engine through ``nsenter`` into a PID that ``/proc/<pid>/cgroup`` proves to be the
+  container's (:mod:`faultkit.hostpid`), for any other from a helper container there,
+  joined to the container's namespace. ``partition mode=refuse`` works through the Docker
+  API alone.
 """
 
 from __future__ import annotations
@@ -41,17 +46,20 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from faultkit import hostpid, netns
+from faultkit import netns
 from faultkit.errors import FaultError, FaultRefused, FaultUnsupported
 from faultkit.faults.base import Fault
 from faultkit.faults.params import Param, ParamSpec
-from faultkit.inventory import Inventory, Node
+from faultkit.platform import Netns
 from faultkit.proxy import DelayProxy
 
 #: tc rates (``1mbit``, ``500kbit``, ``10mbps``) and sizes (``32kbit``, ``64kb``, ``1500``),
 #: as ``tc`` parses them; the number must be above 0.
 _TC_RATE = re.compile(r"(?i)(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps)")
 _TC_SIZE = re.compile(r"(?i)(\d+(?:\.\d+)?)(b|k|kb|m|mb|g|gb|kbit|mbit|gbit)?")
+#: the socket mark of the delay proxy's upstream connections (a remote node's published
+#: port): the REDIRECT of that port skips packets carrying it
+PROXY_MARK = 0xFA17
 #: one way of added delay or jitter: up to a minute
 _DELAY_MAX_MS = 60_000
 
@@ -75,16 +83,6 @@ class NetnsFault(Fault):
         """Whether the fault acts inside the container's netns (``nsenter -t PID``)."""
         return True
 
-    @classmethod
-    def check_blast_radius(
-        cls, node: Node, inventory: Inventory | None, params: Mapping[str, Any]
-    ) -> None:
-        """Entering the container's netns needs the node's own host (a local engine)."""
-        if cls.enters_netns(params) and node.docker and not hostpid.is_local(node.docker.host):
-            instead = ("Use partition mode=refuse (through the Docker API)."
-                       if cls.kind == "partition" else "")
-            raise hostpid.remote_refusal(cls.kind, node.name, node.docker.host, instead)
-
     async def _check_target(self) -> None:
         """Refuse a container without a netns of its own; prove its PID if it will be used.
 
@@ -101,14 +99,14 @@ class NetnsFault(Fault):
                 f"network) to run network faults on it. Nothing was done."
             )
         if self.enters_netns(self.params):
-            hostpid.proven_pid(attrs)
+            await asyncio.to_thread(self.platform.netns, self.container, self.id)
 
-    async def _pid(self) -> int:
-        """The container's host PID, proven again just before it is used."""
-        attrs = await asyncio.to_thread(self.docker.inspect, self.container)
-        return hostpid.proven_pid(attrs)
+    async def _pid(self) -> Netns:
+        """Where to run iptables/tc in the container's netns (a host PID proven again just
+        before it is used, or a helper container on the node's host)."""
+        return await asyncio.to_thread(self.platform.netns, self.container, self.id)
 
-    async def _netem(self, pid: int) -> bool:
+    async def _netem(self, pid: Netns) -> bool:
         ok = await self.act(netns.netem_available, pid)  # probes with a qdisc
         self.result["netem_available"] = ok
         return ok
@@ -241,12 +239,24 @@ class Latency(NetnsFault):
                 f"latency without netem needs the node on a 127.0.0.1 port; {self.node.base_url} "
                 "is not (load sch_netem on the node's host to use mode=netem instead)"
             )
-        upstream = await asyncio.to_thread(self._upstream, url.port)
+        # no qdisc in this mode: its undo step would only lengthen the revert (on a remote
+        # host each of its commands is a helper container, ~1 s in all, while the node is
+        # already undelayed), so it goes before anything is done
+        await self.drop_undo("qdisc_delete")
+        # a local engine: forward to the container's bridge IP, which the REDIRECT of the
+        # published port does not catch. Any other: the published port itself (the node's
+        # host is elsewhere; its bridge is not reachable from here), the proxy's own
+        # connections marked so that the REDIRECT skips them.
+        remote = self.platform.uses_helpers
+        upstream = ("127.0.0.1", url.port) if remote else await asyncio.to_thread(
+            self._upstream, url.port)
         self._proxy = DelayProxy(upstream, self.params["delay_ms"] / 1000,
-                                 self.params["jitter_ms"] / 1000)
+                                 self.params["jitter_ms"] / 1000,
+                                 mark=PROXY_MARK if remote else None)
         port = await self._proxy.start()
         self.result.update(proxy_port=port, upstream=f"{upstream[0]}:{upstream[1]}")
-        spec = ["-d", "127.0.0.1/32", "-p", "tcp", "--dport", str(url.port),
+        skip = ["-m", "mark", "!", "--mark", hex(PROXY_MARK)] if remote else []
+        spec = ["-d", "127.0.0.1/32", "-p", "tcp", "--dport", str(url.port), *skip,
                 "-j", "REDIRECT", "--to-ports", str(port)]
         self.acting(f"redirect 127.0.0.1:{url.port} to the delay proxy on :{port}")
         await self.act(netns.add_rule, None, "nat", "OUTPUT", spec, self.id)

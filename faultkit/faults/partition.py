@@ -8,7 +8,8 @@
   operation, 0.1–0.7 s after the cut. Works through the Docker API on any host.
 - ``mode=blackhole``: iptables ``DROP`` of everything except loopback in the container's
   netns (``nsenter -t PID -n``): clients hang until they time out. Needs the node's own
-  host (:class:`~faultkit.faults.network.NetnsFault`'s blast-radius checks).
+  host: this machine through `nsenter` for a local engine, a helper container there for
+  any other (:mod:`faultkit.platform`).
 """
 
 from __future__ import annotations

@@ -10,12 +10,12 @@
 - ``docker_kill=true``: ``docker kill``. Docker records that as a *manual* stop and does
   **not** restart the container, whatever its restart policy. Revert then starts it.
 
-The default needs the node's own host: the PID is a host PID, so the Docker engine must be
-local (``unix://``) and ``/proc/<pid>/cgroup`` must name the container's id before the
-signal is sent (:mod:`faultkit.hostpid`); anything else is refused before acting. There is
-no API-only way to the same crash: a SIGKILL through the API *is* ``docker kill``, a manual
-stop that no restart policy undoes. So on a ``tcp://``/``ssh://`` host use
-``docker_kill=true`` (which works through the API anywhere) and expect a manual stop.
+The default acts on the node's own host (:mod:`faultkit.platform`): the PID is that host's,
+and ``/proc/<pid>/cgroup`` must name the container's id before the signal is sent. For a
+local engine (``unix://``) the harness does it itself (:mod:`faultkit.hostpid`); for any
+other, a helper container with the host's PID namespace does it there, created through the
+node's Docker API. There is no API-only way to the same crash: a SIGKILL through the API
+*is* ``docker kill``, a manual stop that no restart policy undoes.
 
 For ``kill`` "revert" means: wait until the node is ready again (the restart policy's job);
 if it is not back within ``ready_timeout_s``, start the container and wait again.
@@ -38,7 +38,6 @@ from typing import Any, ClassVar
 
 from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
 
-from faultkit import hostpid
 from faultkit.errors import FaultRefused, NodeNotReady
 from faultkit.events import EventKind
 from faultkit.faults.base import Fault
@@ -149,18 +148,6 @@ class Kill(_ReadyMixin):
         "first_token": (bool, True),
     }
 
-    @classmethod
-    def check_blast_radius(
-        cls, node: Node, inventory: Inventory | None, params: Mapping[str, Any]
-    ) -> None:
-        """SIGKILL from the host needs the node's own host (a local engine)."""
-        if not params.get("docker_kill") and node.docker and not hostpid.is_local(
-                node.docker.host):
-            raise hostpid.remote_refusal(
-                "kill", node.name, node.docker.host,
-                "Use kill docker_kill=true (through the Docker API; Docker counts it as a "
-                "manual stop and does not restart the container, revert starts it).")
-
     def what(self) -> str:
         if self.params["docker_kill"]:
             return "`docker kill` (manual stop: Docker will NOT restart it; revert starts it)"
@@ -169,13 +156,8 @@ class Kill(_ReadyMixin):
     async def _prepare(self) -> list[dict[str, Any]]:
         steps = await super()._prepare()
         if not self.params["docker_kill"]:  # refused here, before the journal, if unproven
-            await asyncio.to_thread(self._proven_pid)
+            await asyncio.to_thread(self.platform.processes, self.container, self.id)
         return steps
-
-    def _proven_pid(self) -> tuple[int, str]:
-        """The main process's host PID, proven to be the container's, and the container id."""
-        attrs = self.docker.inspect(self.container)
-        return hostpid.proven_pid(attrs), str(attrs.get("Id") or "")
 
     async def _apply(self) -> None:
         self.mode = "docker_kill" if self.params["docker_kill"] else "sigkill"
@@ -185,11 +167,13 @@ class Kill(_ReadyMixin):
             self.acting("docker kill")
             await self.act(self.docker.docker_kill, self.container)
         else:
-            pid_before, container_id = await asyncio.to_thread(self._proven_pid)
+            pid_before, _ = await asyncio.to_thread(self.platform.processes, self.container,
+                                                    self.id)
             self.result["killed_pid"] = pid_before
-            self.acting(f"SIGKILL to host pid {pid_before}")
-            await self.act(hostpid.kill, pid_before, container_id, signal.SIGKILL,
-                           name=self.container)
+            how = " (from a helper container there)" if self.platform.uses_helpers else ""
+            self.acting(f"SIGKILL to pid {pid_before} on the node's host{how}")
+            await self.act(self.platform.signal_processes, self.container, [pid_before],
+                           signal.SIGKILL, self.id)
         # the fault is in effect once the container has gone down (it may be back already)
         before = self.result["restart_count_before"]
         async for attempt in AsyncRetrying(stop=stop_after_delay(10), wait=wait_fixed(0.05),

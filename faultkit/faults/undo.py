@@ -26,6 +26,7 @@ Ops (``host`` is a Docker engine URL, ``container`` a container name):
 ``container``       recreate the container from ``spec`` (+ ``networks``) if it differs
 ``shell``           run ``command`` with ``sh -c`` (config rollout's command-pair mode)
 ``exec``            run ``command`` (argv) inside the container if it is running
+``helpers_remove``  remove the helper containers labelled ``label`` on the node's host
 ==================  ==========================================================================
 """
 
@@ -46,10 +47,11 @@ from tenacity import (
 )
 from tenacity.wait import wait_base
 
-from faultkit import hostpid, netns
+from faultkit import netns
 from faultkit.constants import LOCAL_DOCKER
 from faultkit.docker import DockerHost, docker_host, spec_from_json, spec_to_json
 from faultkit.errors import ContainerNotFound, DockerError, FaultError
+from faultkit.platform import Netns, platform_for
 
 log = logging.getLogger(__name__)
 
@@ -132,20 +134,27 @@ def _running_pid(step: Mapping[str, Any]) -> int | None:
     return st.pid if st.running and st.pid else None
 
 
-def _netns_pid(step: Mapping[str, Any]) -> int | None:
-    """Like :func:`_running_pid`, for entering the container's netns: the engine must be on
-    this machine and the PID proven to be the container's (:mod:`faultkit.hostpid`)."""
-    host, name = _host(step), str(step["container"])
-    if not hostpid.is_local(host.url):
-        raise FaultError(f"cannot enter the netns of {name} on {host.url} from this machine; "
-                         "undo it on that host (its rules carry faultkit: comments)")
+def _netns_pid(step: Mapping[str, Any]) -> Netns:
+    """Where to run iptables/tc in the container's netns (:func:`faultkit.platform.
+    platform_for`: a proven PID on this machine, a helper container on a remote host);
+    None when the container is gone or not running (its netns, and what was in it, went
+    with it)."""
+    name = str(step["container"])
+    platform = platform_for(str(step.get("host") or LOCAL_DOCKER), _host(step))
     try:
-        attrs = host.inspect(name)
+        attrs = platform.host.inspect(name)
     except ContainerNotFound:
         return None
     if not (attrs.get("State") or {}).get("Running"):
         return None
-    return hostpid.proven_pid(attrs)
+    return platform.netns(name, str(step.get("fault_id") or "sweep"))
+
+
+@op("helpers_remove")
+def _helpers_remove(step: Mapping[str, Any]) -> str:
+    """Remove the helper containers a fault left on the node's host (by their label)."""
+    removed = _host(step).remove_labelled_containers(str(step["label"]))
+    return f"removed {len(removed)} helper container(s) {step['label']}"
 
 
 @op("exec")

@@ -85,7 +85,7 @@ def sweep_left_faults(config: pytest.Config) -> None:
         inventory: Inventory | None = inventory_of(config)
     except pytest.UsageError:
         inventory = None  # reported at collection; meanwhile no shell step is vouched for
-    lines = sweep(inventory=inventory)
+    lines = sweep(inventory=inventory, helpers=True)
     writer = config.get_terminal_writer()
     for line in lines:
         writer.line(f"faultkit sweep (faults a previous harness left applied): {line}")

@@ -80,6 +80,17 @@ class RunEvidence:
         except FaultkitError as exc:
             return {"error": self._redact(str(exc))}
 
+    def _docker_clock_skew(self) -> float | None:
+        """The node's Docker host's clock − this machine's; None when it cannot be read (the
+        container check reports an engine that does not answer)."""
+        if self.node.docker is None:
+            return None
+        try:
+            return docker_host(self.node.docker.host).clock_skew_s()
+        except FaultkitError as exc:
+            log.warning("could not read the clock of %s: %s", self.node.docker.host, exc)
+            return None
+
     def _log_tail(self) -> str:
         """The container log's last 80 lines, secrets redacted: engines print their
         arguments at start-up (vLLM's ``args: Namespace(api_key=...)``)."""

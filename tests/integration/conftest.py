@@ -19,6 +19,7 @@ import pytest
 OWN_CONTAINER_MODULES = frozenset({
     "test_fault_torture",
     "test_faults_crash",
+    "test_faults_host2",
     "test_faults_network",
     "test_faults_process",
     "test_litellm_gateway",

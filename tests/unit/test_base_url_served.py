@@ -234,3 +234,14 @@ async def test_faults_that_do_not_act_on_the_container_are_not_checked(
 def test_only_the_request_faults_send_requests_without_touching_the_container() -> None:
     request_faults = {kind for kind in FAULTS if not fault_class(kind).acts_on_container}
     assert request_faults == {"flood", "oversized_context"}
+
+
+def test_an_engine_on_loopback_serves_its_published_loopback_port() -> None:
+    """The testbed's second host: engine tcp://127.0.0.1:18100, its node published on
+    0.0.0.0:18101 there and forwarded to this machine's 127.0.0.1:18101."""
+    everywhere = inspect_attrs(
+        bindings={"8000/tcp": [{"HostIp": "0.0.0.0", "HostPort": "18101"}]})
+    near = vllm("http://127.0.0.1:18101", "tcp://127.0.0.1:18100")
+    assert check_base_url(near, everywhere).outcome == "served"
+    assert check_base_url(vllm("http://127.0.0.1:18102", "tcp://127.0.0.1:18100"),
+                          everywhere).outcome == "not_served"

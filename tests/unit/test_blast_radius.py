@@ -4,6 +4,8 @@ network faults never in a shared network namespace, node_restart only on invento
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import subprocess
 import sys
@@ -11,10 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from faultkit import hostpid
-from faultkit.cli import cli
+from faultkit import hostpid, netns
 from faultkit.docker import state_from_attrs
 from faultkit.errors import FaultError, FaultRefused
 from faultkit.faults import base, make_fault, undo
@@ -132,39 +132,85 @@ def test_kill_signals_only_a_proven_pid(fake_proc: Path) -> None:
 
 # host-PID faults need the node's own host -------------------------------------------------
 
+class HelperHost(FakeHost):
+    """A remote Docker host whose helper containers answer as the platform's scripts do."""
+
+    def __init__(self, url: str = "tcp://10.0.0.2:2375") -> None:
+        super().__init__(url)
+        self.helpers: list[dict[str, Any]] = []
+
+    def run_helper(self, image: str, command: list[str], **kw: Any) -> tuple[int, str]:
+        self.helpers.append({"image": image, "command": command, **kw})
+        if command[:2] == ["python3", "-c"]:
+            mode = command[3]
+            return 0, json.dumps({"list": [[PID, "docker-init -- engine"], [PID + 1, "engine"]],
+                                  "signal": {"not_proven": []}, "wait": {"gone": True}}[mode])
+        return 0, ""  # iptables / tc / ip in the target's netns
+
+
+@pytest.fixture
+def nothing_on_this_machine(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Fails the test if it signals a process of this machine or runs nsenter."""
+    acted: list[str] = []
+
+    def refuse(name: str) -> Any:
+        def act(*args: Any, **kwargs: Any) -> Any:
+            acted.append(name)
+            raise AssertionError(f"{name} on this machine for a remote node")
+        return act
+
+    for name in ("kill", "proven_pid", "container_processes", "wait_gone"):
+        monkeypatch.setattr(hostpid, name, refuse(f"hostpid.{name}"))
+    monkeypatch.setattr(os, "kill", refuse("os.kill"))
+    monkeypatch.setattr(netns.subprocess, "run", refuse("subprocess.run (nsenter)"))
+    return acted
+
+
 @pytest.mark.parametrize("url", ["tcp://10.0.0.2:2375", "ssh://gpu-box"])
 @pytest.mark.parametrize(("kind", "params"), [
     ("kill", {}), ("loss", {}), ("bandwidth", {}), ("latency", {}),
-    ("partition", {"mode": "blackhole"}),
+    ("partition", {"mode": "blackhole"}), ("kill_process", {"match": "engine"}),
 ])
-def test_host_pid_faults_are_refused_on_remote_hosts(url: str, kind: str,
-                                                     params: dict[str, Any]) -> None:
-    scheme = url.split(":")[0]
-    with pytest.raises(FaultRefused, match=f"not supported for {scheme}:// hosts yet"):
-        make_fault(kind, docker_node(host=url), dry_run=True, **params)
+def test_host_side_faults_are_allowed_on_remote_hosts(url: str, kind: str,
+                                                      params: dict[str, Any]) -> None:
+    """Issue 16: they act there through helper containers (faultkit.platform)."""
+    make_fault(kind, docker_node(host=url), dry_run=True, **params)
 
 
-def test_remote_hosts_keep_their_api_only_paths() -> None:
-    remote = docker_node(host="tcp://10.0.0.2:2375")
-    with pytest.raises(FaultRefused, match="Use kill docker_kill=true"):
-        make_fault("kill", remote, dry_run=True)
-    with pytest.raises(FaultRefused, match="Use partition mode=refuse"):
-        make_fault("partition", remote, dry_run=True, mode="blackhole")
-    make_fault("kill", remote, dry_run=True, docker_kill=True)
-    make_fault("partition", remote, dry_run=True, mode="refuse")
-    make_fault("pause", remote, dry_run=True)
+async def test_a_remote_host_is_acted_on_through_helpers(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, nothing_on_this_machine: list[str],
+) -> None:
+    host = HelperHost()
+    use_host(monkeypatch, host)
+    remote = docker_node(host=host.url)
+    kill = make_fault("kill", remote, journal=FaultJournal(tmp_path))
+    platform = kill.platform
+    assert platform.uses_helpers
+    assert platform.crash("n1", kill.id) == PID
+    listed, signalled = host.helpers
+    assert listed["pid_mode"] == "host" and signalled["pid_mode"] == "host"
+    assert signalled["command"][3:] == ["signal", CID, str(int(signal.SIGKILL)), str(PID)]
+    assert all(h["labels"] == {"faultkit.owner": "helper", "faultkit.fault": kill.id}
+               for h in host.helpers)
+    # a netns command runs in a helper joined to the container's namespace, with NET_ADMIN
+    loss = make_fault("loss", remote, journal=FaultJournal(tmp_path), percent=100,
+                      mode="iptables")
+    where = await loss._pid()
+    netns.add_rule(where, "filter", "INPUT", ["-j", "DROP"], loss.id)
+    joined = host.helpers[-1]
+    assert joined["network_mode"] == "container:n1" and "NET_ADMIN" in joined["cap_add"]
+    assert joined["command"][:3] == ["iptables", "-w", "5"]
+    # every such fault journals the removal of its helpers, for the sweep
+    assert loss._sweep_steps() == [{"op": "helpers_remove", "host": host.url, "container": None,
+                                    "label": f"faultkit.fault={loss.id}"}]
+    assert nothing_on_this_machine == []
 
 
-def test_cli_refuses_a_remote_kill_with_exit_2(tmp_path: Path) -> None:
-    inventory = tmp_path / "inv.yaml"
-    inventory.write_text(
-        "nodes:\n  - {name: r, engine: vllm, base_url: 'http://10.0.0.2:8000', model: m,\n"
-        "     docker: {host: 'tcp://10.0.0.2:2375', container: r}, faults: ['*']}\n")
-    result = CliRunner().invoke(cli, ["inject", "kill", "--node", "r", "--inventory",
-                                      str(inventory), "--journal-dir", str(tmp_path / "j")])
-    assert result.exit_code == 2, result.output
-    assert "not supported for tcp:// hosts yet" in result.output
-    assert not (tmp_path / "j").exists()
+async def test_a_local_host_uses_no_helper(monkeypatch: pytest.MonkeyPatch,
+                                           tmp_path: Path) -> None:
+    use_host(monkeypatch, HelperHost(SOCK))
+    fault = make_fault("kill", docker_node(), journal=FaultJournal(tmp_path))
+    assert not fault.platform.uses_helpers and fault._sweep_steps() == []
 
 
 async def test_kill_with_an_unproven_pid_is_refused_before_the_journal(
@@ -227,9 +273,10 @@ def test_undo_never_enters_an_unproven_or_remote_netns(
     monkeypatch.setattr(undo, "_host", lambda s: FakeHost())
     with pytest.raises(FaultRefused, match="not proven"):
         undo.run_step(step)
-    monkeypatch.setattr(undo, "_host", lambda s: FakeHost("tcp://10.0.0.2:2375"))
-    with pytest.raises(FaultError, match="cannot enter the netns of engine"):
-        undo.run_step({**step, "host": "tcp://10.0.0.2:2375"})
+    remote = HelperHost()
+    monkeypatch.setattr(undo, "_host", lambda s: remote)
+    assert "removed fa17: qdisc" in undo.run_step({**step, "host": remote.url})
+    assert remote.helpers and remote.helpers[0]["network_mode"] == "container:engine"
 
 
 # node_restart restarts inventory nodes only -----------------------------------------------
@@ -268,3 +315,54 @@ def test_node_restart_describes_its_scope() -> None:
     everything = make_fault("node_restart", "a", inventory=inv, dry_run=True,
                             all_containers="true").describe()
     assert "restart ALL containers on unix://" in everything
+
+
+# host_restart: never this machine, never without the operator's command ------------------
+
+def test_host_restart_needs_a_command_and_another_host() -> None:
+    remote = docker_node(host="tcp://10.0.0.2:2375")
+    with pytest.raises(FaultRefused, match="needs command="):
+        make_fault("host_restart", remote, dry_run=True)
+    with pytest.raises(FaultRefused, match="this machine's own"):
+        make_fault("host_restart", docker_node(), dry_run=True, command="true")
+    neighbours = Inventory(nodes=[remote, docker_node("b", host=remote.docker.host,
+                                                      faults=["kill"])])
+    with pytest.raises(FaultRefused, match="would also take down node 'b'"):
+        make_fault("host_restart", remote, inventory=neighbours, dry_run=True, command="true")
+    fault = make_fault("host_restart", remote, dry_run=True, command="ssh gpu-2 sudo reboot")
+    assert fault._sweep_steps() == []  # nothing for the sweep to replay: never automatic
+
+
+def test_the_sweep_removes_only_helpers_older_than_any_helper_lives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from faultkit import sweep as sweeping
+
+    class Listed:
+        def __init__(self, name: str, created: str) -> None:
+            self.name, self.attrs = name, {"Created": created}
+
+    class Host:
+        def __init__(self) -> None:
+            self.removed: list[str] = []
+
+        def labelled(self, key: str, value: str) -> list[Listed]:
+            assert (key, value) == ("faultkit.owner", "helper")
+            return [Listed("old", "2026-12-03T08:00:00Z"),
+                    Listed("busy", "2026-12-03T08:09:30Z")]
+
+        def remove(self, name: str) -> None:
+            self.removed.append(name)
+
+    host = Host()
+    asked: list[str] = []
+    def docker_host(url: str) -> Host:
+        asked.append(url)
+        return host
+
+    monkeypatch.setattr("faultkit.docker.docker_host", docker_host)
+    inv = Inventory(nodes=[docker_node("a"), docker_node("b", host="tcp://127.0.0.1:18100")])
+    now = 1_796_285_400.0  # 2026-12-03T08:10:00Z
+    lines = sweeping.sweep_helpers(inv, now=now)
+    assert asked == ["tcp://127.0.0.1:18100"]  # never the local engine: it has no helpers
+    assert host.removed == ["old"] and lines[0].startswith("removed helper container old")

@@ -92,10 +92,11 @@ def test_bad_parameters_are_usage_errors(params: dict[str, str], says: str) -> N
         make_fault("kill_process", docker_node(), dry_run=True, **params)
 
 
-def test_remote_hosts_are_refused() -> None:
-    with pytest.raises(FaultRefused, match="not supported for tcp:// hosts yet"):
-        make_fault("kill_process", docker_node(host="tcp://10.0.0.2:2375"), dry_run=True,
-                   match="x")
+def test_remote_hosts_are_no_longer_refused() -> None:
+    """A tcp:// node's processes are found and signalled by a helper container on its own
+    host (tests/unit/test_blast_radius.py, test_a_remote_host_is_acted_on_through_helpers)."""
+    make_fault("kill_process", docker_node(host="tcp://10.0.0.2:2375"), dry_run=True,
+               match="x")
 
 
 @pytest.mark.parametrize(("policy", "code", "says"), [
@@ -129,7 +130,8 @@ async def test_the_init_carrying_the_engines_command_line_is_spared(
 
 
 def test_a_zombie_is_dead_and_a_live_process_is_not() -> None:
-    from faultkit.faults.engine import _running, _wait_gone
+    from faultkit.hostpid import running as _running
+    from faultkit.hostpid import wait_gone as _wait_gone
 
     child = _sleeper()
     try:
@@ -150,7 +152,7 @@ def test_every_fault_declares_its_family_and_what_its_revert_means() -> None:
     assert all(families.values()), families
     assert {k for k in FAULTS if fault_class(k).kills_the_engine} == {"kill", "kill_process"}
     assert {k for k in FAULTS if not fault_class(k).revert_is_the_fix} == {
-        "kill", "kill_process", "rollout", "oversized_context", "flood"}
+        "kill", "kill_process", "rollout", "oversized_context", "flood", "host_restart"}
     assert kind_class("bad_input") is None and kind_class(None) is None
 
 

@@ -45,9 +45,10 @@ def test_two_gateways_sharing_an_upstream_are_one_group() -> None:
 
 
 def test_the_testbed_splits_vllm_from_the_gateway_and_its_upstreams() -> None:
+    # the second host's sim node evens out the lanes: it rides with vllm
     lanes = plan_lanes(load_inventory(TESTBED), 2)
     assert sorted(lane.nodes for lane in lanes) == [
-        ("llama", "sim-vllm", "sim-sglang", "gateway"), ("vllm",)
+        ("llama", "sim-vllm", "sim-sglang", "gateway"), ("sim-vllm-h2", "vllm")
     ]
 
 
@@ -79,7 +80,7 @@ def test_the_lanes_command_prints_one_command_per_lane_then_the_exclusive_pass()
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert len(lines) == 3
-    assert any("--node vllm -m 'not exclusive'" in line for line in lines[:2])
+    assert any("--node sim-vllm-h2,vllm -m 'not exclusive'" in line for line in lines[:2])
     assert any("--node llama,sim-vllm,sim-sglang,gateway -m 'not exclusive'" in line
                for line in lines[:2])
     assert lines[2].endswith("-m exclusive    # alone, last")
@@ -94,10 +95,11 @@ def test_ci_keeps_the_cpu_bound_engines_out_of_the_lanes() -> None:
     """What the e2e suite runs (README, "CI"): vLLM beside the simulated nodes, llama.cpp and
     the gateway after them. With the gateway kept apart its upstreams need not share a lane."""
     plan = plan_passes(load_inventory(TESTBED), 2, ("llamacpp", "litellm"))
-    assert sorted(lane.nodes for lane in plan.lanes) == [("sim-vllm", "sim-sglang"), ("vllm",)]
+    assert sorted(lane.nodes for lane in plan.lanes) == [
+        ("sim-vllm", "sim-sglang", "sim-vllm-h2"), ("vllm",)]
     assert plan.alone == ("llama", "gateway")
     everything = plan_passes(load_inventory(TESTBED), 2, ("llamacpp", "litellm", "vllm", "sim"))
-    assert everything.lanes == () and len(everything.alone) == 5
+    assert everything.lanes == () and len(everything.alone) == 6
 
 
 def test_the_lanes_command_keeps_engines_alone_and_refuses_an_unknown_one() -> None:

@@ -158,7 +158,7 @@ def test_soak_scenarios_run_only_for_a_given_duration(tmp_path: Path) -> None:
                               "--soak-s", "90s")
     assert code == pytest.ExitCode.OK, output
     ids = sorted(line.split("::", 1)[1] for line in output.splitlines() if "test_soak[" in line)
-    assert ids == ["test_soak[llama]", "test_soak[sim-sglang]", "test_soak[sim-vllm]",
-                   "test_soak[vllm]"], output
+    assert ids == ["test_soak[llama]", "test_soak[sim-sglang]", "test_soak[sim-vllm-h2]",
+                   "test_soak[sim-vllm]", "test_soak[vllm]"], output
     code, output, _ = _pytest(REPO, home, "--co", "-q", "scenarios", "--soak-s", "forever")
     assert code == pytest.ExitCode.USAGE_ERROR, output  # once, at start-up (stderr)

@@ -3,6 +3,8 @@ counts as the readiness probe "not OK throughout the baseline"."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from faultkit.events import EventKind
 from faultkit.inventory import SLOSettings
 from faultkit.records import Event, RequestRecord
@@ -65,3 +67,37 @@ def test_a_refusal_just_before_the_baseline_answered_after_its_start_counts() ->
 def test_a_probe_still_failing_at_the_end_is_a_readiness_failure() -> None:
     probes = [_probe(T - 0.02, True, 0.01), _probe(T + 4.5, False, 1.0, "timeout")]
     assert NOT_READY in _violations(probes)
+
+
+def test_a_node_on_a_docker_host_with_another_clock_is_an_evidence_gap() -> None:
+    """Issue 16: a node's Docker host may be another machine; its events date t_effect."""
+    from slo.evidence import MAX_CLOCK_SKEW_S, preflight_gaps
+
+    class Prom:  # ready, one rule for the node, the same clock as this machine
+        url = "http://prom"
+
+        def ready(self) -> bool:
+            return True
+
+        def rules(self, kind: str) -> list[dict[str, object]]:
+            return [{"rules": [{"labels": {"node": "n1"}}]}]
+
+        def query_value(self, query: str) -> float:
+            import time
+
+            return time.time()
+
+    node, prom = _remote_node(), _as_any(Prom())
+    assert preflight_gaps(node, prom, True, docker_skew_s=MAX_CLOCK_SKEW_S / 2) == []
+    (gap,) = preflight_gaps(node, prom, True, docker_skew_s=-1.5)
+    assert "node's Docker host tcp://127.0.0.1:18100 is -1.500 s" in gap
+
+
+def _remote_node() -> Any:
+    from tests.unit.faults_fake import node
+
+    return node("n1", docker={"host": "tcp://127.0.0.1:18100", "container": "c"})
+
+
+def _as_any(value: object) -> Any:
+    return value
