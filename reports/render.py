@@ -28,6 +28,7 @@ from faultkit.rundir import (
     GateResult,
 )
 from reports import markup, text
+from reports.baseline import baseline_view
 from reports.chart import render_chart
 from reports.diagnosis import CONTEXT_RE, GPU_OOM_RE, STARTUP_KV_RE, diagnose, fault_kind
 from reports.figures import Figure, key_figures, no_outage, num, pct
@@ -362,47 +363,11 @@ def render_gate(result: GateResult, out: Path) -> Path:
         junit=relative_link(result.junit_xml, gate_dir, inside="."),
         files=[n for n in (GATE_JSON, TIMELINE_JSONL, CANDIDATE_LOG) if (gate_dir / n).exists()],
         steady=steady_view(result.steady_state),
-        baseline=_baseline_view(result.baseline, result.scenarios),
+        baseline=baseline_view(result.baseline, result.scenarios),
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(md, encoding="utf-8")
     return out
-
-
-def _baseline_view(
-    baseline: dict[str, Any] | None, scenarios: list[dict[str, Any]]
-) -> dict[str, Any] | None:
-    """The "against the current config" table: per scenario, each figure as ``current →
-    candidate`` (a regression in bold), and the current's run directory."""
-    if not baseline:
-        return None
-    runs: dict[str, Any] = baseline["runs"] if isinstance(baseline.get("runs"), dict) else {}
-    regressed = {(r.get("test"), r.get("figure")) for r in baseline.get("regressions") or []
-                 if isinstance(r, dict)}
-
-    def cell(test: str, figure: str, current: Any, candidate: Any) -> str:
-        def one(x: Any) -> str:
-            if figure == "lost":
-                return str(x) if isinstance(x, int) else "not captured"
-            return f"{x:.1f} s" if isinstance(x, int | float) else "not reached"
-
-        text = f"{one(current)} → {one(candidate)}"
-        return f"**{text} — regression**" if (test, figure) in regressed else text
-
-    rows = []
-    for s in scenarios:
-        test = str(s.get("name"))
-        base = runs.get(test) if isinstance(runs.get(test), dict) else None
-        row: dict[str, Any] = {"test": test, "run": base.get("run_dir") if base else None}
-        for figure in ("detection_s", "recovery_s", "lost"):
-            row[figure] = (cell(test, figure, base.get(figure), s.get(figure)) if base
-                           else "—")
-        rows.append(row)
-    tolerances: dict[str, Any] = (baseline["tolerances"]
-                                  if isinstance(baseline.get("tolerances"), dict) else {})
-    rule = "; ".join(f"{name.removesuffix('_s')} {text}" for name, text in tolerances.items())
-    return {"dir": str(baseline.get("dir")), "compared": bool(runs), "rows": rows,
-            "rule": f"({rule})" if rule else ""}
 
 
 def render_budget(data: dict[str, Any], out: Path) -> Path:

@@ -72,6 +72,23 @@ UPSTREAM_FAULTS: dict[str, UpstreamFault] = {
 }
 
 
+#: the gateway's users in its scenarios: open loop at 6 req/s (one LiteLLM worker serves
+#: about 8 here), short streams, timeouts long enough to wait out a hung upstream
+USERS_PROFILE = ("rate=6,concurrency=256,input_tokens=32,output_tokens=24,"
+                 "first_token_timeout_s=30,total_timeout_s=60,connect_timeout_s=2")
+
+
+def upstream_or_not_judgeable(experiment: Experiment, inventory: Inventory, fault: str
+                              ) -> Node:
+    """:func:`upstream_to_fail` for the experiment's gateway; without one the run cannot
+    be judged (INCONCLUSIVE, saying what the gateway lacks)."""
+    upstream = upstream_to_fail(inventory, experiment.node, fault)
+    if upstream is None:
+        raise experiment.not_judgeable(
+            f"{experiment.node.name}: needs two upstreams, one of them allowing {fault}")
+    return upstream
+
+
 def upstream_to_fail(inventory: Inventory, gateway: Node, fault: str = "kill") -> Node | None:
     """The upstream that comes back soonest (the lowest ``ready_timeout_s`` of its serving
     config, the first listed on a tie: ``sim-vllm`` on the testbed) among those whose

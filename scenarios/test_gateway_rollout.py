@@ -37,9 +37,10 @@ from faultkit.inventory import Inventory
 from faultkit.plugin import Experiment
 from scenarios._gateway import (
     UPSTREAM_FAULTS,
+    USERS_PROFILE,
     until_back_in_rotation,
     upstream_failure_checks,
-    upstream_to_fail,
+    upstream_or_not_judgeable,
 )
 from slo.checks import Checks, check
 from slo.types import CheckResult, Measurement
@@ -82,19 +83,12 @@ def rollout_outcome(config: str, result: dict[str, Any]) -> Checks:
 
 @pytest.mark.fault("rollout")
 @pytest.mark.node_kind("gateway")
-@pytest.mark.load_profile(
-    "rate=6,concurrency=256,input_tokens=32,output_tokens=24,first_token_timeout_s=30,"
-    "total_timeout_s=60,connect_timeout_s=2"
-)
+@pytest.mark.load_profile(USERS_PROFILE)
 async def test_gateway_rollout(
     experiment: Experiment, faultkit_inventory: Inventory, candidate_config: str
 ) -> None:
     how = UPSTREAM_FAULTS[UPSTREAM_FAULT]
-    upstream = upstream_to_fail(faultkit_inventory, experiment.node, how.kind)
-    if upstream is None:
-        raise experiment.not_judgeable(
-            f"{experiment.node.name}: needs two upstreams, one of them allowing {how.kind}"
-        )
+    upstream = upstream_or_not_judgeable(experiment, faultkit_inventory, how.kind)
     if experiment.dry_run:  # the plan of the run below is what --dry-run prints
         await experiment.run_fault(how.kind, hold_s=how.hold_s, params=how.params_dict(),
                                    on=upstream)

@@ -39,6 +39,7 @@ async def test_host_restart(experiment: Experiment) -> None:
     if command is None:
         pytest.skip("host_restart needs a Docker host that is not this machine, and "
                     "FAULTKIT_HOST_RESTART_COMMAND to restart it (the testbed's is known)")
+    assert docker is not None  # a command was found for its host
     m = await experiment.run_fault("host_restart", hold_s=0, params={"command": command})
     result = experiment.fault_result
     print(f"host_restart {docker.host}: detection {m.detection_s} s, recovery {m.recovery_s} s, "

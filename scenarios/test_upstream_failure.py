@@ -48,9 +48,10 @@ from scenarios._gateway import (
     ROUTE_AROUND_S_MAX,
     STRETCH_S,
     UPSTREAM_FAULTS,
+    USERS_PROFILE,
     until_back_in_rotation,
     upstream_failure_checks,
-    upstream_to_fail,
+    upstream_or_not_judgeable,
 )
 
 __all__ = ["LOST_MAX", "ROUTE_AROUND_S_MAX", "STRETCH_S"]
@@ -59,19 +60,12 @@ __all__ = ["LOST_MAX", "ROUTE_AROUND_S_MAX", "STRETCH_S"]
 @pytest.mark.fault("kill")
 @pytest.mark.node_kind("gateway")
 @pytest.mark.parametrize("upstream_fault", list(UPSTREAM_FAULTS))
-@pytest.mark.load_profile(
-    "rate=6,concurrency=256,input_tokens=32,output_tokens=24,first_token_timeout_s=30,"
-    "total_timeout_s=60,connect_timeout_s=2"
-)
+@pytest.mark.load_profile(USERS_PROFILE)
 async def test_upstream_failure(
     experiment: Experiment, faultkit_inventory: Inventory, upstream_fault: str
 ) -> None:
     how = UPSTREAM_FAULTS[upstream_fault]
-    upstream = upstream_to_fail(faultkit_inventory, experiment.node, how.kind)
-    if upstream is None:
-        raise experiment.not_judgeable(
-            f"{experiment.node.name}: needs two upstreams, one of them allowing {how.kind}"
-        )
+    upstream = upstream_or_not_judgeable(experiment, faultkit_inventory, how.kind)
     await experiment.run_fault(how.kind, hold_s=how.hold_s, params=how.params_dict(),
                                on=upstream, after_revert=until_back_in_rotation(upstream))
     verdict = experiment.check(upstream_failure_checks(experiment, upstream, how))

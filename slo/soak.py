@@ -61,29 +61,12 @@ def judge_memory(findings: SoakFindings, samples: Sequence[MemorySample], errors
     findings.memory_why = findings.memory.why
 
 
-def judge_preemptions(findings: SoakFindings, node: Node, prom: Prometheus) -> None:
-    """The engine's preemption (SGLang: retraction) counter over the soak, halves compared."""
-    queries = NodeQueries.for_node(node)
-    series = queries.series(queries.profile.preemptions) if queries else None
-    if series is None:
-        findings.preemptions_why = (f"engine {node.profile_engine} exposes no preemption "
-                                    "counter" if queries else "the node is not scraped")
-        return
-    try:
-        result = prom.query_range(f"sum({series})", findings.t_from, findings.t_to, 1.0)
-    except PrometheusError as exc:
-        findings.preemptions_why = f"Prometheus: {exc}"
-        return
-    points = result[0].values if result else []
-    findings.preemptions = counter_trend(points, findings.t_from, findings.t_to)
-    findings.preemptions_why = findings.preemptions.why
-
-
-def preemptions_during(node: Node, prom: Prometheus, t_from: float, t_to: float
-                       ) -> tuple[float | None, str]:
-    """How often the engine preempted (SGLang: retracted) a running request in
-    ``[t_from, t_to]`` (epoch s), from its counter in Prometheus; ``(None, why)`` when the
-    engine has no such counter, the node is not scraped or Prometheus did not answer."""
+def _preemption_samples(node: Node, prom: Prometheus, t_from: float, t_to: float
+                        ) -> tuple[list[tuple[float, float]] | None, str]:
+    """The engine's preemption (SGLang: retraction) counter, summed over its series, in
+    ``[t_from, t_to]`` at 1 s steps, and the PromQL series it came from; ``(None, why)``
+    when the engine has no such counter, the node is not scraped or Prometheus did not
+    answer."""
     queries = NodeQueries.for_node(node)
     series = queries.series(queries.profile.preemptions) if queries else None
     if series is None:
@@ -93,7 +76,28 @@ def preemptions_during(node: Node, prom: Prometheus, t_from: float, t_to: float
         result = prom.query_range(f"sum({series})", t_from, t_to, 1.0)
     except PrometheusError as exc:
         return None, f"Prometheus: {exc}"
-    increase = increase_within(result[0].values if result else [], t_from, t_to)
+    return (result[0].values if result else []), series
+
+
+def judge_preemptions(findings: SoakFindings, node: Node, prom: Prometheus) -> None:
+    """The engine's preemption (SGLang: retraction) counter over the soak, halves compared."""
+    points, why = _preemption_samples(node, prom, findings.t_from, findings.t_to)
+    if points is None:
+        findings.preemptions_why = why
+        return
+    findings.preemptions = counter_trend(points, findings.t_from, findings.t_to)
+    findings.preemptions_why = findings.preemptions.why
+
+
+def preemptions_during(node: Node, prom: Prometheus, t_from: float, t_to: float
+                       ) -> tuple[float | None, str]:
+    """How often the engine preempted (SGLang: retracted) a running request in
+    ``[t_from, t_to]`` (epoch s), from its counter in Prometheus; ``(None, why)`` when the
+    engine has no such counter, the node is not scraped or Prometheus did not answer."""
+    points, series = _preemption_samples(node, prom, t_from, t_to)
+    if points is None:
+        return None, series
+    increase = increase_within(points, t_from, t_to)
     if increase is None:
         return None, f"fewer than 2 samples of {series} in the window"
     return increase, f"{increase:g} in the window"

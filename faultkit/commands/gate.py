@@ -34,7 +34,7 @@ from typing import cast
 
 import click
 
-from faultkit.commands.gate_baseline import TOLERANCES, compare_figures, find_baselines
+from faultkit.commands.gate_baseline import judge_against_baseline
 from faultkit.commands.gate_decision import config_diff, decide, read_junit
 from faultkit.commands.gate_feed import FeedState, watching
 from faultkit.commands.gate_steady import (
@@ -158,7 +158,7 @@ async def _run_gate(
         decision = decide(outcomes, code, config)
         result.decision, result.why = decision.decision, decision.why
         result.not_passed, result.accepted = list(decision.not_passed), list(decision.accepted)
-        judge_against_baseline(result, baseline_dir)
+        judge_against_baseline(result, baseline_dir, say=_say)
         if result.passed and promote:
             assert isinstance(rollout, Rollout)
             rollout.promote()
@@ -174,35 +174,6 @@ async def _run_gate(
             result.rolled_back = True
         result.steady_state = steady.to_json()
         timeline.close()
-
-
-def judge_against_baseline(result: GateResult, baseline_dir: Path) -> None:
-    """Compare the candidate's scenario figures with the current config's earlier runs of
-    the same scenarios (:mod:`.gate_baseline`); a regression beyond the tolerance fails a
-    gate that had passed, and is listed either way."""
-    assert result.node is not None and result.started_at is not None
-    baselines = find_baselines(
-        baseline_dir, node=result.node, config=result.current,
-        tests=[str(s.get("name")) for s in result.scenarios], before=result.started_at)
-    regressions = compare_figures(result.scenarios, baselines)
-    result.baseline = {
-        "dir": str(baseline_dir),
-        "runs": {test: b.to_json() for test, b in baselines.items()},
-        "regressions": [r.to_json() for r in regressions],
-        "tolerances": {figure: t.describe() for figure, t in TOLERANCES.items()},
-    }
-    lines = [r.line() for r in regressions]
-    if baselines:
-        _say(f"baseline: {len(baselines)} of {len(result.scenarios)} scenarios have a passing "
-             f"earlier run on {result.current} under {baseline_dir}; "
-             f"{len(regressions)} figure regression(s)")
-    else:
-        _say(f"baseline: no passing earlier run on {result.current} under {baseline_dir}: "
-             "the scenarios' figures are not compared")
-    result.not_passed += [f"regression — {line}" for line in lines]
-    if result.passed and lines:
-        result.fail(f"{len(lines)} figure regression(s) against {result.current}: "
-                    + "; ".join(lines))
 
 
 def _gate_progress() -> Progress:

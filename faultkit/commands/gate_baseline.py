@@ -21,13 +21,13 @@ docs/definitions.md ("The gate's baseline").
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from faultkit.rundir import RunDir
-from faultkit.runmodels import RunInfo
+from faultkit.runmodels import GateResult, RunInfo
 
 __all__ = [
     "TOLERANCES",
@@ -36,6 +36,7 @@ __all__ = [
     "Tolerance",
     "compare_figures",
     "find_baselines",
+    "judge_against_baseline",
 ]
 
 Figure = Literal["detection_s", "recovery_s", "lost"]
@@ -208,3 +209,34 @@ def _number(value: Any) -> float | None:
 
 def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def judge_against_baseline(
+    result: GateResult, baseline_dir: Path, *, say: Callable[[str], None]
+) -> None:
+    """Compare the candidate's scenario figures with the current config's earlier runs of
+    the same scenarios (the module docstring); a regression beyond the tolerance fails a
+    gate that had passed, and is listed either way. ``say`` gets one progress line."""
+    assert result.node is not None and result.started_at is not None
+    baselines = find_baselines(
+        baseline_dir, node=result.node, config=result.current,
+        tests=[str(s.get("name")) for s in result.scenarios], before=result.started_at)
+    regressions = compare_figures(result.scenarios, baselines)
+    result.baseline = {
+        "dir": str(baseline_dir),
+        "runs": {test: b.to_json() for test, b in baselines.items()},
+        "regressions": [r.to_json() for r in regressions],
+        "tolerances": {figure: t.describe() for figure, t in TOLERANCES.items()},
+    }
+    lines = [r.line() for r in regressions]
+    if baselines:
+        say(f"baseline: {len(baselines)} of {len(result.scenarios)} scenarios have a passing "
+             f"earlier run on {result.current} under {baseline_dir}; "
+             f"{len(regressions)} figure regression(s)")
+    else:
+        say(f"baseline: no passing earlier run on {result.current} under {baseline_dir}: "
+             "the scenarios' figures are not compared")
+    result.not_passed += [f"regression — {line}" for line in lines]
+    if result.passed and lines:
+        result.fail(f"{len(lines)} figure regression(s) against {result.current}: "
+                    + "; ".join(lines))

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from faultkit.commands.gate import judge_against_baseline
 from faultkit.commands.gate_baseline import (
     TOLERANCES,
     Baseline,
     compare_figures,
     find_baselines,
+    judge_against_baseline,
 )
 from faultkit.rundir import GateResult, RunDir
 from faultkit.runmodels import RunInfo
@@ -169,7 +169,7 @@ def test_a_regression_fails_a_gate_that_passed_and_is_shown_in_gate_md(tmp_path:
     result = gate_result([row("test_kill[llama]", recovery_s=40.2),
                           row("test_limits[llama]", detection_s=None, recovery_s=None, lost=0),
                           row("test_partition[llama-refuse]", lost=72)])
-    judge_against_baseline(result, runs)
+    judge_against_baseline(result, runs, say=print)
     assert result.decision == "fail"
     assert result.why is not None and result.why.startswith(
         "1 figure regression(s) against llama-good: test_kill[llama]: recovery 0.5 s")
@@ -194,7 +194,7 @@ def test_a_regression_fails_a_gate_that_passed_and_is_shown_in_gate_md(tmp_path:
 
 def test_no_baseline_compares_nothing_and_keeps_the_decision(tmp_path: Path) -> None:
     result = gate_result([row("test_kill[llama]", recovery_s=40.2)])
-    judge_against_baseline(result, tmp_path / "empty")
+    judge_against_baseline(result, tmp_path / "empty", say=print)
     assert result.decision == "pass" and result.not_passed == []
     assert result.baseline is not None and result.baseline["runs"] == {}
     md = render_gate(result, tmp_path / "gate.md").read_text()
@@ -208,6 +208,6 @@ def test_a_failed_gate_stays_failed_with_its_own_why(tmp_path: Path) -> None:
                          decision="fail")
     result.why = "1 FAIL of 1 gate scenarios: test_kill[llama]: FAIL — lost"
     result.not_passed = ["test_kill[llama]: FAIL — lost"]
-    judge_against_baseline(result, runs)
+    judge_against_baseline(result, runs, say=print)
     assert result.why == "1 FAIL of 1 gate scenarios: test_kill[llama]: FAIL — lost"
     assert result.not_passed[1].startswith("regression — test_kill[llama]: recovery")

@@ -1,0 +1,47 @@
+"""The gate's "Scenarios against the current config" table for gate.md, from gate.json
+``baseline`` (``faultkit.commands.gate_baseline``): per scenario, each figure as
+``current → candidate`` (a regression in bold) and the current's run directory. Cells are
+formatted here from the numbers in the file; text is left for the template to escape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["baseline_view"]
+
+
+def baseline_view(
+    baseline: dict[str, Any] | None, scenarios: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The "against the current config" table: per scenario, each figure as ``current →
+    candidate`` (a regression in bold), and the current's run directory."""
+    if not baseline:
+        return None
+    runs: dict[str, Any] = baseline["runs"] if isinstance(baseline.get("runs"), dict) else {}
+    regressed = {(r.get("test"), r.get("figure")) for r in baseline.get("regressions") or []
+                 if isinstance(r, dict)}
+
+    def cell(test: str, figure: str, current: Any, candidate: Any) -> str:
+        def one(x: Any) -> str:
+            if figure == "lost":
+                return str(x) if isinstance(x, int) else "not captured"
+            return f"{x:.1f} s" if isinstance(x, int | float) else "not reached"
+
+        text = f"{one(current)} → {one(candidate)}"
+        return f"**{text} — regression**" if (test, figure) in regressed else text
+
+    rows = []
+    for s in scenarios:
+        test = str(s.get("name"))
+        base = runs.get(test) if isinstance(runs.get(test), dict) else None
+        row: dict[str, Any] = {"test": test, "run": base.get("run_dir") if base else None}
+        for figure in ("detection_s", "recovery_s", "lost"):
+            row[figure] = (cell(test, figure, base.get(figure), s.get(figure)) if base
+                           else "—")
+        rows.append(row)
+    tolerances: dict[str, Any] = (baseline["tolerances"]
+                                  if isinstance(baseline.get("tolerances"), dict) else {})
+    rule = "; ".join(f"{name.removesuffix('_s')} {text}" for name, text in tolerances.items())
+    return {"dir": str(baseline.get("dir")), "compared": bool(runs), "rows": rows,
+            "rule": f"({rule})" if rule else ""}
