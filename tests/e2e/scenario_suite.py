@@ -31,7 +31,7 @@ class Outcome:
     test_id: str
     passed: bool
     skipped: bool
-    message: str
+    message: str  # a failure's message, or why it was skipped
     run_dir: Path | None
     #: the plugin's faultkit_verdict property: PASS/FAIL/INCONCLUSIVE/ACCEPTED
     verdict: str | None = None
@@ -69,13 +69,15 @@ def run_scenarios(
             failure = case.find("failure")
             if failure is None:
                 failure = case.find("error")
+            skip = case.find("skipped")
+            said = failure if failure is not None else skip  # a failure's, or a skip's why
             test_id = case.get("name", "?")
             run_dir = props.get("faultkit_run_dir")
             outcomes[test_id] = Outcome(
                 test_id=test_id,
-                passed=failure is None and case.find("skipped") is None,
-                skipped=case.find("skipped") is not None,
-                message=(failure.get("message") or "") if failure is not None else "",
+                passed=failure is None and skip is None,
+                skipped=skip is not None,
+                message=(said.get("message") or "") if said is not None else "",
                 run_dir=Path(run_dir) if run_dir else None,
                 verdict=props.get("faultkit_verdict"),
             )
