@@ -49,17 +49,16 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import httpx
+from ttft_stamps import pooled, ttft_error, ttft_error_split
+from vllm_peer import tokenizer_dir, vllm_bench, vllm_python
 
 from faultkit.constants import faultkit_home
 from faultkit.gcquiet import collector_frozen
-from faultkit.load import LoadGenerator, LoadProfile, Target, percentile, summarize
-from faultkit.load.ledgerfile import iter_batches
-from faultkit.load.multiproc import run_in_processes
+from faultkit.load import LoadGenerator, LoadProfile, Target, summarize
 
 CLIENT_CPU = 0
 
@@ -122,167 +121,6 @@ def ours_round(label: str, *args: object) -> dict[str, float] | None:
         INVALID.append(f"{label}: {exc}")
         print(f"   ({label}: round left out: {exc})")
         return None
-
-
-def _runqueue_wait_s() -> float:
-    try:
-        return int(Path("/proc/thread-self/schedstat").read_text().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        return float("nan")
-
-
-def _first_send(url: str) -> dict[str, float]:
-    stats: dict[str, float] = httpx.get(url + "/stats", timeout=30).json()
-    return stats
-
-
-async def ttft_error(url: str, model: str, concurrency: int, requests: int) -> dict[str, object]:
-    """One event loop in this process (on the client core): errors (s), CPU, waits."""
-    profile = LoadProfile(concurrency=concurrency, requests=requests, output_tokens=16)
-    cpu0, wait0 = time.process_time(), _runqueue_wait_s()
-    result = await LoadGenerator(Target("bench", url, model), profile).run()
-    cpu, wait = time.process_time() - cpu0, _runqueue_wait_s() - wait0
-    sent = _first_send(url)
-    errors = [
-        r.t_first_token - sent[r.id]
-        for r in result.records
-        if r.t_first_token is not None and r.id in sent
-    ]
-    assert len(errors) == requests, f"only {len(errors)} of {requests} matched"
-    return {"errors": errors, "cpu_s": cpu, "wait_s": wait, "dur_s": result.duration_s}
-
-
-def ttft_error_split(url: str, model: str, concurrency: int, requests: int,
-                     processes: int) -> dict[str, object]:
-    """The same from ``processes`` client processes (``faultkit load --processes``)."""
-    profile = LoadProfile(concurrency=concurrency, requests=requests, output_tokens=16)
-    with tempfile.TemporaryDirectory() as tmp:
-        run = run_in_processes(Target("bench", url, model), profile, processes,
-                               workdir=Path(tmp), columnar_path=Path(tmp) / "all.arrows")
-        assert not run.result.violations, run.result.violations
-        sent = _first_send(url)
-        errors = [
-            float(t) - sent[str(i)]
-            for batch in iter_batches(Path(tmp) / "all.arrows", ["id", "t_first_token"])
-            for i, t in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(),
-                            strict=True)
-            if t is not None and str(i) in sent
-        ]
-    assert len(errors) == requests, f"only {len(errors)} of {requests} matched"
-    return {"errors": errors, "cpu_s": run.cpu_s,
-            "cpu_total_s": sum(p.cpu_total_s for p in run.processes),
-            "wait_s": sum(p.runqueue_wait_s or 0.0 for p in run.processes),
-            "dur_s": run.result.duration_s, "processes": len(run.processes)}
-
-
-def _pooled(rounds: list[dict[str, object]]) -> dict[str, object]:
-    """p50/p99/max (ms) over every round's errors; CPU and waits per round."""
-    errors = [e for r in rounds for e in r["errors"]]  # type: ignore[attr-defined]
-    per_round = [
-        {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k != "errors"}
-        | {"p99_ms": round(1000 * (percentile(r["errors"], 99) or 0), 3)}  # type: ignore[arg-type]
-        for r in rounds
-    ]
-    return {
-        "p50": round(1000 * (percentile(errors, 50) or 0), 3),
-        "p99": round(1000 * (percentile(errors, 99) or 0), 3),
-        "max": round(1000 * max(errors), 3),
-        "over_1ms": sum(e > 0.001 for e in errors),
-        "samples": len(errors),
-        "rounds": per_round,
-    }
-
-
-def vllm_python() -> tuple[Path | None, str]:
-    home = faultkit_home()
-    python = home / "vllm-venv" / "bin" / "python"
-    if not python.exists():
-        return None, f"no virtualenv at {python.parent.parent}"
-    check = subprocess.run(
-        [str(python), "-c", "import vllm; print(vllm.__version__)"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    if check.returncode != 0:
-        return None, f"vllm is not importable there: {check.stderr.strip().splitlines()[-1:]}"
-    return python, check.stdout.strip()
-
-
-def tokenizer_dir() -> Path | None:
-    home = faultkit_home()
-    for candidate in sorted((home / "models").glob("*/tokenizer.json")):
-        return candidate.parent
-    return None
-
-
-def vllm_bench(
-    python: Path,
-    tok: Path,
-    url: str,
-    concurrency: int,
-    requests: int,
-    tokens: int,
-    served_model: str = "burst",
-) -> dict[str, float]:
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = [
-            "taskset",
-            "-c",
-            str(CLIENT_CPU),
-            str(python),
-            "-m",
-            "vllm.entrypoints.cli.main",
-            "bench",
-            "serve",
-            "--backend",
-            "openai-chat",
-            "--base-url",
-            url,
-            "--endpoint",
-            "/v1/chat/completions",
-            "--model",
-            str(tok),
-            "--served-model-name",
-            served_model,
-            "--tokenizer",
-            str(tok),
-            "--dataset-name",
-            "random",
-            "--random-input-len",
-            "32",
-            "--random-output-len",
-            str(tokens),
-            "--num-prompts",
-            str(requests),
-            "--max-concurrency",
-            str(concurrency),
-            "--request-rate",
-            "inf",
-            "--ignore-eos",
-            "--num-warmups",
-            str(min(concurrency, 32)),
-            "--disable-tqdm",
-            "--save-result",
-            "--result-dir",
-            tmp,
-            "--result-filename",
-            "r.json",
-        ]
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, env=env, timeout=900, check=False
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"vllm bench serve failed: {proc.stderr[-800:]}")
-        data = json.loads((Path(tmp) / "r.json").read_text())
-    return {
-        "tok_s": float(data["output_throughput"]),
-        "req_s": float(data["request_throughput"]),
-        "dur_s": float(data["duration"]),
-        "completed": float(data["completed"]),
-    }
 
 
 async def false_failures(url: str, model: str, requests: int, concurrency: int,
@@ -380,8 +218,8 @@ def main() -> None:
             if (fresh := ours_round("B fresh", url, "burst", *b, False)) is not None:
                 results["ours_b_fresh"].append(fresh["req_s"])
             if python is not None and tok is not None:
-                results["vllm_a"].append(vllm_bench(python, tok, url, *a)["tok_s"])
-                results["vllm_b"].append(vllm_bench(python, tok, url, *b)["req_s"])
+                results["vllm_a"].append(vllm_bench(python, tok, url, *a, cpu=CLIENT_CPU)["tok_s"])
+                results["vllm_b"].append(vllm_bench(python, tok, url, *b, cpu=CLIENT_CPU)["req_s"])
         out["rounds"] = {k: v for k, v in results.items() if v}
         out["invalid_rounds"] = INVALID
         print(f"A  {a[0]} streams x {a[2]} tokens, {a[1]} requests, {args.rounds} rounds")
@@ -422,7 +260,7 @@ def main() -> None:
                     shapes[f"{n} processes"].append(ttft_error_split(url, paced, 256, c, n))
             finally:
                 os.sched_setaffinity(0, {CLIENT_CPU})
-        stamp = {label: _pooled(rounds) for label, rounds in shapes.items()}
+        stamp = {label: pooled(rounds) for label, rounds in shapes.items()}
         for label, figures in stamp.items():
             cpu = statistics.median(float(r["cpu_s"]) for r in figures["rounds"])  # type: ignore[index, union-attr, attr-defined]
             wait = statistics.median(float(r["wait_s"]) for r in figures["rounds"])  # type: ignore[index, union-attr, attr-defined]
@@ -439,7 +277,7 @@ def main() -> None:
         out["ttft_stamp_error_by_client"] = stamp
         zero = asyncio.run(ttft_error(url, "ok", 256, c))
         out["ttft_stamp_error_zero_latency_ms"] = {
-            k: v for k, v in _pooled([zero]).items() if k != "rounds"
+            k: v for k, v in pooled([zero]).items() if k != "rounds"
         }
         print(f"C  zero latency, one loop: {out['ttft_stamp_error_zero_latency_ms']}")
         honesty: dict[str, object] = {}
@@ -457,7 +295,8 @@ def main() -> None:
                 honesty["llama_server"] = {"faultkit": ours_llama}
                 line = f"faultkit {ours_llama['failed']} of 400 failed"
                 if python is not None and tok is not None:
-                    theirs = vllm_bench(python, tok, llama_url, 8, 400, 24, served_model="m")
+                    theirs = vllm_bench(python, tok, llama_url, 8, 400, 24, served_model="m",
+                                        cpu=CLIENT_CPU)
                     failed = 400 - int(theirs["completed"])
                     honesty["llama_server"] = {"faultkit": ours_llama,
                                                "vllm_bench_failed": failed}

@@ -43,20 +43,18 @@ non-streamed answers are read by :mod:`faultkit.load.responses`.
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 from yarl import URL
 
+from faultkit.load.bodies import RequestBodies
 from faultkit.load.classify import classify_exception
 from faultkit.load.connections import CheckedReuseConnector
 from faultkit.load.deadline import StreamDeadline
 from faultkit.load.ledger import Clock, Ledger
 from faultkit.load.profile import LoadProfile, Target
-from faultkit.load.prompts import synthetic_prompt
 from faultkit.load.responses import header_count, http_error, parse_whole, response_header
 from faultkit.load.rxstamps import ArrivalMarks, arrival_marks
 from faultkit.load.sse import StreamInterpreter, StreamOutcome
@@ -92,7 +90,7 @@ class _Progress:
 
 
 class RequestRunner:
-    """Builds request bodies for a profile and runs them against a target.
+    """Runs a profile's requests (their bodies: :class:`RequestBodies`) against a target.
 
     ``run`` never raises for a failed request: it returns (and records in the ledger)
     one terminal :class:`RequestRecord`. Cancellation is recorded as ``unknown/cancelled``
@@ -125,46 +123,11 @@ class RequestRunner:
         self._headers = {"Content-Type": "application/json"}
         if target.api_key:
             self._headers["Authorization"] = f"Bearer {target.api_key}"
-        self._body_parts = self._template()
+        self.bodies = RequestBodies(target, profile)
 
     def body(self, index: int) -> bytes:
-        """The JSON body of request number ``index`` (deterministic from the profile seed).
-
-        Byte for byte what ``json.dumps(body, separators=(",", ":"))`` gives; the parts
-        around the prompt are encoded once per runner (:meth:`_template`), so a request
-        costs the prompt and one escape of it.
-        """
-        prompt = synthetic_prompt(self.profile.input_tokens, seed=self.profile.seed, index=index)
-        template = self._body_parts
-        if template is None:
-            return _dumps(self._body_dict(prompt))
-        head, tail = template
-        return head + _encode_str(prompt).encode() + tail
-
-    def _body_dict(self, prompt: str) -> dict[str, Any]:
-        p = self.profile
-        body: dict[str, Any] = {"model": self.target.model, "max_tokens": p.output_tokens}
-        if p.endpoint == "chat":
-            body["messages"] = [{"role": "user", "content": prompt}]
-        else:
-            body["prompt"] = prompt
-        body["stream"] = p.stream
-        if p.stream and p.include_usage:
-            body["stream_options"] = {"include_usage": True}
-        if p.ignore_eos and self.target.supports_ignore_eos:
-            body["ignore_eos"] = True
-        body.update(p.extra_body)
-        return body
-
-    def _template(self) -> tuple[bytes, bytes] | None:
-        """The encoded body before and after its prompt; None when the prompt does not
-        appear exactly once (``extra_body`` replaced it or repeats the marker)."""
-        raw = _dumps(self._body_dict(_PROMPT_MARK))
-        cut = _encode_str(_PROMPT_MARK).encode()
-        if raw.count(cut) != 1:
-            return None
-        head, _, tail = raw.partition(cut)
-        return head, tail
+        """The JSON body of request number ``index`` (:class:`RequestBodies`)."""
+        return self.bodies.body(index)
 
     async def run(
         self, index: int, request_id: str, *, t_scheduled: float | None = None
@@ -413,14 +376,6 @@ def _arrivals(resp: aiohttp.ClientResponse) -> ArrivalMarks | None:
     return arrival_marks(connection.transport) if connection is not None else None
 
 
-#: stands for the prompt in the body template (a string no prompt or profile contains)
-_PROMPT_MARK = "\x00faultkit:prompt\x00"
-#: how ``json.dumps`` (``ensure_ascii``) encodes a string: C-accelerated, the same bytes
-_encode_str: Callable[[str], str] = json.encoder.encode_basestring_ascii
-
-
-def _dumps(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, separators=(",", ":")).encode()
 
 
 def _opt(epoch: Any, mono: float | None) -> float | None:

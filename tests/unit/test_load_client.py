@@ -558,7 +558,7 @@ def test_the_body_template_writes_the_bytes_json_dumps_writes(
     runner = RequestRunner(None, target, profile, clock=Clock(), ledger=Ledger())  # type: ignore[arg-type]
     for index in (0, 7, 123_456):
         prompt = synthetic_prompt(profile.input_tokens, seed=profile.seed, index=index)
-        whole = json.dumps(runner._body_dict(prompt), separators=(",", ":")).encode()
+        whole = json.dumps(runner.bodies.as_dict(prompt), separators=(",", ":")).encode()
         assert runner.body(index) == whole
 
 
