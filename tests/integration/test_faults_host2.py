@@ -184,7 +184,7 @@ async def test_loss_drops_everything_at_100_percent(scratch, journal) -> None:
     await assert_restored(node, before)
 
 
-async def test_bandwidth_installs_tbf_or_says_unsupported(scratch, journal) -> None:
+async def test_bandwidth_installs_tbf(scratch, journal) -> None:
     inv, node = scratch
     before = snapshot(node)
     fault = make_fault("bandwidth", node, inventory=inv, journal=journal, rate="1mbit")
