@@ -43,7 +43,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from faultkit.durations import rough_duration
@@ -67,6 +67,7 @@ def sweep(
     force: bool = False,
     now: float | None = None,
     helpers: bool = False,
+    replay_old: Callable[[JournalRecord], bool] | None = None,
 ) -> list[str]:
     """Revert every orphaned fault the policy allows; return one line per record handled.
 
@@ -74,7 +75,9 @@ def sweep(
     not vouch for), ``NOT REPLAYED`` (older than ``max_age_s``; ``force`` replays it) or
     ``BUSY`` (a node it needs is locked by a live fault); the last four leave the record in
     the journal (:data:`LEFT_APPLIED`). Empty: nothing
-    to do. ``now`` (epoch seconds) is for tests.
+    to do. ``now`` (epoch seconds) is for tests. ``replay_old`` names records replayed
+    whatever their age (``testbed up`` passes the lab's own: it rebuilds those nodes from
+    their spec right after, so no repair work of anyone else can be undone).
     """
     journal = journal if journal is not None else FaultJournal()
     now = time.time() if now is None else now
@@ -82,7 +85,8 @@ def sweep(
     for path in journal.corrupt():
         lines.append(f"warning: unreadable journal record {path} (left for inspection)")
     for record in journal.orphans():
-        refusal = _refusal(journal, record, inventory, max_age_s, force, now)
+        forced = force or (replay_old is not None and replay_old(record))
+        refusal = _refusal(journal, record, inventory, max_age_s, forced, now)
         if refusal is not None:
             lines.append(refusal)
             log.warning("sweep: %s", refusal)

@@ -35,6 +35,7 @@ import itertools
 import shutil
 import tempfile
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 from faultkit.constants import LABEL_CONFIG_HASH, LABEL_NODE, LABEL_OWNER, LABEL_SERVING_CONFIG
@@ -48,6 +49,7 @@ from testbed.errors import TestbedError
 from testbed.images import BASE_IMAGE
 from testbed.images import SPEC as BASE_SPEC
 from testbed.paths import INVENTORY, cache_dir, state_dir
+from testbed.settle import keep_existing
 
 #: the container that is the second host, and its Docker data (a volume: survives restarts)
 CONTAINER = "faultkit-h2-docker"
@@ -276,23 +278,20 @@ def _listen_port(command: list[str]) -> int:
     return 8000
 
 
-def ensure_nodes(inventory: Inventory, progress: Progress) -> list[Node]:
-    """Create (or keep, or start) every second-host node of ``inventory``; wait until ready."""
+def ensure_nodes(inventory: Inventory, progress: Progress,
+                 rebuild: Collection[str] = ()) -> list[Node]:
+    """Create (or keep, or start) every second-host node of ``inventory``; wait until ready.
+    The nodes named in ``rebuild`` are recreated whatever they are (:mod:`testbed.settle`)."""
     host = inner()
     host.ensure_network(INNER_NETWORK, LABELS)
     nodes = host2_nodes(inventory)
     for node in nodes:
         spec = node_spec(inventory, node)
         (state_dir("host2") / "sim" / node.name).mkdir(parents=True, exist_ok=True)
-        if host.exists(spec.name):
-            st = host.state(spec.name)
-            if st.labels.get(LABEL_CONFIG_HASH) == spec.labels[LABEL_CONFIG_HASH]:
-                if st.paused:
-                    host.unpause(spec.name)
-                if not st.running and not st.restarting:
-                    host.start(spec.name)
-                continue
-            host.remove(spec.name)
+        if keep_existing(host, spec.name, wanted_hash=spec.labels[LABEL_CONFIG_HASH],
+                         network=INNER_NETWORK, memory=spec.memory,
+                         rebuild=node.name in rebuild, progress=progress):
+            continue
         with step(progress, f"creating {spec.name} on the second host"):
             host.create(spec)
     for node in nodes:
@@ -301,12 +300,13 @@ def ensure_nodes(inventory: Inventory, progress: Progress) -> list[Node]:
     return nodes
 
 
-def up(inventory_path: Path = INVENTORY, progress: Progress = print) -> float:
+def up(inventory_path: Path = INVENTORY, progress: Progress = print,
+       rebuild: Collection[str] = ()) -> float:
     """Bring the second host and its nodes up (idempotent); the seconds it took."""
     t0 = time.monotonic()
     start_host(progress)
     ensure_images(progress)
-    nodes = ensure_nodes(load_inventory(inventory_path), progress)
+    nodes = ensure_nodes(load_inventory(inventory_path), progress, rebuild)
     took = time.monotonic() - t0
     progress(f"second host up in {took:.1f} s at {HOST2_URL}: "
              f"{', '.join(n.name for n in nodes) or 'no nodes'}")

@@ -1,7 +1,8 @@
 """The local lab: bring the testbed inventory's nodes and Prometheus up, down, or report them.
 
 ``Lab.up()`` is idempotent: an existing container whose config hash matches is kept
-(started if it had stopped), a changed one is recreated. ``Lab.down()`` removes every
+(started if it had stopped), a changed one is recreated. A fault a killed harness left on
+the lab is undone first (:mod:`testbed.settle`). ``Lab.down()`` removes every
 container and network carrying a ``faultkit.owner`` label — never anything found by name.
 """
 
@@ -29,6 +30,7 @@ from faultkit.docker import ContainerSpec, DockerHost, docker_host
 from faultkit.errors import ContainerNotFound, DockerError
 from faultkit.health import probe, wait_ready
 from faultkit.inventory import Inventory, Node, ServingConfig, config_hash, load_inventory
+from faultkit.journal import FaultJournal
 from faultkit.progress import step
 from slo.prom import parse_rfc3339
 from testbed import llama
@@ -39,6 +41,7 @@ from testbed.gateway_config import GatewayVariant, RouterPolicy
 from testbed.images import ensure_base_image
 from testbed.paths import INVENTORY, home, state_dir
 from testbed.prometheus import ensure_prometheus, is_ready, stop_prometheus
+from testbed.settle import keep_existing, settle_journal, supersede
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LAB_NETWORK = "faultkit-lab"
@@ -202,19 +205,29 @@ class Lab:
         return sorted(nodes, key=lambda n: n.kind == "gateway")
 
     # up -------------------------------------------------------------------------------
-    def up(self, skip: frozenset[str] = frozenset()) -> float:
-        """Bring everything up (but the ``skip``ped nodes); return the seconds it took."""
+    def up(self, skip: frozenset[str] = frozenset(), journal: FaultJournal | None = None) -> float:
+        """Bring everything up (but the ``skip``ped nodes); return the seconds it took.
+        ``journal`` is the fault journal whose records on the lab are undone first (default:
+        the harness's own, :func:`faultkit.journal.default_journal_dir`)."""
         start = time.monotonic()
         host = ensure_docker_engine(self.progress)
         image = ensure_base_image(host, self.progress)
         host.ensure_network(LAB_NETWORK, LAB_LABELS)
+        from testbed import host2
+
+        with_host2 = HOST2 not in skip
+        if with_host2:  # its engine answers before the journal's undo steps run on it
+            host2.start_host(self.progress)
+        journal = journal if journal is not None else FaultJournal()
+        rebuild = settle_journal(self.inventory, self.progress, journal)
         nodes = self.lab_nodes(skip)
         for node in nodes:
-            self._ensure_node(host, node, image)
-        if HOST2 not in skip:
-            from testbed import host2
-
-            host2.up(self.inventory_path, self.progress)
+            self._ensure_node(host, node, image, rebuild=node.name in rebuild)
+        recreated = {n.name for n in nodes}
+        if with_host2:
+            host2.up(self.inventory_path, self.progress, rebuild=rebuild)
+            recreated |= {n.name for n in host2.host2_nodes(self.inventory)}
+        supersede(self.inventory, rebuild & recreated, self.progress, journal)
         ensure_prometheus(self.inventory, self.progress)
         for node in nodes:
             config = self.inventory.serving_config(node.serving_config or "")
@@ -262,7 +275,8 @@ class Lab:
         )
         raise TestbedError(f"Prometheus is not scraping every node after {timeout_s:.0f} s: {bad}")
 
-    def _ensure_node(self, host: DockerHost, node: Node, image: str) -> None:
+    def _ensure_node(self, host: DockerHost, node: Node, image: str, *,
+                     rebuild: bool = False) -> None:
         assert node.docker is not None and node.serving_config
         config = self.inventory.serving_config(node.serving_config)
         volumes, env = lab_mounts(node, self.progress, self.inventory)
@@ -273,17 +287,9 @@ class Lab:
             extra.append(config_file(node.name, config_file_of(config.command)).read_text())
         wanted = config_hash(config, extra)
         name = node.docker.container
-        if host.exists(name):
-            state = host.state(name)
-            if state.labels.get(LABEL_CONFIG_HASH) == wanted:
-                if state.paused:
-                    host.unpause(name)
-                if not state.running:
-                    self.progress(f"starting existing container {name}")
-                    host.start(name)
-                return
-            self.progress(f"recreating {name} (its config changed)")
-            host.remove(name)
+        if keep_existing(host, name, wanted_hash=wanted, network=LAB_NETWORK,
+                         memory=config.memory, rebuild=rebuild, progress=self.progress):
+            return
         host_port = urlsplit(node.base_url).port
         if host_port is None:
             raise TestbedError(f"node {node.name}: base_url {node.base_url} needs an explicit port")
