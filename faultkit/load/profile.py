@@ -202,6 +202,17 @@ BACKGROUND_PROFILE = LoadProfile(
 )
 
 
+
+def within_node_rate(profile: LoadProfile, node_rate: float | None) -> LoadProfile:
+    """``profile`` at no more than ``node_rate`` req/s (a node's ``background_rate``): the
+    load a *neighbour* gets in ``test_contained_failure``. The victim's rate would flood a
+    neighbour sized for less (the lab's LiteLLM gateway serves ≈ 8 req/s: at 10 its queue,
+    not the fault, failed its users), and its users would then count as the fault's harm.
+    A closed-loop profile, or one already within the rate, is returned as it is."""
+    if node_rate is None or profile.rate is None or profile.rate <= node_rate:
+        return profile
+    return dataclasses.replace(profile, rate=node_rate)
+
 _INT = {"concurrency", "requests", "input_tokens", "output_tokens", "seed", "warmup"}
 _FLOAT = {
     "rate",

@@ -39,6 +39,7 @@ from faultkit.gcquiet import collector_frozen
 from faultkit.inventory import Node
 from faultkit.load import BackgroundLoad
 from faultkit.load.ledgerfile import ArrowLedgerWriter
+from faultkit.load.profile import within_node_rate
 from faultkit.loopwatch import LoopWatch
 from faultkit.plugin.live import LiveStatus
 from faultkit.plugin.run_evidence import RunEvidence
@@ -140,9 +141,10 @@ class RunLifecycle(RunEvidence):
                         on_record=_each(self.live.on_record, on_record),
                     )
                 )
-            for other in neighbours:
+            for other in neighbours:  # each at no more than its own background rate
                 await stack.enter_async_context(
-                    BackgroundLoad(other, self.load_profile,
+                    BackgroundLoad(other, within_node_rate(self.load_profile,
+                                                           other.background_rate),
                                    ledger_path=self.run.ledger_jsonl, on_record=on_record)
                 )
             self.live.phase("baseline")
