@@ -49,14 +49,14 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
-from faultkit.docker import DockerHost, docker_host
+from faultkit.docker import docker_host
 from faultkit.errors import FaultError, FaultUnsupported
 from faultkit.faults.acts import Acts
 from faultkit.faults.lifecycle import FaultLifecycle, Guard
 from faultkit.faults.locks import HeldLocks
 from faultkit.faults.noting import Emit
 from faultkit.faults.params import Param, ParamSpec, as_param, parse_params
-from faultkit.inventory import Inventory, Node
+from faultkit.inventory import DockerRef, Inventory, Node
 from faultkit.journal import FaultJournal, JournalRecord
 from faultkit.platform import Platform, platform_for
 
@@ -165,23 +165,23 @@ class Fault(FaultLifecycle):
         ``_prepare``, still before anything is journaled.
         """
 
-    # docker helpers -----------------------------------------------------------------
-    @property
-    def docker(self) -> DockerHost:
+    # the platform -------------------------------------------------------------------
+    def _docker_entry(self) -> DockerRef:
+        """The node's ``docker:`` entry; without one no fault can act on its container."""
         if self.node.docker is None:
             raise FaultUnsupported(
                 f"fault {self.kind!r} needs Docker access, but node {self.node.name!r} has no "
                 "`docker:` entry in the inventory"
             )
-        return docker_host(self.node.docker.host)
+        return self.node.docker
 
     @property
     def platform(self) -> Platform:
-        """What the fault does on the node's own host (:mod:`faultkit.platform`): local
-        shortcuts for a ``unix://`` engine, helper containers on any other."""
-        host = self.docker
-        assert self.node.docker is not None
-        return platform_for(self.node.docker.host, host)
+        """The one way a fault acts on its node (:mod:`faultkit.platform`): the Docker-API
+        verbs through the node's own engine, and its kernel through local shortcuts for a
+        ``unix://`` engine, helper containers on any other."""
+        entry = self._docker_entry()
+        return platform_for(entry.host, docker_host(entry.host))
 
     def _sweep_steps(self) -> list[dict[str, Any]]:
         if self.node.docker is None or not self.acts_on_container:
@@ -190,9 +190,7 @@ class Fault(FaultLifecycle):
 
     @property
     def container(self) -> str:
-        _ = self.docker
-        assert self.node.docker is not None
-        return self.node.docker.container
+        return self._docker_entry().container
 
     def step(self, op: str, **args: Any) -> dict[str, Any]:
         """An undo step aimed at this node's container."""

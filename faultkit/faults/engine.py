@@ -93,7 +93,7 @@ class KillProcess(_ReadyMixin):
         line matches, but not the container's main process when another one matches (an
         init such as docker-init carries its child's command line in its own; the engine
         dying under it is this fault, the init dying is ``kill``)."""
-        attrs = self.docker.inspect(self.container)
+        attrs = self.platform.inspect(self.container)
         container_id = str(attrs.get("Id") or "")
         policy = ((attrs.get("HostConfig") or {}).get("RestartPolicy") or {})
         self.result["restart_policy"] = policy.get("Name") or "no"
@@ -149,7 +149,7 @@ class KillProcess(_ReadyMixin):
         deadline = time.monotonic() + DEATH_SHOWS_S
         async with httpx.AsyncClient() as client:
             while time.monotonic() < deadline:
-                st = await asyncio.to_thread(self.docker.state, self.container)
+                st = await asyncio.to_thread(self.platform.state, self.container)
                 down = not st.running or st.restarting or st.restart_count > before
                 if down or not (await probe(self.node, client, timeout_s=1.0)).ok:
                     self.result["death_showed_s"] = round(time.monotonic() - self._t0, 3)

@@ -30,7 +30,6 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from faultkit import hostpid
-from faultkit.docker import DockerHost
 from faultkit.errors import FaultError, FaultRefused, NodeNotReady
 from faultkit.faults.base import Fault
 from faultkit.faults.locks import NodeLock
@@ -94,7 +93,7 @@ class HostRestart(Fault):
                 f"{', '.join(n.name for n in self.host_nodes())}")
 
     async def _prepare(self) -> list[dict[str, Any]]:
-        running = await asyncio.to_thread(self.docker.running_names)
+        running = await asyncio.to_thread(self.platform.running_names)
         self.result["containers"] = running
         return []  # nothing the harness could undo: the host comes back by itself or not
 
@@ -109,10 +108,6 @@ class HostRestart(Fault):
         if proc.returncode not in (0, 255):  # ssh ends 255 when the host drops it: fine
             raise FaultError(f"host_restart: `{command}` failed (exit {proc.returncode}): "
                              f"{(proc.stderr or proc.stdout).strip()[-300:]}")
-
-    def _engine(self) -> DockerHost:
-        assert self.node.docker is not None
-        return DockerHost(self.node.docker.host, timeout_s=2.0)  # a fresh connection each time
 
     async def _apply(self) -> None:
         self._t0 = time.monotonic()
@@ -131,7 +126,7 @@ class HostRestart(Fault):
         """Seconds from the act until ``want(engine answers)`` holds, polled every 0.1 s."""
         deadline = time.monotonic() + within_s
         while time.monotonic() < deadline:
-            if want(await asyncio.to_thread(self._engine().ping)):
+            if want(await asyncio.to_thread(self.platform.engine_answers, 2.0)):
                 return round(time.monotonic() - self._t0, 3)
             await asyncio.sleep(0.1)
         return None
@@ -142,7 +137,7 @@ class HostRestart(Fault):
         back = await self._poll(lambda up: up, self.params["back_timeout_s"])
         self.result["engine_back_s"] = back
         if back is None:
-            raise FaultError(f"host_restart: the engine at {self.docker.url} did not answer "
+            raise FaultError(f"host_restart: the engine at {self.platform.url} did not answer "
                              f"within {self.params['back_timeout_s']:g} s")
 
         async def ready(node: Node) -> float | None:

@@ -28,7 +28,7 @@ from faultkit.faults.noting import FaultNotes, log
 from faultkit.journal import FaultJournal, JournalRecord
 
 if TYPE_CHECKING:
-    from faultkit.docker import DockerHost
+    from faultkit.platform import Platform
 
 Guard = Callable[[], "str | Awaitable[str | None] | None"]
 
@@ -58,7 +58,7 @@ class FaultLifecycle(FaultNotes):
     if TYPE_CHECKING:
 
         @property
-        def docker(self) -> DockerHost: ...
+        def platform(self) -> Platform: ...
 
         @property
         def container(self) -> str: ...
@@ -157,7 +157,7 @@ class FaultLifecycle(FaultNotes):
                                 self.node.name, locks)
         if self.acts_on_container and self.node.docker is not None:
             await asyncio.to_thread(admission.refuse_unless_served, self.node,
-                                    lambda: self.docker.inspect(self.container))
+                                    lambda: self.platform.inspect(self.container))
 
     def refuse_if_blocked(self, journal: FaultJournal | None) -> None:
         """For a dry run: raise :class:`FaultRefused` as ``inject()`` would when a fault left

@@ -87,9 +87,9 @@ class MemorySqueeze(_ReadyMixin):
 
     async def _prepare(self) -> list[dict[str, Any]]:
         name = self.container
-        memory, memswap = await asyncio.to_thread(self.docker.memory_limits, name)
-        usage = await asyncio.to_thread(self.docker.memory_usage, name)
-        st = await asyncio.to_thread(self.docker.state, name)
+        memory, memswap = await asyncio.to_thread(self.platform.memory_limits, name)
+        usage = await asyncio.to_thread(self.platform.memory_usage, name)
+        st = await asyncio.to_thread(self.platform.state, name)
         self.result.update(limit_before=memory, memswap_before=memswap, usage_before=usage,
                            restart_count_before=st.restart_count)
         if self.params["limit"]:
@@ -104,7 +104,7 @@ class MemorySqueeze(_ReadyMixin):
         self.mode = "under_usage"
         self.acting(f"lower the memory limit to {limit} bytes")
         try:
-            await self.act(self.docker.set_memory_limits, self.container, limit, limit)
+            await self.act(self.platform.set_memory_limits, self.container, limit, limit)
         except DockerError as exc:
             if "unable to set memory limit" not in str(exc):
                 raise
@@ -118,10 +118,10 @@ class MemorySqueeze(_ReadyMixin):
             limit = 0
             for attempt in range(8 + parse_bytes(self.params["headroom"]) // step):
                 # usage moves under load: read it again for every attempt
-                usage = await asyncio.to_thread(self.docker.memory_usage, self.container)
+                usage = await asyncio.to_thread(self.platform.memory_usage, self.container)
                 limit = max(_DOCKER_MIN, usage - 4 * step + attempt * step)
                 try:
-                    await self.act(self.docker.set_memory_limits, self.container, limit, limit)
+                    await self.act(self.platform.set_memory_limits, self.container, limit, limit)
                     break
                 except DockerError as again:
                     if "unable to set memory limit" not in str(again):
@@ -136,12 +136,12 @@ class MemorySqueeze(_ReadyMixin):
 
     async def _add_pressure(self, limit: int) -> None:
         """Fill /dev/shm past the limit so the engine, not the filler, is OOM-killed."""
-        usage = await asyncio.to_thread(self.docker.memory_usage, self.container)
+        usage = await asyncio.to_thread(self.platform.memory_usage, self.container)
         size = max(0, limit - usage) + parse_bytes(self.params["pressure"])
         await self.add_undo(self.step("exec", command=["rm", "-f", _PRESSURE_FILE]))
         try:
             code, output = await self.act(
-                self.docker.exec, self.container,
+                self.platform.exec, self.container,
                 ["sh", "-c", f"head -c {size} /dev/zero > {_PRESSURE_FILE}"],
             )
         except DockerError as exc:  # the container died under the exec: the squeeze worked
@@ -150,9 +150,9 @@ class MemorySqueeze(_ReadyMixin):
         self.result.update(pressure_bytes=size, pressure_exit=code, pressure_output=output[-200:])
 
     async def _after_undo(self) -> None:
-        st = await asyncio.to_thread(self.docker.state, self.container)
+        st = await asyncio.to_thread(self.platform.state, self.container)
         self.result["oom_killed"] = st.oom_killed or st.restart_count > self.result[
             "restart_count_before"]
         if not st.running and not st.restarting:
-            await asyncio.to_thread(self.docker.start, self.container)
+            await asyncio.to_thread(self.platform.start, self.container)
         await self._wait_back(self.t_revert_mono or time.monotonic())

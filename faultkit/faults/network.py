@@ -88,7 +88,7 @@ class NetnsFault(Fault):
 
         Read-only; called first in ``_prepare``, so a refusal touches nothing.
         """
-        attrs = await asyncio.to_thread(self.docker.inspect, self.container)
+        attrs = await asyncio.to_thread(self.platform.inspect, self.container)
         mode = str((attrs.get("HostConfig") or {}).get("NetworkMode") or "")
         if mode == "host" or mode.startswith("container:"):
             shared = "the host's own" if mode == "host" else f"container {mode[10:]!r}'s"
@@ -264,7 +264,7 @@ class Latency(NetnsFault):
 
     def _upstream(self, published: int) -> tuple[str, int]:
         """The container's bridge IP and the container port behind ``published``."""
-        attrs = self.docker.inspect(self.container)
+        attrs = self.platform.inspect(self.container)
         container_port = None
         for key, bindings in (attrs.get("HostConfig", {}).get("PortBindings") or {}).items():
             if any(str(b.get("HostPort")) == str(published) for b in bindings or []):

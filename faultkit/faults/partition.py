@@ -64,7 +64,7 @@ class Partition(NetnsFault):
             return [self._purge_step()]
         if self.mode != "refuse":
             raise FaultError(f"partition mode={self.mode!r}: use refuse or blackhole")
-        endpoints = await asyncio.to_thread(self.docker.endpoints, self.container)
+        endpoints = await asyncio.to_thread(self.platform.endpoints, self.container)
         steps = []
         for network, ep in endpoints.items():
             ipam = ep.get("IPAMConfig") or {}
@@ -116,7 +116,7 @@ class Partition(NetnsFault):
     async def _disconnect(self, networks: str) -> None:
         self.acting(f"disconnect from {networks}")
         for network in self.result["networks"]:
-            await self.act(self.docker.disconnect, self.container, network)
+            await self.act(self.platform.disconnect, self.container, network)
 
     async def _before_undo(self) -> None:
         """A blackhole that dropped nothing cut nothing off: say so (the run is INCONCLUSIVE)."""

@@ -71,7 +71,7 @@ class _ReadyMixin(Fault):
         try:
             await wait_ready(self.node, timeout_s=self._ready_timeout())
         except NodeNotReady:
-            st = await asyncio.to_thread(self.docker.state, name)
+            st = await asyncio.to_thread(self.platform.state, name)
             if st.running or st.restarting:
                 raise
             self._stayed_down(st.status, st.exit_code)
@@ -81,10 +81,10 @@ class _ReadyMixin(Fault):
                 f"the container stayed {st.status} for {self._ready_timeout():g} s "
                 "(its restart policy did not bring it back); the harness started it",
             )
-            await asyncio.to_thread(self.docker.start, name)
+            await asyncio.to_thread(self.platform.start, name)
             await wait_ready(self.node, timeout_s=self._ready_timeout())
         self.result["time_to_ready_s"] = round(time.monotonic() - t0_mono, 3)
-        st = await asyncio.to_thread(self.docker.state, name)
+        st = await asyncio.to_thread(self.platform.state, name)
         self.result["restart_count_after"] = st.restart_count
         if st.restart_count > self.result.get("restart_count_before", st.restart_count):
             self.emit(EventKind.RESTARTED, restart_count=st.restart_count)
@@ -127,7 +127,7 @@ class _ReadyMixin(Fault):
                   failed_attempts=len(probe.attempts))
 
     async def _prepare(self) -> list[dict[str, Any]]:
-        st = await asyncio.to_thread(self.docker.state, self.container)
+        st = await asyncio.to_thread(self.platform.state, self.container)
         self.result["restart_count_before"] = st.restart_count
         return [self.step("start")]
 
@@ -163,9 +163,9 @@ class Kill(_ReadyMixin):
         self.mode = "docker_kill" if self.params["docker_kill"] else "sigkill"
         self._t0 = time.monotonic()
         if self.params["docker_kill"]:
-            pid_before = await asyncio.to_thread(self.docker.host_pid, self.container)
+            pid_before = await asyncio.to_thread(self.platform.host_pid, self.container)
             self.acting("docker kill")
-            await self.act(self.docker.docker_kill, self.container)
+            await self.act(self.platform.docker_kill, self.container)
         else:
             pid_before, _ = await asyncio.to_thread(self.platform.processes, self.container,
                                                     self.id)
@@ -180,13 +180,13 @@ class Kill(_ReadyMixin):
                                            retry=retry_if_result(lambda down: not down),
                                            retry_error_callback=lambda _: False):
             with attempt:
-                st = await asyncio.to_thread(self.docker.state, self.container)
+                st = await asyncio.to_thread(self.platform.state, self.container)
                 down = not st.running or st.restart_count > before or st.pid != pid_before
             attempt.retry_state.set_result(down)
         self.result["exit_code"] = st.exit_code
         if st.running:  # already restarted: Docker has reset ExitCode, its die event has it
             events = await asyncio.to_thread(
-                self.docker.events, self.container, time.time() - 15, time.time()
+                self.platform.events, self.container, time.time() - 15, time.time()
             )
             codes = [e.get("Actor", {}).get("Attributes", {}).get("exitCode")
                      for e in events if e.get("Action") == "die"]
@@ -195,7 +195,7 @@ class Kill(_ReadyMixin):
 
     async def _after_undo(self) -> None:
         if self.params["docker_kill"]:  # Docker will not restart it: start it now
-            await asyncio.to_thread(self.docker.start, self.container)
+            await asyncio.to_thread(self.platform.start, self.container)
         await self._wait_back(self._t0)
 
 
@@ -224,7 +224,7 @@ class Stop(_ReadyMixin):
     async def _apply(self) -> None:
         timeout = self.params["stop_timeout_s"]
         self.acting("docker stop")
-        await self.act(self.docker.stop, self.container, timeout_s=timeout)
+        await self.act(self.platform.stop, self.container, timeout_s=timeout)
 
     async def _after_undo(self) -> None:
         # measured from the start of the revert, i.e. the `docker start` of the undo step
@@ -251,7 +251,7 @@ class Restart(_ReadyMixin):
     async def _apply(self) -> None:
         self._t0 = time.monotonic()
         self.acting("docker restart")
-        await self.act(self.docker.restart, self.container,
+        await self.act(self.platform.restart, self.container,
                        timeout_s=self.params["stop_timeout_s"])
 
     async def _after_undo(self) -> None:
@@ -276,7 +276,7 @@ class Pause(Fault):
 
     async def _apply(self) -> None:
         self.acting("docker pause")
-        await self.act(self.docker.pause, self.container)
+        await self.act(self.platform.pause, self.container)
 
 
 class NodeRestart(Fault):
@@ -344,7 +344,7 @@ class NodeRestart(Fault):
         return f"restart {scope} on {self.node.docker.host if self.node.docker else '?'}"
 
     async def _prepare(self) -> list[dict[str, Any]]:
-        running = await asyncio.to_thread(self.docker.running_names, self.params["label"])
+        running = await asyncio.to_thread(self.platform.running_names, self.params["label"])
         if self.params["all_containers"]:
             names = running
         else:
@@ -359,7 +359,7 @@ class NodeRestart(Fault):
         timeout = self.params["stop_timeout_s"]
         self.acting(f"docker restart of {len(self.result['containers'])} containers")
         await asyncio.gather(*(
-            self.act(self.docker.restart, name, timeout_s=timeout)
+            self.act(self.platform.restart, name, timeout_s=timeout)
             for name in self.result["containers"]
         ))
 

@@ -60,7 +60,7 @@ class _LoadFault(Fault):
     async def _prepare(self) -> list[dict[str, Any]]:
         if self.node.docker is not None:
             with contextlib.suppress(DockerError):
-                st = await asyncio.to_thread(self.docker.state, self.container)
+                st = await asyncio.to_thread(self.platform.state, self.container)
                 self.result["restart_count_before"] = st.restart_count
         return []
 
@@ -83,7 +83,7 @@ class _LoadFault(Fault):
         self._summarise(result)
         if "restart_count_before" in self.result:
             with contextlib.suppress(DockerError):
-                st = await asyncio.to_thread(self.docker.state, self.container)
+                st = await asyncio.to_thread(self.platform.state, self.container)
                 self.result["restart_count_after"] = st.restart_count
                 self.result["crashed"] = (
                     st.restart_count > self.result["restart_count_before"] or not st.running

@@ -111,8 +111,8 @@ class Rollout(Fault):
             self._restore_steps = [{"op": "shell", "command": self.config.rollback}]
             return list(self._restore_steps)
         self.mode = "container"
-        previous = await asyncio.to_thread(self.docker.spec_of, self.container)
-        endpoints = await asyncio.to_thread(self.docker.endpoints, self.container)
+        previous = await asyncio.to_thread(self.platform.spec_of, self.container)
+        endpoints = await asyncio.to_thread(self.platform.endpoints, self.container)
         self._previous = previous
         self._networks: list[dict[str, Any]] = [
             {"name": name, "aliases": [a for a in (ep.get("Aliases") or []) if a]}
@@ -149,11 +149,11 @@ class Rollout(Fault):
         else:
             spec = self._candidate()
             self.acting(f"remove the current container to roll out {self.params['config']!r}")
-            await self.act(self.docker.remove, self.container)
-            await self.act(self.docker.create, spec)
+            await self.act(self.platform.remove, self.container)
+            await self.act(self.platform.create, spec)
             for net in self._networks:
                 if net["name"] != spec.network:
-                    await self.act(self.docker.connect, self.container, net["name"],
+                    await self.act(self.platform.connect, self.container, net["name"],
                                    aliases=net["aliases"])
         reason = await self._wait_candidate()
         if reason is None:
@@ -169,7 +169,7 @@ class Rollout(Fault):
         """The failed candidate container's last log lines, before the rollback removes it."""
         try:
             return await asyncio.to_thread(
-                self.docker.logs, self.container, tail=CANDIDATE_LOG_LINES
+                self.platform.logs, self.container, tail=CANDIDATE_LOG_LINES
             )
         except FaultkitError as exc:
             return f"(the candidate's logs could not be read: {exc})"
@@ -187,13 +187,13 @@ class Rollout(Fault):
             last["why"] = f"not ready within {deadline:.0f} s (last answer: {result.detail})"
             if self.config.apply:
                 return False
-            st = await asyncio.to_thread(self.docker.state, self.container)
+            st = await asyncio.to_thread(self.platform.state, self.container)
             if st.restart_count >= self.params["max_restarts"]:
                 oom = ", OOM-killed" if st.oom_killed else ""
                 return f"restart loop: {st.restart_count} restarts (exit {st.exit_code}{oom})"
             if not st.running and not st.restarting and st.status in ("exited", "dead"):
                 await asyncio.sleep(1.0)  # the restart policy may be about to act
-                st = await asyncio.to_thread(self.docker.state, self.container)
+                st = await asyncio.to_thread(self.platform.state, self.container)
                 if not st.running and not st.restarting:
                     oom = ", OOM-killed" if st.oom_killed else ""
                     return f"container exited (code {st.exit_code}{oom}) and stays down"

@@ -59,7 +59,8 @@ def test_only_plain_http_urls() -> None:
 
 
 class _CuttingDocker:
-    """Stands in for Docker: ``disconnect`` cuts the server off, then takes Docker's time."""
+    """Stands in for the node's Docker engine (behind the fault's platform): ``disconnect``
+    cuts the server off, then takes Docker's time."""
 
     def __init__(self, server: AnsweringServer) -> None:
         self.server = server
@@ -76,7 +77,7 @@ class _CuttingDocker:
 async def test_a_refuse_partition_dates_its_effect_by_the_cut_it_watched(
     answering_server: AnsweringServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from faultkit.faults import make_fault
+    from faultkit.faults import base, make_fault
     from faultkit.records import Event
     from slo.effect import effect_of
     from tests.unit.faults_fake import node
@@ -86,7 +87,7 @@ async def test_a_refuse_partition_dates_its_effect_by_the_cut_it_watched(
                   docker={"host": "unix:///var/run/docker.sock", "container": "n1"})
     fault = make_fault("partition", target, timeline=events.append, dry_run=True, mode="refuse")
     docker = _CuttingDocker(answering_server)
-    monkeypatch.setattr(type(fault), "docker", property(lambda self: docker))
+    monkeypatch.setattr(base, "docker_host", lambda url: docker)
     fault.mode = "refuse"
     fault.result["networks"] = ["lab"]
     fault.emit("inject_start", effect=fault.effect_spec())
