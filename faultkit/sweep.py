@@ -1,7 +1,8 @@
 """The sweep: revert every fault a dead harness process left applied.
 
 :func:`sweep` walks the journal's unreverted records whose owning process is gone (its
-liveness lock is free), takes each record's lock, runs its undo steps in order (the same
+liveness lock is free), newest first (faults stacked on one node unwind from the top),
+takes each record's lock, runs its undo steps in order (the same
 steps a normal revert runs; each is idempotent) and marks it reverted. Faults owned by a
 *live* process (another harness running right now, or this process) are left alone.
 A record whose steps fail stays unreverted and is reported, so the next sweep retries it.
@@ -84,7 +85,9 @@ def sweep(
     lines: list[str] = []
     for path in journal.corrupt():
         lines.append(f"warning: unreadable journal record {path} (left for inspection)")
-    for record in journal.orphans():
+    # newest first: a fault applied on top of another (the gate's scenarios run on top of
+    # its rollout) recorded the state the first one left; a stack unwinds from its top
+    for record in sorted(journal.orphans(), key=lambda r: r.t_created, reverse=True):
         forced = force or (replay_old is not None and replay_old(record))
         refusal = _refusal(journal, record, inventory, max_age_s, forced, now)
         if refusal is not None:

@@ -206,3 +206,29 @@ def test_a_journal_of_an_older_layout_is_moved_on_first_read(tmp_path: Path) -> 
     assert sorted(p.name for p in (tmp_path / "reverted").glob("*.json")) == ["r0.json", "r2.json"]
     assert j.prune(older_than_s=60) == 2
     assert [r.id for r in j.records()] == ["r1"]
+
+
+def test_the_sweep_unwinds_stacked_faults_newest_first(tmp_path: Path) -> None:
+    """A fault applied on top of another (the gate's scenarios run on top of its rollout)
+    recorded the state the first one left as the one to restore. Replayed oldest first,
+    the second undo would put the first fault's state back after the first undo had
+    removed it; a stack unwinds newest first (CI: a partition on top of a rollout)."""
+    WORLD["stacked"] = "ok"
+    j = FaultJournal(tmp_path)
+    first = JournalRecord(id="first", kind="rollout", node="n1", description="candidate",
+                          t_created=time.time() - 60,
+                          undo=[{"op": "fake_restore", "key": "stacked", "value": "ok"}])
+    j.begin(first)
+    WORLD["stacked"] = "candidate"
+    second = JournalRecord(id="second", kind="memory_squeeze", node="n1", description="on top",
+                           t_created=time.time() - 30,
+                           undo=[{"op": "fake_restore", "key": "stacked", "value": "candidate"}])
+    j.begin(second)
+    WORLD["stacked"] = "squeezed"
+    j.release("first")
+    j.release("second")
+
+    lines = sweep(j)
+
+    assert [line.split()[1] for line in lines] == ["second", "first"]
+    assert WORLD["stacked"] == "ok"
