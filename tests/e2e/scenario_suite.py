@@ -99,11 +99,17 @@ def catalogue_ids() -> set[str]:
     return {line.split("::")[-1] for line in proc.stdout.splitlines() if "::" in line}
 
 
+#: pytest's own skip of a scenario whose parameter set is empty in that process
+EMPTY_PARAMETERS = "got empty parameter set"
+
+
 def merge_outcomes(runs: list[dict[str, Outcome]]) -> dict[str, Outcome]:
     """The outcomes of several ``pytest scenarios`` processes as one. A test that ran in
     two of them is an error of the plan; the rows pytest writes for an empty parameter set
     (a scenario with no node in that process's ``--node``) are skips, and give way to the
-    process that did run the test."""
+    process that did run the test. Such a row no process replaced (``test_rollout[NOTSET]``
+    of a lane whose nodes have no rollout candidate) is no scenario at all, and is dropped:
+    the catalogue's ids (:func:`catalogue_ids`) never hold it."""
     merged: dict[str, Outcome] = {}
     for outcomes in runs:
         for test_id, outcome in outcomes.items():
@@ -112,7 +118,8 @@ def merge_outcomes(runs: list[dict[str, Outcome]]) -> dict[str, Outcome]:
                 merged[test_id] = outcome
             else:
                 assert outcome.skipped, f"{test_id} ran in two scenario processes"
-    return merged
+    return {test_id: outcome for test_id, outcome in merged.items()
+            if not (outcome.skipped and EMPTY_PARAMETERS in outcome.message)}
 
 
 def run_scenario_lanes(out: Path, inventory: Inventory) -> tuple[int, dict[str, Outcome], str]:

@@ -28,7 +28,7 @@ from faultkit.inventory import Inventory
 from testbed.lab import Lab
 from tests.e2e.conftest import REPO, SuiteRun, run_cli
 from tests.e2e.known_good_gate import GATE_STEADY_S, PlantedGate
-from tests.e2e.scenario_suite import Outcome, run_scenarios
+from tests.e2e.scenario_suite import EMPTY_PARAMETERS, Outcome, run_scenarios
 
 #: the module's first test runs the whole scenario suite (≈ 14 min here) in its fixture
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(3600)]
@@ -61,8 +61,6 @@ EXPECTED_SKIPS: dict[str, str] = {
         "the same: this machine's host is never the one restarted"
     ),
 }
-#: pytest's own skip of a scenario whose parameter set is empty in that process
-EMPTY_PARAMETERS = "got empty parameter set"
 
 
 def expected_skip(test_id: str) -> str | None:
