@@ -1,4 +1,4 @@
-"""Translate a transport exception (aiohttp, socket, OS) into an error class.
+"""Translate a transport exception (the client's own, socket, OS) into an error class.
 
 :func:`classify_exception` is the one place that does; :mod:`faultkit.load.client` calls
 it for whatever a request raised. Classes: ``refused``, ``reset``, ``timeout_connect``,
@@ -13,7 +13,7 @@ from __future__ import annotations
 import errno
 import os
 
-import aiohttp
+from faultkit.load.connections import ConnectError, ConnectTimeout
 
 #: errno values that mean the client itself is out of resources (not the node's doing).
 _EXHAUSTION_ERRNOS: frozenset[int] = frozenset(
@@ -27,34 +27,30 @@ def classify_exception(exc: BaseException) -> tuple[str, str]:
     """Map a transport exception to ``(error_class, short detail)``. The one translation point.
 
     Client resource exhaustion (``EMFILE``, ``ENFILE``, ``EADDRNOTAVAIL``, ``ENOBUFS``,
-    wrapped by aiohttp or not) is ``client_exhausted`` and wins over every other class.
+    wrapped in a connect error or not) is ``client_exhausted`` and wins over every other class.
     """
     name = type(exc).__name__
     exhausted = _exhaustion(exc)
     if exhausted is not None:
         return "client_exhausted", f"client out of resources: {exhausted} ({name})"
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        os_err = exc.os_error
+    if isinstance(exc, ConnectError):
+        os_err, server = exc.os_error, exc.server
         if isinstance(os_err, ConnectionRefusedError) or os_err.errno == errno.ECONNREFUSED:
-            return "refused", f"connection refused by {exc.host}:{exc.port}"
+            return "refused", f"connection refused by {server}"
         if isinstance(os_err, TimeoutError):
-            return "timeout_connect", f"connect to {exc.host}:{exc.port} timed out"
+            return "timeout_connect", f"connect to {server} timed out"
         if isinstance(os_err, ConnectionResetError | ConnectionAbortedError) or os_err.errno in (
             errno.ECONNRESET,
             errno.ECONNABORTED,
         ):
             # Accepted by the kernel's backlog of a dying listener, then torn down.
-            return "reset", f"connection reset by {exc.host}:{exc.port} while connecting"
-        return "other", f"cannot connect to {exc.host}:{exc.port}: {os_err.strerror or name}"
-    if isinstance(exc, aiohttp.ConnectionTimeoutError | aiohttp.ServerTimeoutError):
-        return "timeout_connect", f"connect timed out ({name})"
-    if isinstance(
-        exc,
-        aiohttp.ServerDisconnectedError
-        | aiohttp.ClientPayloadError
-        | aiohttp.ClientOSError
-        | ConnectionError,
-    ):
+            return "reset", f"connection reset by {server} while connecting"
+        return "other", f"cannot connect to {server}: {os_err.strerror or type(os_err).__name__}"
+    if isinstance(exc, ConnectTimeout):
+        return "timeout_connect", str(exc)
+    if isinstance(exc, OSError) and not isinstance(exc, TimeoutError):
+        # ConnectionError (reset, broken pipe, http1's ServerDisconnected and
+        # PayloadIncomplete, a response that is not HTTP) and other socket errors
         return "reset", f"connection broken: {name}: {_first_line(exc)}"
     if isinstance(exc, TimeoutError):
         return "timeout_total", f"timed out ({name})"
@@ -78,7 +74,7 @@ def _exhaustion(exc: BaseException) -> str | None:
             for phrase in _EXHAUSTION_TEXTS:
                 if phrase in text:
                     return phrase
-        if isinstance(err, aiohttp.ClientConnectorError):
+        if isinstance(err, ConnectError):
             todo.append(err.os_error)
         todo += [err.__cause__, err.__context__]
     return None

@@ -1,8 +1,9 @@
-"""Send one request over aiohttp and classify how it ended — the load generator's hot path.
+"""Send one request and classify how it ended — the load generator's hot path.
 
-aiohttp is the transport because it is the one that keeps up (docs/architecture.md,
-``load/``; ``bench/load_client.py`` measures it). This module is the one place that
-translates aiohttp / socket exceptions into error classes:
+The transport is the client's own HTTP/1.1 connection (:mod:`faultkit.load.http1`) from
+its own pool (:mod:`faultkit.load.connections`): a general HTTP library cost three times
+the CPU a request (docs/load-client.md; ``bench/load_client.py`` measures it). Every
+request ends in one of these error classes (or none):
 
 =====================  ==========================================================
 ``refused``            TCP connect refused (nothing listening on the port)
@@ -30,8 +31,8 @@ translates aiohttp / socket exceptions into error classes:
 A non-200 answer also sets ``RequestRecord.error_body`` when its body is an OpenAI-style
 error (a JSON object whose ``error`` is an object or a string, or vLLM's older
 ``{"object": "error", "message": ...}``); ``faultkit.records.is_clean_rejection`` uses it.
-Pool waits are recognised on sessions built with :func:`pool_trace_config` (the load
-generator's own sessions with a connection limit are).
+A request that waits for a free connection of a pool with a ``limit`` and is still
+waiting at its deadline is ``client_exhausted``.
 
 Times inside this module are monotonic (``Clock.mono``); records carry epoch seconds.
 ``error_detail`` never contains request or response headers (where API keys live).
@@ -43,24 +44,28 @@ non-streamed answers are read by :mod:`faultkit.load.responses`.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-import aiohttp
-from yarl import URL
+from urllib.parse import urlsplit
 
 from faultkit.load.bodies import RequestBodies
 from faultkit.load.classify import classify_exception
-from faultkit.load.connections import CheckedReuseConnector
+from faultkit.load.connections import ConnectionPool, Server
 from faultkit.load.deadline import StreamDeadline
+from faultkit.load.http1 import Http1Connection
 from faultkit.load.ledger import Clock, Ledger
 from faultkit.load.profile import LoadProfile, Target
-from faultkit.load.responses import header_count, http_error, parse_whole, response_header
-from faultkit.load.rxstamps import ArrivalMarks, arrival_marks
+from faultkit.load.responses import (
+    ERROR_BODY_BYTES,
+    header_count,
+    http_error,
+    parse_whole,
+    response_header,
+)
 from faultkit.load.sse import StreamInterpreter, StreamOutcome
 from faultkit.records import RequestKind, RequestRecord, Status
 
-__all__ = ["LATE_CLIENT_S", "RequestRunner", "classify_exception", "pool_trace_config"]
+__all__ = ["LATE_CLIENT_S", "RequestRunner", "classify_exception"]
 
 #: A timeout is the client's own doing (``client_stalled``) when the request was sent, or its
 #: timer noticed the deadline, this late: a healthy loop is milliseconds late. Measured on
@@ -84,9 +89,12 @@ class _Progress:
     served_by: str | None = None
     #: the target's ``retries_header`` on the response, as a count (None: absent/not a count)
     gateway_retries: int | None = None
-    #: waiting for a free connection in the session's pool (see ``pool_trace_config``)
+    #: waiting for a free connection in the pool (a pool with a ``limit``)
     pool_wait: bool = False
     outcome: StreamOutcome = field(default_factory=StreamOutcome)
+
+    def note_pool_wait(self, waiting: bool) -> None:
+        self.pool_wait = waiting
 
 
 class RequestRunner:
@@ -99,14 +107,14 @@ class RequestRunner:
 
     def __init__(
         self,
-        session: aiohttp.ClientSession,
+        pool: ConnectionPool,
         target: Target,
         profile: LoadProfile,
         *,
         clock: Clock,
         ledger: Ledger,
     ) -> None:
-        self.session = session
+        self.pool = pool
         self.target = target
         self.profile = profile
         self.clock = clock
@@ -114,15 +122,22 @@ class RequestRunner:
         self.kind: RequestKind = profile.endpoint
         path = "/chat/completions" if profile.endpoint == "chat" else "/completions"
         self.url = target.api_root + path
-        url = URL(self.url)
-        #: (host, port) as the connector keys this server's connections
-        self._server = (url.host or "", url.port)
-        self._timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=profile.connect_timeout_s, connect=None
-        )
-        self._headers = {"Content-Type": "application/json"}
+        self.server = Server.of_url(self.url)
+        default_port = 443 if self.server.tls else 80
+        host = self.server.host if self.server.port == default_port else str(self.server)
+        headers = [
+            f"POST {urlsplit(self.url).path} HTTP/1.1",
+            f"Host: {host}",
+            "User-Agent: faultkit",
+            "Accept: */*",
+            "Content-Type: application/json",
+        ]
         if target.api_key:
-            self._headers["Authorization"] = f"Bearer {target.api_key}"
+            if any(c in target.api_key for c in "\r\n"):
+                raise ValueError(f"node {target.name!r}: its API key contains a line break")
+            headers.append(f"Authorization: Bearer {target.api_key}")
+        #: the request head up to its per-request headers (X-Request-Id, Content-Length)
+        self._head = ("\r\n".join(headers) + "\r\nX-Request-Id: ").encode("latin-1")
         self.bodies = RequestBodies(target, profile)
 
     def body(self, index: int) -> bytes:
@@ -139,13 +154,15 @@ class RequestRunner:
         ``t_invoke`` (the moment the request is actually sent) if it lies after it.
         """
         data = self.body(index)
-        headers = {**self._headers, "X-Request-Id": request_id}
+        request = b"%s%s\r\nContent-Length: %d\r\n\r\n%s" % (
+            self._head, request_id.encode("latin-1"), len(data), data
+        )
         t_invoke = self.clock.mono()
         due = t_invoke if t_scheduled is None else min(t_scheduled, t_invoke)
         progress = _Progress(t_invoke=t_invoke, t_scheduled=due)
         self.ledger.start(request_id, self.clock.epoch(progress.t_invoke))
         try:
-            status, error_class, detail = await self._exchange(data, headers, progress)
+            status, error_class, detail = await self._exchange(request, progress)
         except asyncio.CancelledError:
             record = self._record(request_id, progress, "unknown", "cancelled", "cancelled")
             self.ledger.finish(record)
@@ -183,18 +200,13 @@ class RequestRunner:
     async def prove_reuse(self) -> bool:
         """Decide now whether the server keeps idle connections open (connections.py,
         rule 3), waiting for a pooled connection to be old enough; True: reuse is on."""
-        connector = self.session.connector
-        if not isinstance(connector, CheckedReuseConnector):
-            return False
-        return await connector.prove(*self._server)
+        return await self.pool.prove(self.server)
 
     def _stop_reusing(self) -> None:
         """A connection broke before any response: maybe a kept-alive one the server had
         closed. Reuse no connection to this server from now on (the record stays a
         failure; see :mod:`faultkit.load.connections`)."""
-        connector = self.session.connector
-        if isinstance(connector, CheckedReuseConnector):
-            connector.stop_reusing(*self._server)
+        self.pool.stop_reusing(self.server)
 
     def shed(self, request_id: str, t_scheduled: float, reason: str) -> RequestRecord:
         """Record an arrival that is not sent at all; return its terminal record.
@@ -213,69 +225,41 @@ class RequestRunner:
         return record
 
     async def _exchange(
-        self, data: bytes, headers: dict[str, str], progress: _Progress
+        self, request: bytes, progress: _Progress
     ) -> tuple[Status, str | None, str | None]:
         p = self.profile
         t0 = progress.t_invoke
         total_deadline = t0 + p.total_timeout_s
         first_deadline = min(t0 + p.first_token_timeout_s, total_deadline)
         waiting_first = p.stream and first_deadline < total_deadline
-        deadline = first_deadline if waiting_first else total_deadline
+        response = _Response(self, progress, waiting_first)
+        pool = self.pool
+        conn: Http1Connection | None = None
+        reusable = False
         try:
-            async with StreamDeadline(deadline, total_deadline) as cm, self.session.post(
-                self.url,
-                data=data,
-                headers=headers,
-                timeout=self._timeout,
-                trace_request_ctx=progress,
-            ) as resp:
-                progress.t_first_byte = self.clock.mono()
-                progress.http_status = resp.status
-                if self.target.served_by_header:
-                    progress.served_by = response_header(resp, self.target.served_by_header)
-                if self.target.retries_header:
-                    progress.gateway_retries = header_count(
-                        response_header(resp, self.target.retries_header)
-                    )
-                if resp.status != 200:
-                    error_class, detail, progress.error_body = await http_error(resp)
-                    return "fail", error_class, detail
-                if p.stream and resp.content_type != "application/json":
-                    interp = StreamInterpreter()
-                    progress.outcome = interp.outcome
-                    mono = self.clock.mono
-                    body = resp.content
-                    arrivals = _arrivals(resp)
-                    if arrivals is not None and arrivals.body is body:
-                        progress.t_first_byte = self._arrived(arrivals.headers_at)
-                    received = 0
-                    async for chunk in body.iter_any():
-                        if arrivals is None:
-                            interp.feed(chunk, mono())
-                        else:
-                            for piece, at in arrivals.split(body, chunk, received):
-                                interp.feed(piece, self._arrived(at))
-                            received += len(chunk)
-                        if waiting_first and interp.outcome.t_first_token is not None:
-                            cm.first_token()
-                            waiting_first = False
-                    outcome = interp.close(mono())
-                else:
-                    outcome = parse_whole(await resp.read(), self.clock.mono())
-                    progress.outcome = outcome
-        except TimeoutError as exc:
+            async with StreamDeadline(
+                first_deadline if waiting_first else total_deadline, total_deadline
+            ) as response.deadline:
+                on_wait = progress.note_pool_wait if pool.limit else None
+                conn = await pool.acquire(self.server, p.connect_timeout_s, on_wait)
+                try:
+                    reusable = await conn.exchange(request, response)
+                except ConnectionError:
+                    if response.raw is None or progress.http_status == 200:
+                        raise
+                    # an error answer cut short: its status alone still classifies it
+        except TimeoutError:
             if progress.pool_wait:  # never got a connection: the client's pool was full
-                connector = self.session.connector
-                limit = connector.limit if connector is not None else 0
                 return (
                     "fail",
                     "client_exhausted",
-                    f"no free connection in the client's pool (limit {limit}) in time",
+                    f"no free connection in the client's pool (limit {pool.limit}) in time",
                 )
-            if isinstance(exc, aiohttp.ServerTimeoutError):
-                raise  # aiohttp's own (connect) timeout: classified by classify_exception
-            now = self.clock.mono()
-            if waiting_first and progress.outcome.t_first_token is None and now < total_deadline:
+            if (
+                response.waiting_first
+                and progress.outcome.t_first_token is None
+                and self.clock.mono() < total_deadline
+            ):
                 return (
                     "fail",
                     "timeout_first_token",
@@ -292,6 +276,19 @@ class RequestRunner:
                     f"({progress.outcome.content_chunks} content chunks)"
                 ),
             )
+        finally:
+            if conn is not None:
+                pool.release(self.server, conn, reusable=reusable)
+        status = progress.http_status
+        if status is not None and status != 200:
+            raw = bytes(response.raw or b"")
+            error_class, detail, progress.error_body = http_error(status, raw)
+            return "fail", error_class, detail
+        if response.interp is not None:
+            outcome = response.interp.close(self.clock.mono())
+        else:
+            outcome = parse_whole(bytes(response.raw or b""), self.clock.mono())
+            progress.outcome = outcome
         if outcome.ok:
             return "ok", None, None
         return "fail", outcome.error_class, outcome.error_detail
@@ -342,42 +339,56 @@ class RequestRunner:
         )
 
 
-def pool_trace_config() -> aiohttp.TraceConfig:
-    """A trace config that lets :class:`RequestRunner` tell a pool wait from a slow node.
+class _Response:
+    """One request's response as :class:`~faultkit.load.http1.Http1Connection` delivers
+    it: the head into the request's progress, the body into its stream interpreter (a
+    200 stream) or into ``raw`` (an error answer, at most ``ERROR_BODY_BYTES``; a whole
+    JSON answer)."""
 
-    Give it to a ``ClientSession`` whose connector has a connection ``limit``: a request
-    still queued for a free connection when its deadline passes (or aiohttp's ``connect``
-    timeout fires) is then ``client_exhausted``, not ``timeout_*``.
-    """
-    config = aiohttp.TraceConfig()
-    config.on_connection_queued_start.append(_queued_start)
-    config.on_connection_queued_end.append(_queued_end)
-    return config
+    __slots__ = ("deadline", "interp", "progress", "raw", "runner", "waiting_first")
+
+    def __init__(self, runner: RequestRunner, progress: _Progress, waiting_first: bool) -> None:
+        self.runner = runner
+        self.progress = progress
+        #: the first token is still due (a stream with a first-token deadline)
+        self.waiting_first = waiting_first
+        self.deadline: StreamDeadline | None = None
+        self.interp: StreamInterpreter | None = None
+        self.raw: bytearray | None = None
+
+    def on_head(self, status: int, headers: dict[str, str], at: float | None) -> None:
+        runner, progress = self.runner, self.progress
+        progress.t_first_byte = runner._arrived(at)
+        progress.http_status = status
+        target = runner.target
+        if target.served_by_header:
+            progress.served_by = response_header(headers, target.served_by_header)
+        if target.retries_header:
+            progress.gateway_retries = header_count(response_header(headers, target.retries_header))
+        mime = headers.get("content-type", "").partition(";")[0].strip().lower()
+        if status == 200 and runner.profile.stream and mime != "application/json":
+            self.interp = StreamInterpreter()
+            progress.outcome = self.interp.outcome
+        else:
+            self.raw = bytearray()
+
+    def on_body(self, data: bytes, at: float | None) -> None:
+        interp = self.interp
+        if interp is not None:
+            interp.feed(data, self.runner._arrived(at))
+            if self.waiting_first and interp.outcome.t_first_token is not None:
+                self.waiting_first = False
+                assert self.deadline is not None
+                self.deadline.first_token()
+            return
+        raw = self.raw
+        if raw is not None:
+            if self.progress.http_status == 200:
+                raw += data
+            elif len(raw) < ERROR_BODY_BYTES:
+                raw += data[: ERROR_BODY_BYTES - len(raw)]
 
 
-async def _queued_start(
-    session: aiohttp.ClientSession, ctx: Any, params: aiohttp.TraceConnectionQueuedStartParams
-) -> None:
-    if isinstance(ctx.trace_request_ctx, _Progress):
-        ctx.trace_request_ctx.pool_wait = True
-
-
-async def _queued_end(
-    session: aiohttp.ClientSession, ctx: Any, params: aiohttp.TraceConnectionQueuedEndParams
-) -> None:
-    if isinstance(ctx.trace_request_ctx, _Progress):
-        ctx.trace_request_ctx.pool_wait = False
-
-
-def _arrivals(resp: aiohttp.ClientResponse) -> ArrivalMarks | None:
-    """The kernel arrival marks of the response's connection (None: the consumer's clock,
-    on a connection the load client's connector did not open)."""
-    connection = resp.connection
-    return arrival_marks(connection.transport) if connection is not None else None
-
-
-
-
-def _opt(epoch: Any, mono: float | None) -> float | None:
+def _opt(epoch: Callable[[float], float], mono: float | None) -> float | None:
     return None if mono is None else float(epoch(mono))
 

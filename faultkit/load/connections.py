@@ -7,7 +7,9 @@ streamed request with ``Keep-Alive: timeout=5, max=100`` and then closes the con
 A client that reuses it writes the next request into a socket the server has already
 closed and records a ``reset`` the node never caused.
 
-:class:`CheckedReuseConnector` keeps aiohttp's pool, with two rules on top:
+:class:`ConnectionPool` keeps the load client's connections
+(:class:`faultkit.load.http1.Http1Connection`, one per request in flight) and reuses
+them by three rules:
 
 1. **Reuse only a connection proven open.** Before a pooled connection is handed to a
    request, its socket is polled (no wait): an idle HTTP/1.1 connection has nothing to
@@ -16,7 +18,7 @@ closed and records a ``reset`` the node never caused.
 2. **A server that closes behind our back gets fresh connections from then on.** The first
    pooled connection found closed marks that server (host, port), and so does the first
    request to it that fails as ``reset`` before any byte of its response
-   (:meth:`CheckedReuseConnector.stop_reusing`): every later connection to it is closed
+   (:meth:`ConnectionPool.stop_reusing`): every later connection to it is closed
    after its response, as without reuse. A server's idle timeout cannot mark it: the pool
    drops a connection itself after :data:`IDLE_REUSE_S` unused, well under the idle
    timeouts of uvicorn (5 s: vLLM, SGLang), llama.cpp (5 s) and nginx (75 s).
@@ -33,7 +35,7 @@ closed and records a ``reset`` the node never caused.
    :data:`UNPROVEN_POOL` oldest, to be looked at at each request), and a server whose FIN
    follows its response by less than :data:`PROOF_S` is found closing and marked (rule 2)
    before any request risks it — as soon as the FIN is there. ``LoadGenerator`` waits
-   for the proof after its warm-up (:meth:`CheckedReuseConnector.prove`), so a run with a
+   for the proof after its warm-up (:meth:`ConnectionPool.prove`), so a run with a
    warm-up reuses from its first request; without one, from ``PROOF_S`` in.
 
 A connection a proven server closes just as it is reused (a server that keeps connections
@@ -49,22 +51,27 @@ from __future__ import annotations
 
 import asyncio
 import select
+import socket
+import ssl
 import time
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
-import aiohttp
-from aiohttp.client_proto import ResponseHandler
-from aiohttp.connector import Connection
-
+from faultkit.load.http1 import Http1Connection
 from faultkit.load.rxstamps import stamp_arrivals
 
 __all__ = [
     "IDLE_REUSE_S",
     "PROOF_S",
     "UNPROVEN_POOL",
-    "CheckedReuseConnector",
+    "ConnectError",
+    "ConnectTimeout",
+    "ConnectionPool",
     "ReuseStats",
+    "Server",
     "peer_closed",
 ]
 
@@ -89,6 +96,43 @@ def peer_closed(fd: int) -> bool:
     return bool(poller.poll(0))
 
 
+@dataclass(frozen=True, slots=True)
+class Server:
+    """Where connections go: ``host:port``, over TLS or not."""
+
+    host: str
+    port: int
+    tls: bool = False
+
+    @classmethod
+    def of_url(cls, url: str) -> Server:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        tls = parts.scheme == "https"
+        return cls(parts.hostname, parts.port or (443 if tls else 80), tls)
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+class ConnectError(OSError):
+    """The TCP (or TLS) connection to ``server`` could not be made; ``os_error`` says why."""
+
+    def __init__(self, server: Server, os_error: OSError) -> None:
+        super().__init__(os_error.errno, f"cannot connect to {server}: {os_error}")
+        self.server = server
+        self.os_error = os_error
+
+
+class ConnectTimeout(Exception):
+    """No connection to ``server`` within the connect timeout."""
+
+    def __init__(self, server: Server, timeout_s: float) -> None:
+        super().__init__(f"connect to {server} timed out after {timeout_s:g} s")
+        self.server = server
+
+
 @dataclass(slots=True)
 class ReuseStats:
     """What the pool did with connections over one run (reported by the load summary)."""
@@ -111,113 +155,247 @@ class ReuseStats:
         }
 
 
-class CheckedReuseConnector(aiohttp.TCPConnector):
-    """aiohttp's TCP connector with the two rules of this module's docstring; every new
-    connection's reads are dated by the kernel (:mod:`faultkit.load.rxstamps`).
+class ConnectionPool:
+    """The load client's connections, reused by the rules of this module's docstring.
 
     ``reuse=False`` closes every connection after its response (one connection per
     request), as the fault experiments want (docs/definitions.md, "Connections").
+    ``limit`` caps the connections in use at once (0: no cap); a request over it waits,
+    and ``acquire``'s ``on_wait`` tells its caller so (the wait is the client's doing).
+    ``checked=False`` drops rules 1–3 (plain reuse, as most clients do) and
+    ``kernel_stamps=False`` dates reads by the consumer's clock: both exist to show what
+    the checks and stamps prevent (tests, ``bench/``). ``local_addr`` binds the client end.
     """
 
-    def __init__(self, *, limit: int = 0, reuse: bool = True) -> None:
-        super().__init__(
-            limit=limit,
-            force_close=not reuse,
-            keepalive_timeout=IDLE_REUSE_S if reuse else None,
-            enable_cleanup_closed=True,
-        )
+    def __init__(
+        self,
+        *,
+        reuse: bool = True,
+        limit: int = 0,
+        checked: bool = True,
+        kernel_stamps: bool = True,
+        local_addr: tuple[str, int] | None = None,
+    ) -> None:
+        self.reuse = reuse
+        self.limit = limit
         self.stats = ReuseStats()
-        #: (host, port) of the servers in ``stats.no_reuse``, for the per-release check
-        self._no_reuse: set[tuple[str, int | None]] = set()
-        #: (host, port) of the servers in ``stats.proven`` (rule 3)
-        self._proven: set[tuple[str, int | None]] = set()
+        self._checked = checked
+        self._stamps = kernel_stamps
+        self._local_addr = local_addr
+        #: idle connections per server with the time each was released, oldest first
+        self._idle: dict[Server, deque[tuple[Http1Connection, float]]] = {}
+        self._in_use: set[Http1Connection] = set()
+        #: connections in use or being opened (what ``limit`` caps)
+        self._busy = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._no_reuse: set[Server] = set()
+        self._proven: set[Server] = set()
+        self._addresses: dict[str, str] = {}
+        self._tls: ssl.SSLContext | None = None
+        self._closed = False
 
-    def _oldest(self, key: Any) -> tuple[Any, float] | None:
-        """The pool's oldest idle connection for ``key`` and how long it has been idle.
+    # -- acquire and release ------------------------------------------------------------
 
-        aiohttp keeps ``(protocol, released at)`` pairs, oldest first; anything else
-        (another aiohttp) reads as None, and then no server is ever proven: no reuse.
+    async def acquire(
+        self,
+        server: Server,
+        connect_timeout_s: float,
+        on_wait: Callable[[bool], None] | None = None,
+    ) -> Http1Connection:
+        """A connection to ``server`` for one request: a pooled one proven open, else new.
+
+        Raises :class:`ConnectError` / :class:`ConnectTimeout` for a new connection that
+        cannot be made. With a ``limit``, waits for a free slot first, calling
+        ``on_wait(True)`` before and ``on_wait(False)`` after the wait.
         """
-        try:
-            conns = self._conns.get(key)
-            if not conns:
-                return None
-            protocol, released = conns[0]
-            return protocol, time.monotonic() - float(released)
-        except (TypeError, IndexError, KeyError, ValueError):
+        if self._closed:
+            raise RuntimeError("the connection pool is closed")
+        if self.limit and self._busy >= self.limit:
+            await self._wait_for_slot(on_wait)
+        self._busy += 1
+        conn = self._pooled(server)
+        if conn is None:
+            try:
+                conn = await self._connect(server, connect_timeout_s)
+            except BaseException:
+                self._busy -= 1
+                self._wake_one()  # the slot this request took is free again
+                raise
+        else:
+            self.stats.reused += 1
+        self._in_use.add(conn)
+        return conn
+
+    def release(self, server: Server, conn: Http1Connection, *, reusable: bool) -> None:
+        """Give ``conn`` back after its exchange; ``reusable``: the response was complete
+        and neither side asked to close. Anything else closes it."""
+        if conn in self._in_use:
+            self._in_use.discard(conn)
+            self._busy -= 1
+        keep = reusable and self.reuse and not conn.closed and not self._closed
+        if keep and self._checked:
+            if server in self._no_reuse:
+                keep = False
+            elif server not in self._proven:
+                # rule 3: keep only the oldest few, to prove the server by
+                idle = self._idle.get(server)
+                keep = idle is None or len(idle) < UNPROVEN_POOL
+        if keep:
+            self._idle.setdefault(server, deque()).append((conn, time.monotonic()))
+        else:
+            conn.close()
+        self._wake_one()
+
+    def _wake_one(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    async def _wait_for_slot(self, on_wait: Callable[[bool], None] | None) -> None:
+        loop = asyncio.get_running_loop()
+        if on_wait is not None:
+            on_wait(True)  # stays set if the wait is cancelled: the caller's deadline
+        while self.limit and self._busy >= self.limit:
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                if not waiter.done():
+                    waiter.cancel()
+        if on_wait is not None:
+            on_wait(False)
+
+    def _pooled(self, server: Server) -> Http1Connection | None:
+        """An idle connection to reuse now (rules 1–3), or None for a fresh one."""
+        if not self.reuse:
             return None
-
-    def _try_prove(self, key: Any) -> bool:
-        """Rule 3: prove the server of ``key`` by its oldest pooled connection, or find it
-        closing; True once proven."""
-        server = (key.host, key.port)
-        if server in self._proven:
-            return True
-        oldest = self._oldest(key)
-        if server in self._no_reuse or oldest is None:
-            return False
-        protocol, idle_s = oldest
-        transport = protocol.transport
-        sock = transport.get_extra_info("socket") if transport is not None else None
-        if not protocol.is_connected() or sock is None or peer_closed(sock.fileno()):
-            # closed already, however young: the server closes behind our back (rule 2)
-            self.stats.found_closed += 1
-            self.stop_reusing(key.host, key.port)
-            return False
-        if idle_s < PROOF_S:
-            return False
-        self._proven.add(server)
-        self.stats.proven = (*self.stats.proven, f"{key.host}:{key.port}")
-        return True
-
-    async def prove(self, host: str, port: int | None) -> bool:
-        """Wait until the oldest pooled connection to ``host:port`` is :data:`PROOF_S`
-        old and decide (rule 3); True if the server is proven. False at once when reuse
-        is off, the server is marked, or nothing is pooled (no response yet)."""
-        for key in list(self._conns):
-            if (key.host, key.port) == (host, port):
-                oldest = self._oldest(key)
-                if oldest is not None and oldest[1] < PROOF_S:
-                    await asyncio.sleep(PROOF_S - oldest[1])
-                return self._try_prove(key)
-        return (host, port) in self._proven
-
-    async def _get(self, key: Any, traces: list[Any]) -> Connection | None:
-        if (key.host, key.port) not in self._proven and not self._try_prove(key):
+        idle = self._idle.get(server)
+        if not idle:
+            return None
+        now = time.monotonic()
+        while idle and now - idle[0][1] >= IDLE_REUSE_S:
+            idle.popleft()[0].close()  # unused too long: ours to close, says nothing
+        if not self._checked:
+            while idle:
+                conn = idle.pop()[0]
+                if not conn.closed:
+                    return conn
+            return None
+        if server not in self._proven and not self._try_prove(server):
             return None  # rule 3: not proven yet, a fresh connection
-        while True:
-            conn = await super()._get(key, traces)
-            if conn is None:
-                return None
-            transport = conn.transport
-            sock = transport.get_extra_info("socket") if transport is not None else None
-            if sock is not None and not peer_closed(sock.fileno()):
-                self.stats.reused += 1
+        while idle:
+            conn = idle.pop()[0]
+            if not _closed_by_peer(conn):
                 return conn
             self.stats.found_closed += 1
-            self.stop_reusing(key.host, key.port)
+            self.stop_reusing(server)
             conn.close()
+        return None
 
-    def stop_reusing(self, host: str, port: int | None) -> None:
-        """Close every later connection to ``host:port`` after its response."""
-        if (host, port) not in self._no_reuse:
-            self._no_reuse.add((host, port))
-            self.stats.no_reuse = (*self.stats.no_reuse, f"{host}:{port}")
+    def _try_prove(self, server: Server) -> bool:
+        """Rule 3: prove ``server`` by its oldest pooled connection, or find it closing;
+        True once proven."""
+        if server in self._proven:
+            return True
+        idle = self._idle.get(server)
+        if server in self._no_reuse or not idle:
+            return False
+        conn, released = idle[0]
+        if _closed_by_peer(conn):
+            # closed already, however young: the server closes behind our back (rule 2)
+            self.stats.found_closed += 1
+            self.stop_reusing(server)
+            idle.popleft()
+            conn.close()
+            return False
+        if time.monotonic() - released < PROOF_S:
+            return False
+        self._proven.add(server)
+        self.stats.proven = (*self.stats.proven, str(server))
+        return True
 
-    async def _create_connection(
-        self, req: Any, traces: list[Any], timeout: Any  # noqa: ASYNC109 (aiohttp's signature)
-    ) -> ResponseHandler:
-        protocol = await super()._create_connection(req, traces, timeout)
-        stamp_arrivals(protocol.transport)  # date every read by the kernel (rxstamps)
-        return protocol
+    async def prove(self, server: Server) -> bool:
+        """Wait until the oldest pooled connection to ``server`` is :data:`PROOF_S` old and
+        decide (rule 3); True if the server is proven. False at once when reuse is off,
+        the server is marked, or nothing is pooled (no response yet)."""
+        if not self.reuse or not self._checked:
+            return False
+        idle = self._idle.get(server)
+        if idle:
+            age = time.monotonic() - idle[0][1]
+            if age < PROOF_S:
+                await asyncio.sleep(PROOF_S - age)
+        return self._try_prove(server)
 
-    def _release(
-        self, key: Any, protocol: ResponseHandler, *, should_close: bool = False
-    ) -> None:
-        # every response passes here: no string work unless a server was marked
-        server = (key.host, key.port)
-        close = should_close or (bool(self._no_reuse) and server in self._no_reuse)
-        if not close and server not in self._proven:
-            pool = self._conns.get(key)  # rule 3: keep only the oldest few, to prove it by
-            close = pool is not None and len(pool) >= UNPROVEN_POOL
-        super()._release(key, protocol, should_close=close)
+    def stop_reusing(self, server: Server) -> None:
+        """Close every later connection to ``server`` after its response (rule 2)."""
+        if server not in self._no_reuse:
+            self._no_reuse.add(server)
+            self.stats.no_reuse = (*self.stats.no_reuse, str(server))
+
+    # -- connecting and closing ---------------------------------------------------------
+
+    async def _connect(self, server: Server, timeout_s: float) -> Http1Connection:
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(timeout_s):
+                host = await self._address(server.host)
+                _, conn = await loop.create_connection(
+                    Http1Connection,
+                    host,
+                    server.port,
+                    ssl=self._tls_context() if server.tls else None,
+                    server_hostname=server.host if server.tls else None,
+                    local_addr=self._local_addr,
+                )
+        except TimeoutError:
+            raise ConnectTimeout(server, timeout_s) from None
+        except OSError as exc:
+            raise ConnectError(server, exc) from exc
+        if self._stamps:
+            stamp_arrivals(conn.transport)  # date every read by the kernel (rxstamps)
+        return conn
+
+    async def _address(self, host: str) -> str:
+        """``host`` resolved once per pool (an IP literal is its own address)."""
+        address = self._addresses.get(host)
+        if address is None:
+            loop = asyncio.get_running_loop()
+            infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+            if not infos:
+                raise OSError(f"no address for {host}")
+            address = str(infos[0][4][0])
+            self._addresses[host] = address
+        return address
+
+    def _tls_context(self) -> ssl.SSLContext:
+        if self._tls is None:
+            self._tls = ssl.create_default_context()
+        return self._tls
+
+    def close(self) -> None:
+        """Close every connection, idle or in use; the pool takes no more requests."""
+        self._closed = True
+        for idle in self._idle.values():
+            for conn, _ in idle:
+                conn.close()
+        self._idle.clear()
+        for conn in self._in_use:
+            conn.close()
+        self._in_use.clear()
+        self._busy = 0
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.cancel()
+
+
+def _closed_by_peer(conn: Http1Connection) -> bool:
+    """Rule 1's poll: the connection ended, or its socket has anything to read."""
+    transport = conn.transport
+    if conn.closed or transport is None or transport.is_closing():
+        return True
+    sock = transport.get_extra_info("socket")
+    return sock is None or peer_closed(sock.fileno())

@@ -1,4 +1,4 @@
-"""Closed- and open-loop request scheduling over one aiohttp session.
+"""Closed- and open-loop request scheduling over one connection pool.
 
 :class:`LoadGenerator` sends requests shaped by a :class:`LoadProfile` to a :class:`Target`
 and accounts for every one of them in a :class:`Ledger`. It stops issuing on its own after
@@ -31,10 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
-from faultkit.load.client import RequestRunner, pool_trace_config
-from faultkit.load.connections import CheckedReuseConnector, ReuseStats
+from faultkit.load.client import RequestRunner
+from faultkit.load.connections import ConnectionPool, ReuseStats
 from faultkit.load.ledger import Clock, Ledger
 from faultkit.load.profile import LoadProfile, Target
 from faultkit.records import RequestRecord
@@ -69,7 +67,7 @@ class LoadResult:
     late_sends: int = 0
     requests: int = 0
     ledger_file: Path | None = None
-    #: what the connection pool did (None on a session the caller gave)
+    #: what the connection pool did (None: not known)
     connections: ReuseStats | None = None
 
     @property
@@ -92,20 +90,6 @@ def arrival_offsets(rate: float, burstiness: float, seed: int) -> Iterator[float
         yield t
 
 
-def new_session(*, reuse: bool = True, limit: int = 0) -> aiohttp.ClientSession:
-    """The client session the generator uses (``limit`` 0 = no connection cap).
-
-    ``reuse``: pooled connections proven open are reused (:mod:`faultkit.load.connections`);
-    without it every request gets a fresh connection (see ``LoadProfile``). With a
-    ``limit``, a request that times out still waiting for a pooled connection is
-    classified ``client_exhausted`` (see ``client.pool_trace_config``).
-    """
-    connector = CheckedReuseConnector(limit=limit, reuse=reuse)
-    # tracing costs a little per request; only a limited pool can make requests wait
-    traces = [pool_trace_config()] if limit else None
-    return aiohttp.ClientSession(connector=connector, auto_decompress=False, trace_configs=traces)
-
-
 class LoadGenerator:
     """Runs one load profile against one target; ``await run()`` once per instance."""
 
@@ -115,7 +99,7 @@ class LoadGenerator:
         profile: LoadProfile,
         *,
         ledger: Ledger | None = None,
-        session: aiohttp.ClientSession | None = None,
+        pool: ConnectionPool | None = None,
         clock: Clock | None = None,
         id_prefix: str | None = None,
         share: tuple[int, int] = (0, 1),
@@ -135,7 +119,7 @@ class LoadGenerator:
         self.profile = profile
         self.ledger = ledger if ledger is not None else Ledger()
         self.clock = clock or Clock()
-        self._session = session
+        self._pool = pool
         self._prefix = id_prefix or os.urandom(3).hex()
         self._stopping = asyncio.Event()
         self._active: set[asyncio.Task[object]] = set()
@@ -160,12 +144,12 @@ class LoadGenerator:
 
     async def run(self) -> LoadResult:
         """Warm up, send the load, wait for in-flight requests, check the ledger."""
-        own_session = self._session is None
-        session = self._session or new_session(reuse=self.profile.reuse_connections)
+        own_pool = self._pool is None
+        pool = self._pool or ConnectionPool(reuse=self.profile.reuse_connections)
         try:
-            warm = await self._warmup(session)
+            warm = await self._warmup(pool)
             runner = RequestRunner(
-                session, self.target, self.profile, clock=self.clock, ledger=self.ledger
+                pool, self.target, self.profile, clock=self.clock, ledger=self.ledger
             )
             if warm and self.profile.reuse_connections:
                 # the warm-up's connections prove the server keeps connections open (or
@@ -183,10 +167,9 @@ class LoadGenerator:
                 await self._closed_loop(runner)
             t_end = self.clock.mono()
         finally:
-            connector = session.connector
-            stats = connector.stats if isinstance(connector, CheckedReuseConnector) else None
-            if own_session:
-                await session.close()
+            stats = pool.stats
+            if own_pool:
+                pool.close()
         violations = self.ledger.check()
         for line in violations:
             log.error("LEDGER INVARIANT VIOLATED: %s", line)
@@ -231,12 +214,12 @@ class LoadGenerator:
     def _rid(self, index: int) -> str:
         return f"{self._prefix}-{index:06d}"
 
-    async def _warmup(self, session: aiohttp.ClientSession) -> list[RequestRecord]:
+    async def _warmup(self, pool: ConnectionPool) -> list[RequestRecord]:
         n = self.profile.warmup
         if n == 0:
             return []
         ledger = Ledger()
-        runner = RequestRunner(session, self.target, self.profile, clock=self.clock, ledger=ledger)
+        runner = RequestRunner(pool, self.target, self.profile, clock=self.clock, ledger=ledger)
         counter = iter(range(n))
 
         k, step = self._share

@@ -11,8 +11,7 @@ non-streamed JSON answer as a one-chunk :class:`~faultkit.load.sse.StreamOutcome
 from __future__ import annotations
 
 import json
-
-import aiohttp
+from collections.abc import Mapping
 
 from faultkit.load.sse import StreamOutcome
 
@@ -21,10 +20,10 @@ from faultkit.load.sse import StreamOutcome
 ERROR_BODY_BYTES = 65536
 
 
-async def http_error(resp: aiohttp.ClientResponse) -> tuple[str, str, bool]:
+def http_error(status: int, raw: bytes) -> tuple[str, str, bool]:
     """Error class, ``"HTTP <status>: <message>"`` and whether the body is an OpenAI-style
-    error body, for a non-200 response."""
-    status = resp.status
+    error body, for a non-200 response whose body began with ``raw`` (at most
+    :data:`ERROR_BODY_BYTES` of it; what arrived, if the connection broke)."""
     if status == 429:
         error_class = "http_429"
     elif 400 <= status < 500:
@@ -33,17 +32,7 @@ async def http_error(resp: aiohttp.ClientResponse) -> tuple[str, str, bool]:
         error_class = "http_5xx"
     else:
         error_class = "other"
-    raw = b""
-    try:
-        # read() returns what is buffered; loop so a body split over packets is whole
-        while len(raw) < ERROR_BODY_BYTES:
-            part = await resp.content.read(ERROR_BODY_BYTES - len(raw))
-            if not part:
-                break
-            raw += part
-    except (aiohttp.ClientError, ConnectionError):
-        pass  # keep what arrived: the status alone still classifies it
-    message, openai_error = _error_body(raw)
+    message, openai_error = _error_body(raw[:ERROR_BODY_BYTES])
     return error_class, f"HTTP {status}: {message}", openai_error
 
 
@@ -115,9 +104,10 @@ def parse_whole(raw: bytes, t: float) -> StreamOutcome:
     return out
 
 
-def response_header(resp: aiohttp.ClientResponse, name: str) -> str | None:
-    """Response header ``name`` (at most 120 characters), or None when absent or empty."""
-    value = resp.headers.get(name)
+def response_header(headers: Mapping[str, str], name: str) -> str | None:
+    """Response header ``name`` (at most 120 characters), or None when absent or empty;
+    ``headers`` as :mod:`faultkit.load.http1` gives them, names lower-case."""
+    value = headers.get(name.lower())
     return value[:120] if value else None
 
 

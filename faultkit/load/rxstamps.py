@@ -5,20 +5,18 @@ loop too: with 256 streams whose tokens arrive together, the last one is stamped
 loop has parsed the other 255 (27 ms at p99 here, as large as the TTFT being measured).
 The kernel stamps every packet as it arrives (``SO_TIMESTAMPNS``) and hands the stamp
 over with the bytes (``recvmsg``), so this module reads the stamp there:
-
-* :func:`stamp_arrivals` switches a new connection's transport (the load client's
-  connector does it for each connection it opens, so that every read is noted) to
-  :class:`_StampingTransport`, which reads with ``recvmsg`` and, after each read, notes
-  ``(bytes of the response body received so far, kernel stamp)`` (:class:`ArrivalMarks`).
-* :meth:`ArrivalMarks.split` cuts a chunk of the body, as the consumer reads it (it may
-  hold several reads), at those marks: each piece comes with the arrival time of the read
-  that carried it, and the stream parser dates the events it completes with that time.
+:func:`stamp_arrivals` switches a new connection's transport (the load client's pool does
+it for each connection it opens) to :class:`_StampingTransport`, which reads with
+``recvmsg`` and gives every read to its protocol's ``data_received_at(data, stamp)``
+(:class:`faultkit.load.http1.Http1Connection`), which dates each piece of the body it
+decodes from that read by the read's stamp.
 
 For TCP the kernel reports the stamp of the newest packet a read consumed, so a piece is
 dated by the arrival of its last byte, which is where an event completes. Only asyncio's
 own selector transport for plain TCP is switched (the load client's connections); any
-other transport (uvloop, TLS) keeps the consumer's clock, and :func:`stamp_arrivals`
-returns None for it. docs/definitions.md, "Request timestamps", states the rule.
+other transport (uvloop, TLS) calls ``data_received`` and the consumer's clock dates the
+bytes; :func:`stamp_arrivals` returns False for it. docs/definitions.md, "Request
+timestamps", states the rule.
 """
 
 from __future__ import annotations
@@ -26,12 +24,10 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
-import time
 from asyncio import selector_events
-from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["ArrivalMarks", "arrival_marks", "stamp_arrivals"]
+__all__ = ["stamp_arrivals"]
 
 _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 _SCM_TIMESTAMPNS = _SO_TIMESTAMPNS
@@ -40,58 +36,8 @@ _ANCILLARY = socket.CMSG_SPACE(_TIMESPEC.size)
 _PLAIN_TRANSPORT: type[Any] = selector_events._SelectorSocketTransport  # type: ignore[attr-defined]
 
 
-class ArrivalMarks:
-    """``(body bytes received so far, arrival in epoch seconds)`` after each read of one
-    response body, in order; the transport resets them when a new body begins."""
-
-    __slots__ = ("body", "headers_at", "marks")
-
-    def __init__(self) -> None:
-        self.body: object | None = None
-        #: arrival of the read that completed the response headers (began the body)
-        self.headers_at: float | None = None
-        self.marks: list[tuple[int, float]] = []
-
-    def note(self, body: object, received: int, stamp: float) -> None:
-        if body is not self.body:
-            self.body = body
-            self.headers_at = stamp
-            self.marks = []
-        self.marks.append((received, stamp))
-
-    def split(
-        self, body: object, chunk: bytes, start: int
-    ) -> Iterator[tuple[bytes, float | None]]:
-        """Cut ``chunk`` (body bytes ``start`` … ``start + len(chunk)``) where one read
-        ended; yield each piece with its arrival (epoch s; None when no read noted it)."""
-        end = start + len(chunk)
-        if body is not self.body:
-            yield chunk, None
-            return
-        pos = start
-        for received, stamp in self.marks:
-            if received <= pos:
-                continue
-            cut = min(received, end)
-            yield chunk[pos - start : cut - start], stamp
-            pos = cut
-            if pos >= end:
-                break
-        if pos < end:
-            yield chunk[pos - start :], None
-        # marks wholly consumed are dropped, so a long stream keeps a short list
-        marks = self.marks
-        keep = 0
-        while keep < len(marks) and marks[keep][0] <= end:
-            keep += 1
-        if keep:
-            del marks[:keep]
-
-
 class _StampingTransport(_PLAIN_TRANSPORT):  # type: ignore[misc]
     """asyncio's TCP transport, reading with ``recvmsg`` to keep the kernel's stamp."""
-
-    arrivals: ArrivalMarks
 
     def _read_ready__data_received(self) -> None:
         if self._conn_lost:
@@ -114,42 +60,34 @@ class _StampingTransport(_PLAIN_TRANSPORT):  # type: ignore[misc]
                 seconds, nanoseconds = _TIMESPEC.unpack_from(payload)
                 stamp = seconds + nanoseconds * 1e-9
         try:
-            self._protocol.data_received(data)
+            self._protocol.data_received_at(data, stamp)
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:
-            self._fatal_error(exc, "Fatal error: protocol.data_received() call failed.")
-            return
-        body = getattr(self._protocol, "_payload", None)
-        if body is not None:
-            self.arrivals.note(body, body.total_bytes, time.time() if stamp is None else stamp)
+            self._fatal_error(exc, "Fatal error: protocol.data_received_at() call failed.")
 
 
-def arrival_marks(transport: asyncio.BaseTransport | None) -> ArrivalMarks | None:
-    """The marks of a transport :func:`stamp_arrivals` switched (None for any other)."""
-    return transport.arrivals if isinstance(transport, _StampingTransport) else None
+def stamp_arrivals(transport: asyncio.BaseTransport | None) -> bool:
+    """Make ``transport`` read with kernel arrival stamps; True when it does.
 
-
-def stamp_arrivals(transport: asyncio.BaseTransport | None) -> ArrivalMarks | None:
-    """Make ``transport`` note kernel arrival stamps; return its marks (None: not possible).
-
-    Idempotent; only asyncio's plain selector TCP transport can be switched.
+    Its protocol must have ``data_received_at(data, stamp)``. Idempotent; only asyncio's
+    plain selector TCP transport can be switched.
     """
     if isinstance(transport, _StampingTransport):
-        return transport.arrivals
+        return True
     if transport is None or type(transport) is not _PLAIN_TRANSPORT:
-        return None
+        return False
+    if not hasattr(transport.get_protocol(), "data_received_at"):
+        return False
     sock = transport.get_extra_info("socket")
     if sock is None or sock.type != socket.SOCK_STREAM:
-        return None
+        return False
     try:
         sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
     except OSError:
-        return None
+        return False
     transport.__class__ = _StampingTransport
-    marks = ArrivalMarks()
     stamping: Any = transport
-    stamping.arrivals = marks
     # the read callback is bound at construction: point it at the stamping reader
     stamping._read_ready_cb = stamping._read_ready__data_received
-    return marks
+    return True

@@ -15,8 +15,8 @@ import pytest
 
 from faultkit.load import LoadProfile, Target
 from faultkit.load.client import LATE_CLIENT_S, RequestRunner
+from faultkit.load.connections import ConnectionPool
 from faultkit.load.fakeserver import serve
-from faultkit.load.generator import new_session
 from faultkit.load.ledger import Clock, Ledger
 from faultkit.records import CLIENT_SIDE, ERROR_CLASSES, RequestRecord
 
@@ -43,12 +43,15 @@ async def _send(base_url: str, model: str, *, block_s: float = 0.0,
     """One request; ``block_s``: block the loop that long, 50 ms after it was sent;
     ``sent_late_s``: the user arrived that long before it was sent."""
     profile = LoadProfile.from_dict({"concurrency": 1, "requests": 1, **FAST, **timeouts})
-    async with new_session(reuse=False) as session:
-        runner = RequestRunner(session, Target("t", base_url, model), profile,
+    pool = ConnectionPool(reuse=False)
+    try:
+        runner = RequestRunner(pool, Target("t", base_url, model), profile,
                                clock=Clock(), ledger=Ledger())
         if block_s:
             asyncio.get_running_loop().call_later(0.05, time.sleep, block_s)
         return await runner.run(0, "r0", t_scheduled=time.monotonic() - sent_late_s)
+    finally:
+        pool.close()
 
 
 def test_the_class_is_client_side() -> None:

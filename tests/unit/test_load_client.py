@@ -13,14 +13,12 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import aiohttp
 import pytest
 from aiohttp import web
-from aiohttp.client_reqrep import ConnectionKey
 
 from faultkit.load import LoadGenerator, LoadProfile, Target, classify_exception
+from faultkit.load.connections import ConnectError, ConnectionPool, ConnectTimeout, Server
 from faultkit.load.fakeserver import serve
-from faultkit.load.generator import new_session
 from faultkit.load.ledger import Ledger
 from faultkit.records import ERROR_CLASSES, RequestRecord, is_clean_rejection, read_ledger
 
@@ -202,12 +200,15 @@ async def test_reuse_never_costs_a_request_on_a_server_that_closes_after_each_st
 
 
 async def test_unchecked_reuse_shows_the_hazard_the_check_removes(server: str) -> None:
-    """The same server through aiohttp's plain pool: requests die as false resets."""
-    connector = aiohttp.TCPConnector(force_close=False)
-    async with aiohttp.ClientSession(connector=connector) as plain:
+    """The same server through plain reuse (the pool's checks off, as most clients
+    reuse): requests die as false resets."""
+    plain = ConnectionPool(checked=False)
+    try:
         profile = LoadProfile(concurrency=1, requests=30, output_tokens=4)
-        gen = LoadGenerator(Target("t", server, "close_after,linger=0"), profile, session=plain)
+        gen = LoadGenerator(Target("t", server, "close_after,linger=0"), profile, pool=plain)
         result = await gen.run()
+    finally:
+        plain.close()
     assert any(r.error_class == "reset" for r in result.records)
 
 
@@ -361,7 +362,7 @@ def test_is_clean_rejection_rule(record: RequestRecord, clean: bool) -> None:
 
 # ------------------------------------------------------------------ client exhaustion
 
-_KEY = ConnectionKey("10.0.0.1", 8000, False, True, None, None, None)
+_SERVER = Server("10.0.0.1", 8000)
 
 
 @pytest.mark.parametrize("code", [errno.EMFILE, errno.ENFILE, errno.EADDRNOTAVAIL, errno.ENOBUFS])
@@ -369,8 +370,7 @@ def test_client_resource_exhaustion_is_client_exhausted(code: int) -> None:
     os_err = OSError(code, os.strerror(code))
     as_connection_error = ConnectionError(code, os.strerror(code))
     for exc in (
-        aiohttp.ClientConnectorError(_KEY, os_err),
-        aiohttp.ClientOSError(code, os.strerror(code)),  # would otherwise read as a reset
+        ConnectError(_SERVER, os_err),
         os_err,
         as_connection_error,  # would otherwise read as a reset too
     ):
@@ -394,13 +394,14 @@ def test_exhaustion_found_in_errno_less_and_chained_errors() -> None:
 @pytest.mark.parametrize(
     ("exc", "error_class"),
     [
-        (aiohttp.ClientConnectorError(_KEY, ConnectionRefusedError(errno.ECONNREFUSED, "x")),
-         "refused"),
-        (aiohttp.ClientOSError(errno.ECONNRESET, "Connection reset by peer"), "reset"),
+        (ConnectError(_SERVER, ConnectionRefusedError(errno.ECONNREFUSED, "x")), "refused"),
         (ConnectionResetError(errno.ECONNRESET, "reset"), "reset"),
-        (aiohttp.ClientConnectorError(_KEY, OSError(errno.ENETUNREACH, "unreachable")), "other"),
-        (aiohttp.ClientConnectorError(_KEY, ConnectionResetError(errno.ECONNRESET, "x")), "reset"),
-        (aiohttp.ClientConnectorError(_KEY, OSError(errno.ECONNABORTED, "aborted")), "reset"),
+        (BrokenPipeError(errno.EPIPE, "broken pipe"), "reset"),
+        (ConnectError(_SERVER, OSError(errno.ENETUNREACH, "unreachable")), "other"),
+        (ConnectError(_SERVER, ConnectionResetError(errno.ECONNRESET, "x")), "reset"),
+        (ConnectError(_SERVER, OSError(errno.ECONNABORTED, "aborted")), "reset"),
+        (ConnectTimeout(_SERVER, 0.5), "timeout_connect"),
+        (TimeoutError(), "timeout_total"),
         (ValueError("nope"), "other"),
     ],
 )  # fmt: skip
@@ -409,11 +410,13 @@ def test_other_errors_are_not_client_exhausted(exc: BaseException, error_class: 
 
 
 async def test_no_local_address_left_is_client_exhausted(server: str) -> None:
-    """EADDRNOTAVAIL through aiohttp's real connect path (binding an address not ours)."""
-    connector = aiohttp.TCPConnector(local_addr=("192.0.2.1", 0), force_close=True)
-    async with aiohttp.ClientSession(connector=connector) as session:
+    """EADDRNOTAVAIL through the pool's real connect path (binding an address not ours)."""
+    pool = ConnectionPool(local_addr=("192.0.2.1", 0), reuse=False)
+    try:
         profile = LoadProfile(concurrency=1, requests=2, **FAST)  # type: ignore[arg-type]
-        result = await LoadGenerator(Target("t", server, "ok"), profile, session=session).run()
+        result = await LoadGenerator(Target("t", server, "ok"), profile, pool=pool).run()
+    finally:
+        pool.close()
     assert [r.error_class for r in result.records] == ["client_exhausted"] * 2
     assert all("EADDRNOTAVAIL" in (r.error_detail or "") for r in result.records)
 
@@ -426,15 +429,15 @@ async def test_waiting_for_the_client_pool_is_client_exhausted(server: str) -> N
     With both hung before their first token, the two 3 s deadlines tied: on a busy CI
     machine (the unit tests on two workers) the holder's fired first, freed the connection
     and the waiter got it, and both read ``timeout_first_token``."""
-    session = new_session(limit=1)
+    pool = ConnectionPool(limit=1)
     try:
         profile = LoadProfile(concurrency=2, requests=2, output_tokens=20,
                               first_token_timeout_s=3.0, total_timeout_s=4.0,
                               connect_timeout_s=0.3)
-        gen = LoadGenerator(Target("t", server, "slow,delay=0.5"), profile, session=session)
+        gen = LoadGenerator(Target("t", server, "slow,delay=0.5"), profile, pool=pool)
         result = await gen.run()
     finally:
-        await session.close()
+        pool.close()
     classes = sorted(r.error_class or "" for r in result.records)
     assert classes == ["client_exhausted", "timeout_total"]
     pooled = next(r for r in result.records if r.error_class == "client_exhausted")

@@ -10,13 +10,12 @@ import asyncio
 import time
 from collections.abc import Iterator
 
-import aiohttp
 import httpx
 import pytest
 
 from faultkit.load import LoadGenerator, LoadProfile, Target
+from faultkit.load.connections import ConnectionPool
 from faultkit.load.fakeserver import serve_in_subprocess
-from faultkit.load.rxstamps import ArrivalMarks
 
 #: the loop is blocked this long while the only token arrives (0.05 … 0.30 s; the token is
 #: sent 0.1 s after the request). One token: a read that holds two tokens is dated by the
@@ -34,11 +33,11 @@ def server() -> Iterator[str]:
         yield url
 
 
-async def _first_token_error(url: str, session: aiohttp.ClientSession | None) -> float:
+async def _first_token_error(url: str, pool: ConnectionPool | None) -> float:
     """Run one request whose first token (sent 0.1 s in) arrives while this loop is
     blocked; return the client's t_first_token minus the server's send stamp."""
     profile = LoadProfile(concurrency=1, requests=1, output_tokens=1, include_usage=False)
-    gen = LoadGenerator(Target("t", url, "slow,delay=0.1"), profile, session=session)
+    gen = LoadGenerator(Target("t", url, "slow,delay=0.1"), profile, pool=pool)
     run = asyncio.create_task(gen.run())
     await asyncio.sleep(0.05)
     time.sleep(BLOCK_S)  # noqa: ASYNC251 - the point: the loop is busy when the token lands
@@ -61,30 +60,11 @@ async def test_first_token_is_dated_by_its_arrival_while_the_loop_was_blocked(
 async def test_without_kernel_stamps_the_blocked_loop_shows_in_the_first_token(
     server: str,
 ) -> None:
-    """The same run through a plain aiohttp session (no stamping transport): the error
-    the stamps remove is real, so the test above can fail."""
-    async with aiohttp.ClientSession() as plain:
+    """The same run with the kernel's stamps off (the consumer's clock): the error the
+    stamps remove is real, so the test above can fail."""
+    plain = ConnectionPool(kernel_stamps=False)
+    try:
         error = await _first_token_error(server, plain)
+    finally:
+        plain.close()
     assert error > BOUND_S, f"only {error * 1000:.1f} ms: the loop block did not show"
-
-
-def test_split_dates_each_piece_by_the_read_that_carried_it() -> None:
-    body = object()
-    marks = ArrivalMarks()
-    marks.note(body, 10, 100.0)  # headers + 10 body bytes in read 1
-    marks.note(body, 25, 100.5)  # 15 more in read 2
-    marks.note(body, 40, 101.0)  # 15 more in read 3
-    assert marks.headers_at == 100.0
-    # the consumer got 30 bytes at once (reads 1, 2 and half of 3)
-    pieces = list(marks.split(body, bytes(range(30)), 0))
-    assert pieces == [(bytes(range(10)), 100.0), (bytes(range(10, 25)), 100.5),
-                      (bytes(range(25, 30)), 101.0)]
-    assert list(marks.split(body, b"x" * 10, 30)) == [(b"x" * 10, 101.0)]
-    # bytes no read noted (the transport was switched late) get no stamp
-    assert list(marks.split(body, b"yy", 40)) == [(b"yy", None)]
-    # another response's body on the same connection starts afresh
-    other = object()
-    assert list(marks.split(other, b"z", 0)) == [(b"z", None)]
-    marks.note(other, 5, 200.0)
-    assert marks.headers_at == 200.0
-    assert list(marks.split(other, b"abcde", 0)) == [(b"abcde", 200.0)]
