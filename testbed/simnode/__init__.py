@@ -22,7 +22,8 @@ Ground truth (``--truth-file``), one JSON object per line, ``t`` in epoch second
 ``dead`` (reason: oom | startup_validation | sigterm, exit_code) · ``request_accepted``
 (id, prompt_tokens, max_tokens) · ``request_finished`` (id, finish_reason, output_tokens) ·
 ``request_dropped`` (id, reason: oom | client_disconnect | shutdown) · ``rejected`` (id,
-status, reason) · ``admin`` (action). ``id`` is the client's ``X-Request-Id`` when sent.
+status, reason) · ``admin`` (action) · ``health_ok`` (the readiness endpoint answered 200,
+dated as the answer is written). ``id`` is the client's ``X-Request-Id`` when sent.
 """
 
 from testbed.simnode.config import MemoryBudget, SimConfig, StartupError, parse_args

@@ -92,6 +92,7 @@ class Api:
                 log.error("Health check failed. Server couldn't get a response from "
                           "detokenizer for last %s seconds.", self.cfg.health_check_timeout_s)
                 return web.Response(status=503)
+        self.truth.emit("health_ok")  # the truth of a node answering readiness again
         return web.Response(status=200)
 
     async def version(self, request: web.Request) -> web.Response:
