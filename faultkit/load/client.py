@@ -124,7 +124,8 @@ class RequestRunner:
         self.url = target.api_root + path
         self.server = Server.of_url(self.url)
         default_port = 443 if self.server.tls else 80
-        host = self.server.host if self.server.port == default_port else str(self.server)
+        name = f"[{self.server.host}]" if ":" in self.server.host else self.server.host
+        host = name if self.server.port == default_port else f"{name}:{self.server.port}"
         headers = [
             f"POST {urlsplit(self.url).path} HTTP/1.1",
             f"Host: {host}",

@@ -190,7 +190,7 @@ class ConnectionPool:
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._no_reuse: set[Server] = set()
         self._proven: set[Server] = set()
-        self._addresses: dict[str, str] = {}
+        self._addresses: dict[str, list[str]] = {}
         self._tls: ssl.SSLContext | None = None
         self._closed = False
 
@@ -339,18 +339,9 @@ class ConnectionPool:
     # -- connecting and closing ---------------------------------------------------------
 
     async def _connect(self, server: Server, timeout_s: float) -> Http1Connection:
-        loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(timeout_s):
-                host = await self._address(server.host)
-                _, conn = await loop.create_connection(
-                    Http1Connection,
-                    host,
-                    server.port,
-                    ssl=self._tls_context() if server.tls else None,
-                    server_hostname=server.host if server.tls else None,
-                    local_addr=self._local_addr,
-                )
+                conn = await self._open(server)
         except TimeoutError:
             raise ConnectTimeout(server, timeout_s) from None
         except OSError as exc:
@@ -359,17 +350,44 @@ class ConnectionPool:
             stamp_arrivals(conn.transport)  # date every read by the kernel (rxstamps)
         return conn
 
-    async def _address(self, host: str) -> str:
-        """``host`` resolved once per pool (an IP literal is its own address)."""
-        address = self._addresses.get(host)
-        if address is None:
+    async def _open(self, server: Server) -> Http1Connection:
+        """A connection to the first of ``server``'s addresses that takes one, in the order
+        the resolver gave them; the address that did goes first from then on (a name like
+        ``localhost`` may resolve to ``::1`` before the ``127.0.0.1`` the server is on)."""
+        loop = asyncio.get_running_loop()
+        addresses = await self._resolve(server.host)
+        error: OSError | None = None
+        for i, address in enumerate(list(addresses)):
+            try:
+                _, conn = await loop.create_connection(
+                    Http1Connection,
+                    address,
+                    server.port,
+                    ssl=self._tls_context() if server.tls else None,
+                    server_hostname=server.host if server.tls else None,
+                    local_addr=self._local_addr,
+                )
+            except OSError as exc:
+                error = error or exc  # the first address's reason is the one to report
+                continue
+            if i:
+                addresses.remove(address)
+                addresses.insert(0, address)
+            return conn
+        assert error is not None
+        raise error
+
+    async def _resolve(self, host: str) -> list[str]:
+        """``host``'s addresses, resolved once per pool (an IP literal is its own)."""
+        addresses = self._addresses.get(host)
+        if addresses is None:
             loop = asyncio.get_running_loop()
             infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-            if not infos:
+            addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+            if not addresses:
                 raise OSError(f"no address for {host}")
-            address = str(infos[0][4][0])
-            self._addresses[host] = address
-        return address
+            self._addresses[host] = addresses
+        return addresses
 
     def _tls_context(self) -> ssl.SSLContext:
         if self._tls is None:

@@ -606,3 +606,22 @@ async def test_a_server_that_keeps_connections_is_proven_during_the_run(server: 
     assert result.connections.proven == (server.removeprefix("http://"),)
     assert result.connections.reused >= 1
     assert result.connections.found_closed == 0
+
+
+async def test_a_name_is_tried_at_each_of_its_addresses_in_turn(server: str) -> None:
+    """``localhost`` may resolve to ``::1`` first while the server listens on 127.0.0.1
+    only: the connection goes to the next address, which is tried first from then on. The
+    name's addresses are set here, as a resolver may give them (this machine's gives one)."""
+    port = int(server.rsplit(":", 1)[1])
+    pool = ConnectionPool(reuse=False)
+    pool._addresses["localhost"] = ["::1", "127.0.0.1"]
+    try:
+        profile = LoadProfile(concurrency=1, requests=3, output_tokens=2, **FAST)  # type: ignore[arg-type]
+        result = await LoadGenerator(
+            Target("t", f"http://localhost:{port}", "ok"), profile, pool=pool
+        ).run()
+    finally:
+        pool.close()
+    assert [r.status for r in result.records] == ["ok"] * 3
+    assert pool._addresses["localhost"] == ["127.0.0.1", "::1"]
+
