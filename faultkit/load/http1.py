@@ -81,7 +81,6 @@ class Http1Connection(asyncio.Protocol):
         "_state",
         "_waiter",
         "closed",
-        "got_bytes",
         "transport",
     )
 
@@ -89,8 +88,6 @@ class Http1Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         #: the connection has ended (either side) and can carry nothing more
         self.closed = False
-        #: any byte of the current response has arrived
-        self.got_bytes = False
         self._state = _IDLE
         self._buffer = b""
         self._sink: ResponseSink | None = None
@@ -115,7 +112,6 @@ class Http1Connection(asyncio.Protocol):
         self._sink = sink
         self._state = _HEAD
         self._buffer = b""
-        self.got_bytes = False
         self.transport.write(request)
         return waiter
 
@@ -140,7 +136,6 @@ class Http1Connection(asyncio.Protocol):
             # bytes on an idle connection: nothing is owed, so nothing after them is sane
             self.close()
             return
-        self.got_bytes = True
         try:
             self._feed(data, at)
         except BadResponse as exc:
