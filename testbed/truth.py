@@ -171,9 +171,9 @@ def _truth_moments(
         # the requests queued during the pause (CI run K5: 0.78 s after
         # ``unpause`` the measurement dated the recovery by the first readiness answer it got)
         unpaused = docker_first("container", ("unpause",))
-        answers = [e["t"] for e in truth
-                   if e["event"] == "health_ok" and unpaused is not None and e["t"] >= unpaused]
-        recovered = min(answers) if answers else None
+        answers = [e["t"] for e in truth if e["event"] == "health_ok"
+                   and e["t"] >= (unpaused if unpaused is not None else math.inf)]
+        recovered = min(answers, default=None)
     elif name in ("partition-refuse", "partition-blackhole"):
         # the gap in what the server accepted is the truth: a blackhole leaves no Docker
         # event, and Docker's ``disconnect`` is written when its operation ends, 0.1 s and

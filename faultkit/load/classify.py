@@ -13,7 +13,7 @@ from __future__ import annotations
 import errno
 import os
 
-from faultkit.load.connections import ConnectError, ConnectTimeout
+from faultkit.load.dialer import ConnectError, ConnectTimeout
 
 #: errno values that mean the client itself is out of resources (not the node's doing).
 _EXHAUSTION_ERRNOS: frozenset[int] = frozenset(

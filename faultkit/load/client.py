@@ -50,8 +50,9 @@ from urllib.parse import urlsplit
 
 from faultkit.load.bodies import RequestBodies
 from faultkit.load.classify import classify_exception
-from faultkit.load.connections import ConnectionPool, Server
+from faultkit.load.connections import ConnectionPool
 from faultkit.load.deadline import StreamDeadline
+from faultkit.load.dialer import Server
 from faultkit.load.http1 import Http1Connection
 from faultkit.load.ledger import Clock, Ledger
 from faultkit.load.profile import LoadProfile, Target

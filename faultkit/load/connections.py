@@ -51,27 +51,21 @@ from __future__ import annotations
 
 import asyncio
 import select
-import socket
-import ssl
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
+from faultkit.load.dialer import Dialer, Server
 from faultkit.load.http1 import Http1Connection
-from faultkit.load.rxstamps import stamp_arrivals
 
 __all__ = [
     "IDLE_REUSE_S",
     "PROOF_S",
     "UNPROVEN_POOL",
-    "ConnectError",
-    "ConnectTimeout",
     "ConnectionPool",
     "ReuseStats",
-    "Server",
     "peer_closed",
 ]
 
@@ -94,43 +88,6 @@ def peer_closed(fd: int) -> bool:
     poller = select.poll()
     poller.register(fd, _ANY_INPUT)
     return bool(poller.poll(0))
-
-
-@dataclass(frozen=True, slots=True)
-class Server:
-    """Where connections go: ``host:port``, over TLS or not."""
-
-    host: str
-    port: int
-    tls: bool = False
-
-    @classmethod
-    def of_url(cls, url: str) -> Server:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {url!r}")
-        tls = parts.scheme == "https"
-        return cls(parts.hostname, parts.port or (443 if tls else 80), tls)
-
-    def __str__(self) -> str:
-        return f"{self.host}:{self.port}"
-
-
-class ConnectError(OSError):
-    """The TCP (or TLS) connection to ``server`` could not be made; ``os_error`` says why."""
-
-    def __init__(self, server: Server, os_error: OSError) -> None:
-        super().__init__(os_error.errno, f"cannot connect to {server}: {os_error}")
-        self.server = server
-        self.os_error = os_error
-
-
-class ConnectTimeout(Exception):
-    """No connection to ``server`` within the connect timeout."""
-
-    def __init__(self, server: Server, timeout_s: float) -> None:
-        super().__init__(f"connect to {server} timed out after {timeout_s:g} s")
-        self.server = server
 
 
 @dataclass(slots=True)
@@ -165,6 +122,7 @@ class ConnectionPool:
     ``checked=False`` drops rules 1–3 (plain reuse, as most clients do) and
     ``kernel_stamps=False`` dates reads by the consumer's clock: both exist to show what
     the checks and stamps prevent (tests, ``bench/``). ``local_addr`` binds the client end.
+    New connections come from a :class:`~faultkit.load.dialer.Dialer`.
     """
 
     def __init__(
@@ -180,8 +138,7 @@ class ConnectionPool:
         self.limit = limit
         self.stats = ReuseStats()
         self._checked = checked
-        self._stamps = kernel_stamps
-        self._local_addr = local_addr
+        self._dialer = Dialer(kernel_stamps=kernel_stamps, local_addr=local_addr)
         #: idle connections per server with the time each was released, oldest first
         self._idle: dict[Server, deque[tuple[Http1Connection, float]]] = {}
         self._in_use: set[Http1Connection] = set()
@@ -190,8 +147,6 @@ class ConnectionPool:
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._no_reuse: set[Server] = set()
         self._proven: set[Server] = set()
-        self._addresses: dict[str, list[str]] = {}
-        self._tls: ssl.SSLContext | None = None
         self._closed = False
 
     # -- acquire and release ------------------------------------------------------------
@@ -204,7 +159,8 @@ class ConnectionPool:
     ) -> Http1Connection:
         """A connection to ``server`` for one request: a pooled one proven open, else new.
 
-        Raises :class:`ConnectError` / :class:`ConnectTimeout` for a new connection that
+        Raises :class:`~faultkit.load.dialer.ConnectError` /
+        :class:`~faultkit.load.dialer.ConnectTimeout` for a new connection that
         cannot be made. With a ``limit``, waits for a free slot first, calling
         ``on_wait(True)`` before and ``on_wait(False)`` after the wait.
         """
@@ -216,7 +172,7 @@ class ConnectionPool:
         conn = self._pooled(server)
         if conn is None:
             try:
-                conn = await self._connect(server, connect_timeout_s)
+                conn = await self._dialer.connect(server, connect_timeout_s)
             except BaseException:
                 self._busy -= 1
                 self._wake_one()  # the slot this request took is free again
@@ -336,63 +292,7 @@ class ConnectionPool:
             self._no_reuse.add(server)
             self.stats.no_reuse = (*self.stats.no_reuse, str(server))
 
-    # -- connecting and closing ---------------------------------------------------------
-
-    async def _connect(self, server: Server, timeout_s: float) -> Http1Connection:
-        try:
-            async with asyncio.timeout(timeout_s):
-                conn = await self._open(server)
-        except TimeoutError:
-            raise ConnectTimeout(server, timeout_s) from None
-        except OSError as exc:
-            raise ConnectError(server, exc) from exc
-        if self._stamps:
-            stamp_arrivals(conn.transport)  # date every read by the kernel (rxstamps)
-        return conn
-
-    async def _open(self, server: Server) -> Http1Connection:
-        """A connection to the first of ``server``'s addresses that takes one, in the order
-        the resolver gave them; the address that did goes first from then on (a name like
-        ``localhost`` may resolve to ``::1`` before the ``127.0.0.1`` the server is on)."""
-        loop = asyncio.get_running_loop()
-        addresses = await self._resolve(server.host)
-        error: OSError | None = None
-        for i, address in enumerate(list(addresses)):
-            try:
-                _, conn = await loop.create_connection(
-                    Http1Connection,
-                    address,
-                    server.port,
-                    ssl=self._tls_context() if server.tls else None,
-                    server_hostname=server.host if server.tls else None,
-                    local_addr=self._local_addr,
-                )
-            except OSError as exc:
-                error = error or exc  # the first address's reason is the one to report
-                continue
-            if i:
-                addresses.remove(address)
-                addresses.insert(0, address)
-            return conn
-        assert error is not None
-        raise error
-
-    async def _resolve(self, host: str) -> list[str]:
-        """``host``'s addresses, resolved once per pool (an IP literal is its own)."""
-        addresses = self._addresses.get(host)
-        if addresses is None:
-            loop = asyncio.get_running_loop()
-            infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-            addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
-            if not addresses:
-                raise OSError(f"no address for {host}")
-            self._addresses[host] = addresses
-        return addresses
-
-    def _tls_context(self) -> ssl.SSLContext:
-        if self._tls is None:
-            self._tls = ssl.create_default_context()
-        return self._tls
+    # -- closing ----------------------------------------------------------------------
 
     def close(self) -> None:
         """Close every connection, idle or in use; the pool takes no more requests."""

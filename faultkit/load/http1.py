@@ -74,9 +74,8 @@ class Http1Connection(asyncio.Protocol):
 
     __slots__ = (
         "_buffer",
-        "_chunk_left",
         "_keep_alive",
-        "_length_left",
+        "_left",
         "_sink",
         "_state",
         "_waiter",
@@ -93,8 +92,8 @@ class Http1Connection(asyncio.Protocol):
         self._sink: ResponseSink | None = None
         self._waiter: asyncio.Future[bool] | None = None
         self._keep_alive = True
-        self._length_left = 0
-        self._chunk_left = 0
+        #: body bytes still owed: of the Content-Length body, or of the current chunk
+        self._left = 0
 
     # -- the caller's side ------------------------------------------------------------
 
@@ -182,13 +181,16 @@ class Http1Connection(asyncio.Protocol):
                     return
                 self._head(buf[pos:cut], at, sink)
                 pos = cut + 4
-            elif state == _LENGTH:
-                take = min(self._length_left, end - pos)
+            elif state in (_LENGTH, _CHUNK_DATA):
+                take = min(self._left, end - pos)
                 sink.on_body(buf[pos : pos + take], at)
                 pos += take
-                self._length_left -= take
-                if self._length_left == 0:
-                    self._finish(self._keep_alive)
+                self._left -= take
+                if self._left == 0:
+                    if state == _LENGTH:
+                        self._finish(self._keep_alive)
+                    else:
+                        self._state = _CHUNK_END
             elif state == _CHUNK_SIZE:
                 cut = buf.find(b"\r\n", pos)
                 if cut < 0:
@@ -205,15 +207,8 @@ class Http1Connection(asyncio.Protocol):
                 if size == 0:
                     self._state = _TRAILERS
                 else:
-                    self._chunk_left = size
+                    self._left = size
                     self._state = _CHUNK_DATA
-            elif state == _CHUNK_DATA:
-                take = min(self._chunk_left, end - pos)
-                sink.on_body(buf[pos : pos + take], at)
-                pos += take
-                self._chunk_left -= take
-                if self._chunk_left == 0:
-                    self._state = _CHUNK_END
             elif state == _CHUNK_END:
                 if end - pos < 2:
                     self._buffer = buf[pos:]
@@ -268,7 +263,7 @@ class Http1Connection(asyncio.Protocol):
                 raise BadResponse("bad Content-Length") from None
             if length < 0:
                 raise BadResponse("negative Content-Length")
-            self._length_left = length
+            self._left = length
             self._state = _LENGTH
             if length == 0 or status in (204, 304):
                 self._finish(self._keep_alive)

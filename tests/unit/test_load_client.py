@@ -17,7 +17,8 @@ import pytest
 from aiohttp import web
 
 from faultkit.load import LoadGenerator, LoadProfile, Target, classify_exception
-from faultkit.load.connections import ConnectError, ConnectionPool, ConnectTimeout, Server
+from faultkit.load.connections import ConnectionPool
+from faultkit.load.dialer import ConnectError, ConnectTimeout, Server
 from faultkit.load.fakeserver import serve
 from faultkit.load.ledger import Ledger
 from faultkit.records import ERROR_CLASSES, RequestRecord, is_clean_rejection, read_ledger
@@ -614,7 +615,7 @@ async def test_a_name_is_tried_at_each_of_its_addresses_in_turn(server: str) -> 
     name's addresses are set here, as a resolver may give them (this machine's gives one)."""
     port = int(server.rsplit(":", 1)[1])
     pool = ConnectionPool(reuse=False)
-    pool._addresses["localhost"] = ["::1", "127.0.0.1"]
+    pool._dialer.addresses["localhost"] = ["::1", "127.0.0.1"]
     try:
         profile = LoadProfile(concurrency=1, requests=3, output_tokens=2, **FAST)  # type: ignore[arg-type]
         result = await LoadGenerator(
@@ -623,5 +624,5 @@ async def test_a_name_is_tried_at_each_of_its_addresses_in_turn(server: str) -> 
     finally:
         pool.close()
     assert [r.status for r in result.records] == ["ok"] * 3
-    assert pool._addresses["localhost"] == ["127.0.0.1", "::1"]
+    assert pool._dialer.addresses["localhost"] == ["127.0.0.1", "::1"]
 
