@@ -9,7 +9,7 @@ What the lab calls (all idempotent; the venv is cached under ``$FAULTKIT_HOME``)
 * :func:`litellm_container_mounts` / :func:`litellm_container_env` /
   :func:`proxy_command` — what the node's container needs: ``docker`` SDK ``volumes=``,
   environment, and the command line.
-* :func:`litellm_lab_setup` — the three together, in the shape ``testbed.lab.lab_mounts``
+* :func:`litellm_lab_setup` — the three together, in the shape ``testbed.lab_nodes.lab_mounts``
   returns (``testbed up`` calls it for ``engine: litellm`` nodes).
 
 Decisions, each forced by something found on this machine (docs/gateway.md has the how):

@@ -25,7 +25,8 @@ from faultkit.docker import ContainerSpec, DockerHost, docker_host
 from faultkit.errors import ContainerNotFound
 from faultkit.health import wait_ready
 from faultkit.inventory import Inventory, Node
-from testbed.lab import LAB_NETWORK, container_port, lab_mounts
+from testbed.lab import LAB_NETWORK
+from testbed.lab_nodes import container_port, lab_mounts
 
 TEST_LABELS = {LABEL_OWNER: "tests"}
 

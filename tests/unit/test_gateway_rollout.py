@@ -21,7 +21,7 @@ from faultkit.records import Event
 from slo.types import Measurement
 from testbed import litellm_node
 from testbed.errors import TestbedError
-from testbed.lab import LAB_GATEWAY_CONFIGS, gateway_variants, lab_mounts
+from testbed.lab_nodes import LAB_GATEWAY_CONFIGS, gateway_variants, lab_mounts
 from testbed.paths import INVENTORY
 
 scenario = importlib.import_module("scenarios.test_gateway_rollout")

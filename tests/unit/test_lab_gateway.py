@@ -10,14 +10,8 @@ import yaml
 
 from faultkit.inventory import load_inventory
 from testbed import litellm_node
-from testbed.lab import (
-    LAB_GATEWAY_POLICY,
-    SKIPPABLE_NODES,
-    Lab,
-    container_address,
-    container_port,
-    lab_mounts,
-)
+from testbed.lab import SKIPPABLE_NODES, Lab
+from testbed.lab_nodes import LAB_GATEWAY_POLICY, container_address, container_port, lab_mounts
 from testbed.paths import INVENTORY
 from testbed.prometheus import scrape_config
 

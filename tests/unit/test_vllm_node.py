@@ -12,7 +12,7 @@ import pytest
 from faultkit.inventory import ServingConfig, load_inventory
 from testbed import vllm_node
 from testbed.errors import TestbedError
-from testbed.lab import container_port
+from testbed.lab_nodes import container_port
 from testbed.paths import INVENTORY
 from testbed.vllm import make_model
 
