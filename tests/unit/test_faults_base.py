@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
 
 import pytest
@@ -259,9 +260,12 @@ class FaultSequences(RuleBasedStateMachine):
     def teardown(self) -> None:
         for fault in self.live.values():
             self.loop.run_until_complete(fault.revert())
-        sweep(FaultJournal(self.dir))
-        assert all(v == "ok" for v in WORLD.values())
-        self.loop.close()
+        try:
+            sweep(FaultJournal(self.dir))
+            assert all(v == "ok" for v in WORLD.values())
+        finally:
+            self.loop.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 TestFaultSequences = FaultSequences.TestCase
