@@ -22,7 +22,7 @@ D. honesty of connection reuse — requests that fail only because the client re
    connection the server had closed: against the fake server's ``close_after`` mode (it
    closes every streamed connection, as llama.cpp does) and, when its binary and model are
    under ``$FAULTKIT_HOME``, llama.cpp's own server on loopback (400 requests, 8 streams,
-   32 in / 24 out), for faultkit's default mode and for ``vllm bench serve``.
+   32 in / 24 out), for faultkit's default mode, ``vllm bench serve`` and GuideLLM.
 
 A and B run ``--rounds`` times, interleaved with vLLM's runs, and report best and median:
 the machine may be shared, and the best run is the closest to the client's capacity. The
@@ -33,9 +33,13 @@ this).
 If ``vllm`` is importable in ``$FAULTKIT_HOME/vllm-venv`` (default ``~/.cache/faultkit``),
 ``vllm bench serve`` runs A and B against the same server on the same core and both
 figures are printed with the ratio ours / vLLM's. Otherwise that part says why it was
-skipped. Usage: ``python bench/load_client.py [--quick] [--skip-vllm] [--json FILE]``;
+skipped. Likewise GuideLLM (``guidellm run``, concurrent profile, synthetic 32-token
+prompts) from ``$FAULTKIT_HOME/guidellm-venv`` (``python bench/guidellm_peer.py
+--install``), on the same core, interleaved in the same rounds. Usage:
+``python bench/load_client.py [--quick] [--skip-vllm] [--skip-guidellm] [--json FILE]``;
 ``--json`` writes every figure, with ``ratio_default_req_per_s``,
-``ratio_default_tok_per_s`` (best faultkit ÷ best vLLM, default mode, this run) and
+``ratio_default_tok_per_s`` (best faultkit ÷ best vLLM, default mode, this run), the same
+against GuideLLM (``ratio_default_req_per_s_vs_guidellm``, ``…_tok_per_s_vs_guidellm``) and
 ``ttft_stamp_error_ms`` (``p50``/``p99``/``max``, 256 streams paced at 20 ms).
 """
 
@@ -53,6 +57,7 @@ import time
 from pathlib import Path
 
 import httpx
+from guidellm_peer import guidellm_bench, guidellm_cli
 from ttft_stamps import pooled, ttft_error, ttft_error_split
 from vllm_peer import tokenizer_dir, vllm_bench, vllm_python
 
@@ -171,11 +176,20 @@ def _fmt(values: list[float], unit: str) -> str:
     return f"best {max(values):,.0f} {unit}  median {statistics.median(values):,.0f} {unit}"
 
 
+def _ratios(name: str, ours: list[float], peer: list[float]) -> dict[str, float]:
+    """``ratio_default_<name>`` (best ÷ best) and ``…_median`` (median ÷ median)."""
+    return {
+        f"ratio_default_{name}": round(max(ours) / max(peer), 3),
+        f"ratio_default_{name}_median": round(statistics.median(ours) / statistics.median(peer), 3),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="faultkit load client capacity")
     parser.add_argument("--quick", action="store_true", help="smaller runs (smoke test)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (best-of)")
     parser.add_argument("--skip-vllm", action="store_true")
+    parser.add_argument("--skip-guidellm", action="store_true")
     parser.add_argument("--json", type=Path, help="write every figure to this file")
     parser.add_argument("--stamp-rounds", type=int, default=3, help="C: runs per client shape")
     parser.add_argument("--stamp-processes", type=int, default=4,
@@ -189,15 +203,20 @@ def main() -> None:
     c = int(2048 * scale)
     python, why = (None, "--skip-vllm") if args.skip_vllm else vllm_python()
     tok = tokenizer_dir()
-    if python is not None and tok is None:
-        python, why = None, "no tokenizer under $FAULTKIT_HOME/models"
+    guidellm, guidellm_why = (None, "--skip-guidellm") if args.skip_guidellm else guidellm_cli()
+    if tok is None:
+        no_tok = "no tokenizer under $FAULTKIT_HOME/models"
+        python, why = (None, no_tok) if python is not None else (python, why)
+        guidellm, guidellm_why = (None, no_tok) if guidellm is not None else (None, guidellm_why)
     server, url = start_server()
-    keys = ("ours_a", "ours_b", "ours_b_fresh", "vllm_a", "vllm_b", "ours_b_cpu_us_per_req")
+    keys = ("ours_a", "ours_b", "ours_b_fresh", "vllm_a", "vllm_b", "guidellm_a", "guidellm_b",
+            "ours_b_cpu_us_per_req")
     results: dict[str, list[float]] = {k: [] for k in keys}
     out: dict[str, object] = {
         "machine": {"python": sys.version.split()[0], "cpus": os.cpu_count(),
                     "load_average_at_start": os.getloadavg()[0]},
         "vllm": why if python is not None else f"skipped: {why}",
+        "guidellm": guidellm_why if guidellm is not None else f"skipped: {guidellm_why}",
     }
     try:
         print(
@@ -208,6 +227,8 @@ def main() -> None:
             print(f"vllm bench serve: skipped ({why})")
         else:
             print(f"vllm bench serve: vllm {why}, tokenizer {tok}")
+        print(f"guidellm: {guidellm_why}" if guidellm is not None
+              else f"guidellm: skipped ({guidellm_why})")
         # Interleave the clients so that noise from a shared machine hits both alike.
         for _ in range(args.rounds):
             if (run_a := ours_round("A default", url, "burst", *a)) is not None:
@@ -220,6 +241,11 @@ def main() -> None:
             if python is not None and tok is not None:
                 results["vllm_a"].append(vllm_bench(python, tok, url, *a, cpu=CLIENT_CPU)["tok_s"])
                 results["vllm_b"].append(vllm_bench(python, tok, url, *b, cpu=CLIENT_CPU)["req_s"])
+            if guidellm is not None and tok is not None:
+                results["guidellm_a"].append(
+                    guidellm_bench(guidellm, tok, url, *a, cpu=CLIENT_CPU)["tok_s"])
+                results["guidellm_b"].append(
+                    guidellm_bench(guidellm, tok, url, *b, cpu=CLIENT_CPU)["req_s"])
         out["rounds"] = {k: v for k, v in results.items() if v}
         out["invalid_rounds"] = INVALID
         print(f"A  {a[0]} streams x {a[2]} tokens, {a[1]} requests, {args.rounds} rounds")
@@ -231,6 +257,11 @@ def main() -> None:
             out["ratio_default_tok_per_s_median"] = round(median, 3)
             print(f"   vllm      {_fmt(results['vllm_a'], 'tok/s')}   ratio (best) {ratio:.2f}x"
                   f"  (median) {median:.2f}x")
+        if results["guidellm_a"]:
+            out.update(_ratios("tok_per_s_vs_guidellm", results["ours_a"], results["guidellm_a"]))
+            print(f"   guidellm  {_fmt(results['guidellm_a'], 'tok/s')}   ratio (best) "
+                  f"{out['ratio_default_tok_per_s_vs_guidellm']:.2f}x  (median) "
+                  f"{out['ratio_default_tok_per_s_vs_guidellm_median']:.2f}x")
         print(f"B  {b[0]} streams x {b[2]} tokens, {b[1]} requests, {args.rounds} rounds")
         print(f"   faultkit  {_fmt(results['ours_b'], 'req/s')}   (default: reuse, checked; "
               f"CPU {min(results['ours_b_cpu_us_per_req']):.0f} µs/request at best)")
@@ -248,6 +279,11 @@ def main() -> None:
                 f"ratio (best) {ratio:.2f}x default (median {median:.2f}x), "
                 f"{ratio_fresh:.2f}x fresh connections"
             )
+        if results["guidellm_b"]:
+            out.update(_ratios("req_per_s_vs_guidellm", results["ours_b"], results["guidellm_b"]))
+            print(f"   guidellm  {_fmt(results['guidellm_b'], 'req/s')}   ratio (best) "
+                  f"{out['ratio_default_req_per_s_vs_guidellm']:.2f}x default (median "
+                  f"{out['ratio_default_req_per_s_vs_guidellm_median']:.2f}x)")
         paced = "slow,delay=0.02"
         shapes: dict[str, list[dict[str, object]]] = {"one loop, client core": []}
         for n in (2, 3, 4):
@@ -292,15 +328,18 @@ def main() -> None:
         else:
             try:
                 ours_llama = asyncio.run(false_failures(llama_url, "m", 400, 8, 24))
-                honesty["llama_server"] = {"faultkit": ours_llama}
+                on_llama: dict[str, object] = {"faultkit": ours_llama}
                 line = f"faultkit {ours_llama['failed']} of 400 failed"
                 if python is not None and tok is not None:
                     theirs = vllm_bench(python, tok, llama_url, 8, 400, 24, served_model="m",
                                         cpu=CLIENT_CPU)
-                    failed = 400 - int(theirs["completed"])
-                    honesty["llama_server"] = {"faultkit": ours_llama,
-                                               "vllm_bench_failed": failed}
+                    on_llama["vllm_bench_failed"] = failed = 400 - int(theirs["completed"])
                     line += f", vllm bench serve {failed} of 400"
+                if guidellm is not None and tok is not None:
+                    peer = guidellm_bench(guidellm, tok, llama_url, 8, 400, 24, cpu=CLIENT_CPU)
+                    on_llama["guidellm_failed"] = failed = 400 - int(peer["completed"])
+                    line += f", guidellm {failed} of 400"
+                honesty["llama_server"] = on_llama
                 print(f"D  llama.cpp server (400 req, 8 streams, 32 in / 24 out): {line}")
             finally:
                 llama.kill()
