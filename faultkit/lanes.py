@@ -113,8 +113,8 @@ def plan_passes(
     gateway kept apart frees its upstreams from sharing its lane.
 
     Which engines must run alone is a property of the machine, not of the engines: on the
-    2-core testbed llama.cpp's and LiteLLM's figures are CPU-bound and break their objectives
-    beside the vLLM lane (README, "CI")."""
+    2-core testbed vLLM's, llama.cpp's and LiteLLM's figures are CPU-bound, and vLLM's and
+    LiteLLM's broke their objectives beside other lanes (README, "CI")."""
     alone = tuple(n.name for n in inventory.nodes if n.engine in alone_engines)
     together = [n.name for n in inventory.nodes if n.engine not in alone_engines]
     planned = tuple(plan_lanes(inventory, lanes, together)) if together else ()

@@ -28,7 +28,7 @@ def lanes(inventory_path: Path, count: int, alone: tuple[str, ...]) -> None:
     share the machine: CPU-bound engines side by side change each other's latency figures
     (on the 2-core testbed, llama.cpp beside vLLM failed test_overload[llama] in one of two
     runs), so give each lane cores of its own, or keep such engines --alone. CI runs
-    `--lanes 2 --alone llamacpp --alone litellm` (README, "CI").
+    `--lanes 4 --alone litellm --alone vllm` (README, "CI").
     """
     inventory = load_inventory(inventory_path)
     engines = {n.engine for n in inventory.nodes}
