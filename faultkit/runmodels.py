@@ -334,6 +334,10 @@ class GateResult:
     #: {test: Baseline}, "regressions": [FigureRegression], "tolerances": {figure: text}}``;
     #: ``None`` when no scenario ran
     baseline: dict[str, Any] | None = None
+    #: a gate across a pool (``--pool``): one entry per node, the gate's own first —
+    #: ``{"node", "rollout", "steady_state", "scenarios": [pytest ids], "junit_xml"}``;
+    #: empty for a gate on one node
+    pool: list[dict[str, Any]] = field(default_factory=list)
     promoted: bool = False
     rolled_back: bool = False
     junit_xml: str | None = None
@@ -375,6 +379,8 @@ class GateResult:
             rollout=_object(data.get("rollout")),
             steady_state=steady if isinstance(steady, dict) else None,
             baseline=_object(data.get("baseline")) or None,
+            pool=[p for p in data.get("pool") or [] if isinstance(p, dict)]
+            if isinstance(data.get("pool"), list) else [],
             promoted=data.get("promoted") is True,
             rolled_back=data.get("rolled_back") is True,
             junit_xml=_text(data.get("junit_xml")),

@@ -364,6 +364,8 @@ def render_gate(result: GateResult, out: Path) -> Path:
         files=[n for n in (GATE_JSON, TIMELINE_JSONL, CANDIDATE_LOG) if (gate_dir / n).exists()],
         steady=steady_view(result.steady_state),
         baseline=baseline_view(result.baseline, result.scenarios),
+        pool=[{"node": str(p.get("node") or "?"), "steady": steady_view(p.get("steady_state")),
+               "count": len(p.get("scenarios") or ())} for p in result.pool],
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(md, encoding="utf-8")

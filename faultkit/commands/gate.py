@@ -21,22 +21,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
+import itertools
+import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import cast
+from typing import TypeVar, cast
 
 import click
 
 from faultkit.commands.gate_baseline import judge_against_baseline
 from faultkit.commands.gate_decision import config_diff, decide, read_junit
-from faultkit.commands.gate_feed import FeedState, watching
+from faultkit.commands.gate_feed import FEED_ENV, ONLY_ENV, FeedState, watching
+from faultkit.commands.gate_pool import (
+    collect_gate_scenarios,
+    combined_exit,
+    merge_junit,
+    pool_problems,
+    split_scenarios,
+)
 from faultkit.commands.gate_steady import (
     DEFAULT_STEADY_S,
     SteadyPhase,
@@ -58,6 +68,8 @@ from faultkit.sweep import sweep
 
 #: the scenarios are async: these hold also where no ini file says so (an installed wheel)
 _ASYNC_INI = ("-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function")
+T = TypeVar("T")
+
 #: how long an interrupted gate waits for its scenario run to revert and exit (seconds)
 SCENARIO_GRACE_S = 120.0
 
@@ -79,24 +91,65 @@ def _say(message: str) -> None:
     click.echo(f"[gate {time.strftime('%H:%M:%S')}] {message}", err=True)
 
 
+@dataclass
+class _PoolNode:
+    """One node the gate rolls the candidate onto: its steady-state phase and rollout."""
+
+    node: Node
+    steady: SteadyPhase
+    rollout: Rollout
+    #: the pytest ids of the gate scenarios this node runs (a pool splits them)
+    scenarios: list[str] = field(default_factory=list)
+
+    def to_json(self, junit_xml: Path | None) -> dict[str, object]:
+        """One entry of gate.json's ``pool`` (docs/run-directory.md, "The gate directory")."""
+        return {"node": self.node.name, "rollout": dict(self.rollout.result),
+                "steady_state": self.steady.to_json(), "scenarios": list(self.scenarios),
+                "junit_xml": str(junit_xml) if junit_xml else None}
+
+
+def _scenario_argv(inventory: Inventory, node: Node, config: str, out: Path,
+                   junit: Path | None, pytest_args: Sequence[str]) -> list[str]:
+    """The pytest command of the gate scenarios on ``node`` (``junit`` None: collect only)."""
+    report = [f"--junitxml={junit}", "-o", "junit_family=xunit2",
+              "-p", "faultkit.commands.gate_feed"] if junit is not None else []
+    return [sys.executable, "-m", "pytest", str(scenarios_dir()), "-m", "gate",
+            "-p", "no:cacheprovider", *_ASYNC_INI, "--node", node.name,
+            "--inventory", str(inventory.source), "--runs-dir", str(out / "runs"),
+            "--serving-config", config, *report, *pytest_args]
+
+
+async def _gathered(*aws: Awaitable[T]) -> list[T]:
+    """Await all of ``aws`` side by side — each runs to its end even when another raises —
+    then raise the first exception, if any."""
+    results = await asyncio.gather(*aws, return_exceptions=True)
+    for item in results:
+        if isinstance(item, BaseException):
+            raise item
+    return cast(list[T], results)
+
+
 async def _run_gate(
     inventory: Inventory,
-    node: Node,
+    nodes: Sequence[tuple[Node, SteadyPhase]],
     config: str,
     out: Path,
     promote: bool,
     pytest_args: tuple[str, ...],
-    steady: SteadyPhase,
     baseline_dir: Path,
 ) -> GateResult:
+    """The gate on ``nodes`` (the gate's node first, then its ``--pool``), each with its
+    steady-state phase."""
     timeline = JsonlWriter(GateDir(out).timeline_jsonl)
-
-    def emit(event: Event) -> None:
-        timeline.write(event)
-        _say(f"{event.kind} {event.data.get('reason', '')}".rstrip())
-
-    rollout = cast(Rollout, make_fault("rollout", node, inventory=inventory, timeline=emit,
-                                       config=config))
+    pooled = len(nodes) > 1
+    pool = [
+        _PoolNode(n, phase, cast(Rollout, make_fault(
+            "rollout", n, inventory=inventory, config=config,
+            timeline=_emitter(timeline, n if pooled else None))))
+        for n, phase in nodes
+    ]
+    first = pool[0]
+    node, steady, rollout = first.node, first.steady, first.rollout
     result = GateResult(
         node=node.name,
         candidate=config,
@@ -107,83 +160,142 @@ async def _run_gate(
     )
     if not steady.checked:
         _say("steady state not checked (--steady-s 0)")
-    await steady.measure_current(node.serving_config)  # before try: nothing to roll back yet
-    _say(f"rolling {config!r} onto {node.name} ({rollout.describe()})")
+    collecting = (asyncio.ensure_future(_gathered(*(
+        collect_gate_scenarios(_scenario_argv(inventory, m.node, config, out, None, pytest_args))
+        for m in pool))) if pooled else None)  # side by side with the steady state
     try:
-        await rollout.inject()
+        # before the rollout's try: nothing to roll back yet
+        await _gathered(*(m.steady.measure_current(m.node.serving_config) for m in pool))
+    except BaseException:
+        if collecting is not None:
+            collecting.cancel()
+        raise
+    for member in pool:
+        _say(f"rolling {config!r} onto {member.node.name} ({member.rollout.describe()})")
+    try:
+        await _gathered(*(m.rollout.inject() for m in pool))
         result.rollout = dict(rollout.result)
-        if rollout.result.get("rolled_back"):
-            from reports.text import failed_start
-
-            result.rolled_back = True
-            reason, log = failed_start(str(rollout.result.get("failed_reason", "unknown")),
-                                       rollout.candidate_log, inventory)
-            if log:
-                GateDir(out).candidate_log.write_text(log)
-            result.fail(f"{config} did not become ready ({reason}); "
-                        "it was rolled back automatically")
-            return result
-        if why := await steady.check_candidate(config) or steady.regression_why():
-            result.fail(why)
-            return result  # the gate stops at its first failing phase: no scenario runs
-        _say(f"{config} is serving; running the gate scenarios")
-        argv = [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(scenarios_dir()),
-            "-m",
-            "gate",
-            "-p",
-            "no:cacheprovider",
-            *_ASYNC_INI,
-            "--node",
-            node.name,
-            "--inventory",
-            str(inventory.source),
-            "--runs-dir",
-            str(out / "runs"),
-            "--serving-config",
-            config,
-            f"--junitxml={GateDir(out).junit_xml}",
-            "-o",
-            "junit_family=xunit2",
-            "-p",
-            "faultkit.commands.gate_feed",
-            *pytest_args,
-        ]
-        code = await run_scenarios(argv, out)
+        for member in pool:
+            if member.rollout.result.get("rolled_back"):
+                _failed_start(result, inventory, member, config, out, pooled)
+                return result
+        whys = await _gathered(*(m.steady.check_candidate(config) for m in pool))
+        for member, why in zip(pool, whys, strict=True):
+            if why := why or member.steady.regression_why():
+                result.fail(_on(member, why, pooled))
+                return result  # the gate stops at its first failing phase: no scenario runs
+        if collecting is None:
+            first.scenarios = []
+            lanes = [(first, GateDir(out).junit_xml, out)]
+            _say(f"{config} is serving; running the gate scenarios")
+        else:
+            collected = await collecting
+            split = split_scenarios({m.node.name: ids for m, ids in zip(pool, collected,
+                                                                       strict=True)},
+                                    soak_s=_soak_s(pytest_args))
+            lanes = []
+            for member in pool:
+                member.scenarios = split[member.node.name]
+                lane_out = out / "pool" / member.node.name
+                lane_out.mkdir(parents=True, exist_ok=True)
+                lanes.append((member, GateDir(lane_out).junit_xml, lane_out))
+            _say(f"{config} is serving on {len(pool)} nodes; running the gate scenarios, "
+                 "split: " + "; ".join(f"{m.node.name} {len(m.scenarios)}" for m in pool))
+        codes = await asyncio.gather(*(
+            run_scenarios(
+                _scenario_argv(inventory, m.node, config, out, junit, pytest_args),
+                lane_out,
+                _gate_progress(m.node.name) if pooled else None,
+                only=[t.rsplit("::", 1)[-1] for t in m.scenarios] if pooled else None)
+            for m, junit, lane_out in lanes))
+        if collecting is not None:
+            merge_junit([junit for _m, junit, _o in lanes], GateDir(out).junit_xml)
         outcomes = read_junit(GateDir(out).junit_xml)
         result.scenarios = [o.to_json() for o in outcomes]
-        decision = decide(outcomes, code, config)
+        decision = decide(outcomes, combined_exit(codes), config)
         result.decision, result.why = decision.decision, decision.why
         result.not_passed, result.accepted = list(decision.not_passed), list(decision.accepted)
-        judge_against_baseline(result, baseline_dir, say=_say)
+        judge_against_baseline(result, baseline_dir, say=_say,
+                               nodes=[m.node.name for m in pool])
         if result.passed and promote:
-            assert isinstance(rollout, Rollout)
-            rollout.promote()
+            for member in pool:
+                member.rollout.promote()
             result.promoted = True
         return result
     finally:
+        if collecting is not None and not collecting.done():
+            collecting.cancel()
         if not result.promoted:
             # an interrupted scenario run may have left its fault applied: revert that first
             for line in await asyncio.to_thread(sweep, inventory=inventory):
                 _say(f"sweep after the scenario run: {line}")
-            _say(f"restoring {node.serving_config or 'the previous config'} on {node.name}")
-            await rollout.revert()
+            for member in pool:
+                _say(f"restoring {member.node.serving_config or 'the previous config'} on "
+                     f"{member.node.name}")
+            await _gathered(*(m.rollout.revert() for m in pool))
             result.rolled_back = True
         result.steady_state = steady.to_json()
+        if pooled:
+            result.pool = [m.to_json(GateDir(out / "pool" / m.node.name).junit_xml)
+                           for m in pool]
         timeline.close()
 
 
-def _gate_progress() -> Progress:
-    return Progress(
-        stream=sys.stderr, prefix=lambda: f"[gate {time.strftime('%H:%M:%S')}] "
-    )
+def _emitter(timeline: JsonlWriter, node: Node | None) -> Callable[[Event], None]:
+    """The rollout's timeline callback: into timeline.jsonl and a progress line (in a
+    pool, the line names the node)."""
+    def emit(event: Event) -> None:
+        timeline.write(event)
+        where = f"{node.name}: " if node is not None else ""
+        _say(f"{where}{event.kind} {event.data.get('reason', '')}".rstrip())
+    return emit
+
+
+def _on(member: _PoolNode, why: str, pooled: bool) -> str:
+    return f"{member.node.name}: {why}" if pooled else why
+
+
+def _failed_start(result: GateResult, inventory: Inventory, member: _PoolNode, config: str,
+                  out: Path, pooled: bool) -> None:
+    """The candidate never became ready on ``member``: fail with the engine's own reason
+    and keep the end of its log (secrets redacted) as candidate.log."""
+    from reports.text import failed_start
+
+    result.rolled_back = True
+    rollout = member.rollout
+    reason, log = failed_start(str(rollout.result.get("failed_reason", "unknown")),
+                               rollout.candidate_log, inventory)
+    if log:
+        GateDir(out).candidate_log.write_text(log)
+    result.fail(_on(member, f"{config} did not become ready ({reason}); "
+                            "it was rolled back automatically", pooled))
+
+
+def _soak_s(pytest_args: Sequence[str]) -> float:
+    """The last ``--soak-s`` among the scenario run's arguments (the gate puts its own
+    first), for the split's weights."""
+    value = DEFAULT_SOAK_S
+    for flag, arg in itertools.pairwise(pytest_args):
+        if flag == "--soak-s":
+            with contextlib.suppress(ValueError):
+                value = float(arg)
+    return value
+
+
+def _gate_progress(node: str | None = None) -> Progress:
+    """The gate's progress lines; a pool node's scenario run (``node``) writes plain lines
+    that name it — several live lines at once would overwrite each other."""
+    if node is None:
+        return Progress(
+            stream=sys.stderr, prefix=lambda: f"[gate {time.strftime('%H:%M:%S')}] "
+        )
+    return Progress(stream=sys.stderr, live=False,
+                    prefix=lambda: f"[gate {time.strftime('%H:%M:%S')}] {node}: ")
 
 
 async def run_scenarios(
-    argv: Sequence[str], out: Path, progress: Progress | None = None
+    argv: Sequence[str], out: Path, progress: Progress | None = None,
+    *, only: Sequence[str] | None = None,
 ) -> int:
     """Run the scenario pytest ``argv``; show its scenarios and each one's result as it ends.
 
@@ -191,13 +303,24 @@ async def run_scenarios(
     (``out/feed.jsonl``), read while pytest runs. On a terminal a live line shows the
     scenario count, elapsed time and pytest's last output line, and pytest's output goes to
     ``out/pytest.log``; otherwise pytest writes to stdout as it always did and the list and
-    results are plain lines on stderr. Returns pytest's exit code.
+    results are plain lines on stderr. ``only`` (a pool node's share: test names) keeps
+    just those scenarios, and pytest's output goes to ``out/pytest.log`` whatever the
+    terminal. Returns pytest's exit code.
     """
     progress = progress or _gate_progress()
     feed = GateDir(out).feed_jsonl
     feed.write_text("")
-    env = {**os.environ, "FAULTKIT_GATE_FEED": str(feed)}
+    env = {**os.environ, FEED_ENV: str(feed)}
+    if only is not None:
+        env[ONLY_ENV] = json.dumps(list(only))
     state = FeedState(progress)
+    if only is not None and not progress.live:
+        log = GateDir(out).pytest_log
+        with log.open("wb") as sink:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, env=env, stdout=sink, stderr=asyncio.subprocess.STDOUT)
+            async with _ended_on_cancel(proc), watching(feed, state):
+                return await proc.wait()
     if progress.live:
         log = GateDir(out).pytest_log
         proc = await asyncio.create_subprocess_exec(
@@ -295,6 +418,15 @@ DEFAULT_SOAK_S = 60.0
     help="where the current config's earlier scenario runs are looked up, to compare the "
     "candidate's detection, recovery and lost requests with (default: --out)",
 )
+@click.option(
+    "--pool",
+    "pool_names",
+    multiple=True,
+    metavar="NODE",
+    help="another node of the same engine and current config (repeatable): the candidate "
+    "is rolled onto it too, its steady state is judged too, and the gate scenarios are "
+    "split among the nodes and run side by side, each once (docs/gate.md, 'A pool')",
+)
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def gate(
     inventory_path: Path,
@@ -306,6 +438,7 @@ def gate(
     steady_s: float,
     soak_s: float,
     baseline_dir: Path | None,
+    pool_names: tuple[str, ...],
     pytest_args: tuple[str, ...],
 ) -> None:
     """Gate CONFIG on NODE: roll it out, check its steady state, run the `gate` scenarios,
@@ -324,14 +457,22 @@ def gate(
             f"node {node_name!r} does not allow the rollout fault "
             "(protected, or 'rollout' missing from its faults allowlist)"
         )
-    try:
-        profile, source = gate_load_profile(pytest_args, node=node)
-    except ValueError as exc:
-        raise BadInput(f"the gate's load profile: {exc}") from None
-    steady = SteadyPhase(node, inventory.slo_for(node), steady_s, profile, say=_say,
-                         profile_source=source)
+    if problems := pool_problems(inventory, node, pool_names):
+        raise BadInput("; ".join(problems))
+    members = [node, *(inventory.node(name) for name in pool_names)]
+    phases = []
+    for member in members:
+        try:
+            profile, source = gate_load_profile(pytest_args, node=member)
+        except ValueError as exc:
+            raise BadInput(f"the gate's load profile: {exc}") from None
+        phases.append(SteadyPhase(member, inventory.slo_for(member), steady_s, profile,
+                                  say=_on_node(member.name) if pool_names else _say,
+                                  profile_source=source))
     if dry_run:
-        sys.exit(_dry_run(inventory, node, config, pytest_args, steady_s, profile))
+        sys.exit(max(_dry_run(inventory, member, config, pytest_args, steady_s,
+                              phase.profile, pool=members)
+                     for member, phase in zip(members, phases, strict=True)))
     swept = sweep(inventory=inventory)
     if swept:
         _say("reverted leftovers of a killed harness: " + "; ".join(swept))
@@ -340,8 +481,8 @@ def gate(
     out.mkdir(parents=True)
     try:
         result, signum = asyncio.run(until_interrupted(
-            _run_gate(inventory, node, config, out, promote, pytest_args, steady,
-                      baseline_dir or out_dir)))
+            _run_gate(inventory, list(zip(members, phases, strict=True)), config, out,
+                      promote, pytest_args, baseline_dir or out_dir)))
     except FaultRefused:
         raise  # bad input, nothing was done: exit 2 (faultkit.cli), not a failed gate
     except FaultkitError as exc:
@@ -356,12 +497,18 @@ def gate(
     _say(f"{verdict}: {result.why}")
     for line in result.not_passed:
         _say(f"  {line}")
-    click.echo(f"gate {verdict} — {config} on {node_name}; report: {md}")
+    where = ", ".join(m.name for m in members)
+    click.echo(f"gate {verdict} — {config} on {where}; report: {md}")
     sys.exit(0 if result.passed else 1)
 
 
+def _on_node(name: str) -> Callable[[str], None]:
+    """A pool node's progress lines: the gate's, naming the node."""
+    return lambda message: _say(f"{name}: {message}")
+
+
 def _dry_run(inventory: Inventory, node: Node, config: str, pytest_args: tuple[str, ...],
-             steady_s: float, profile: LoadProfile) -> int:
+             steady_s: float, profile: LoadProfile, *, pool: Sequence[Node] = ()) -> int:
     """Print what the gate would do; the scenarios run under the plugin's ``--dry-run``,
     which prints each fault plan and acts on nothing. Returns pytest's exit code. A node
     BLOCKED by a fault left applied refuses the plan, as it would refuse the rollout."""
@@ -371,6 +518,10 @@ def _dry_run(inventory: Inventory, node: Node, config: str, pytest_args: tuple[s
               if steady_s else "steady state not checked, ")
     click.echo(f"gate plan (dry run): roll {config!r} onto {node.name} "
                f"(now {node.serving_config!r}), {steady}run the 'gate' scenarios, roll back")
+    if len(pool) > 1 and node is pool[0]:
+        click.echo(f"pool of {len(pool)} nodes ({', '.join(n.name for n in pool)}): the "
+                   "candidate goes onto each; every node's gate scenarios are listed below, "
+                   "and the gate runs each scenario on one of them, split when it runs")
     for line in config_diff(inventory, node.serving_config, config):
         click.echo(f"  {line.rstrip()}")
     click.echo(f"scenarios: {scenarios_dir()}")

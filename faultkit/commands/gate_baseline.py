@@ -21,7 +21,7 @@ docs/definitions.md ("The gate's baseline").
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -123,14 +123,17 @@ def _show(figure: Figure, value: float | None) -> str:
 
 
 def find_baselines(
-    root: Path, *, node: str, config: str | None, tests: Iterable[str], before: float
+    root: Path, *, node: str | Collection[str], config: str | None, tests: Iterable[str],
+    before: float,
 ) -> dict[str, Baseline]:
     """The newest passing run, started before ``before`` (epoch seconds), of each test in
-    ``tests`` on ``node`` with serving config ``config``, under ``root`` (searched
+    ``tests`` on ``node`` (or any of several: a pool) with serving config ``config``, under
+    ``root`` (searched
     recursively for ``run.json``). Tests with no such run are absent; ``config`` ``None``
     (the node names no serving config) finds nothing. Unreadable run directories are
     skipped: a baseline is a convenience, never a reason to fail."""
     wanted = set(tests)
+    nodes = {node} if isinstance(node, str) else set(node)
     if config is None or not wanted or not root.is_dir():
         return {}
     found: dict[str, Baseline] = {}
@@ -138,7 +141,7 @@ def find_baselines(
         run = RunDir(run_json.parent)
         info = _info(run)
         test = info.test_name if info is not None else None
-        if (info is None or test not in wanted or info.node != node
+        if (info is None or test not in wanted or info.node not in nodes
                 or info.serving_config != config or info.t_start is None
                 or info.t_start >= before or _outcome(run) not in _PASSING):
             continue
@@ -212,14 +215,17 @@ def _count(value: Any) -> int | None:
 
 
 def judge_against_baseline(
-    result: GateResult, baseline_dir: Path, *, say: Callable[[str], None]
+    result: GateResult, baseline_dir: Path, *, say: Callable[[str], None],
+    nodes: Collection[str] = (),
 ) -> None:
     """Compare the candidate's scenario figures with the current config's earlier runs of
     the same scenarios (the module docstring); a regression beyond the tolerance fails a
-    gate that had passed, and is listed either way. ``say`` gets one progress line."""
+    gate that had passed, and is listed either way. ``say`` gets one progress line.
+    ``nodes``: a pool's nodes (default: the gate's node) — a scenario's test name names
+    its node, so each is compared with its own node's earlier run."""
     assert result.node is not None and result.started_at is not None
     baselines = find_baselines(
-        baseline_dir, node=result.node, config=result.current,
+        baseline_dir, node=nodes or result.node, config=result.current,
         tests=[str(s.get("name")) for s in result.scenarios], before=result.started_at)
     regressions = compare_figures(result.scenarios, baselines)
     result.baseline = {

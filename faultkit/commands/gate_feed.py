@@ -12,6 +12,11 @@ teardown) that did not pass, else the call's. Names are JUnit's testcase names, 
 verbosity, colour or pytest's output format; JUnit XML stays the gate's source of truth for
 the decision. Without the variable the plugin does nothing.
 
+A gate across a pool (:mod:`.gate_pool`) gives each node's run its share of the scenarios
+in ``$FAULTKIT_GATE_ONLY`` (a JSON list of test names, ``test_kill[sim-vllm-h2]``): the
+plugin deselects every other collected scenario, as ``-m gate`` does, before the
+``collected`` event.
+
 The gate's side: :func:`watching` follows the file while pytest runs and
 :class:`FeedState` prints the list and each result once.
 """
@@ -31,6 +36,7 @@ import pytest
 from faultkit.progress import Progress
 
 FEED_ENV = "FAULTKIT_GATE_FEED"
+ONLY_ENV = "FAULTKIT_GATE_ONLY"
 
 
 class _Feed:
@@ -82,6 +88,19 @@ def pytest_configure(config: pytest.Config) -> None:
     path = os.environ.get(FEED_ENV)
     if path:
         config.pluginmanager.register(_Feed(path, config), "faultkit-gate-feed")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep only the scenarios ``$FAULTKIT_GATE_ONLY`` names (when it is set)."""
+    raw = os.environ.get(ONLY_ENV)
+    if raw is None:
+        return
+    wanted = set(json.loads(raw))
+    kept = [item for item in items if item.name in wanted]
+    dropped = [item for item in items if item.name not in wanted]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -1,0 +1,156 @@
+"""A gate across a pool of identical nodes: ``faultkit gate --node A --pool B [--pool C …]``.
+
+A gate on one node runs its scenarios one after another — each holds a baseline, its fault
+and the ``recovery_hold_s`` that recovery is defined by, and two faults on one node at once
+would spoil both measurements. Where the candidate will serve on several nodes of one
+engine and one current config (a pool behind a gateway, a second host), the gate rolls it
+onto every one of them and splits its scenarios among them: each scenario runs once, on one
+node, with exactly the checks it has on a single node, and the nodes' scenario runs go on
+side by side (one ``pytest`` per node, like the CI lanes: :mod:`faultkit.lanes`). Each
+node's steady state is measured and judged as on a single node, at the same time.
+
+This module holds the pool's pure parts — which nodes may form a pool
+(:func:`pool_problems`), how the scenarios are split (:func:`split_scenarios`), the merged
+JUnit file and exit code — and :func:`collect_gate_scenarios`, which asks pytest for a
+node's gate scenarios. :mod:`.gate` acts. Design and figures: docs/gate.md, "A pool".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from faultkit.inventory import Inventory, Node
+
+__all__ = [
+    "FAULT_SCENARIO_S",
+    "SOAK_OVERHEAD_S",
+    "collect_gate_scenarios",
+    "combined_exit",
+    "merge_junit",
+    "pool_problems",
+    "scenario_key",
+    "split_scenarios",
+]
+
+#: what one fault scenario of a gate takes on a simulated node (2026-12-03, the lab: 130 s
+#: for 8 — a 5 s baseline, the fault, the 5 s recovery hold, measuring and the report);
+#: the split only needs the scenarios' relative lengths
+FAULT_SCENARIO_S = 16.0
+#: what test_soak takes beyond its ``--soak-s`` (its warm-up, baseline and report)
+SOAK_OVERHEAD_S = 11.0
+
+
+def pool_problems(inventory: Inventory, node: Node, pool: Sequence[str]) -> list[str]:
+    """Why ``pool`` (node names) cannot share ``node``'s gate; empty when it can.
+
+    A pool's nodes run the same engine (and simulated personality) and serve the same
+    config now: otherwise a scenario's verdict on one of them says nothing about the
+    others, and the current config's steady state and baselines would not be one config's.
+    Each must allow the rollout fault, and be named once.
+    """
+    problems: list[str] = []
+    seen = {node.name}
+    for name in pool:
+        if name in seen:
+            problems.append(f"--pool {name}: named twice (or the gate's own --node)")
+            continue
+        seen.add(name)
+        try:
+            other = inventory.node(name)
+        except Exception as exc:  # InventoryError: its message names the nodes there are
+            problems.append(f"--pool {name}: {exc}".splitlines()[0])
+            continue
+        if not other.allows("rollout"):
+            problems.append(f"--pool {name}: the node does not allow the rollout fault "
+                            "(protected, or 'rollout' missing from its faults allowlist)")
+        if (other.engine, other.personality) != (node.engine, node.personality):
+            problems.append(
+                f"--pool {name}: runs {_engine(other)}, {node.name} runs {_engine(node)}: "
+                "a pool's nodes run one engine")
+        if other.serving_config != node.serving_config:
+            problems.append(
+                f"--pool {name}: serves {other.serving_config!r}, {node.name} serves "
+                f"{node.serving_config!r}: a pool's nodes serve one config")
+    return problems
+
+
+def _engine(node: Node) -> str:
+    return f"{node.engine} ({node.personality})" if node.personality else str(node.engine)
+
+
+def scenario_key(test_id: str, node: str) -> str:
+    """``…::test_kill[sim-vllm-h2]`` on node ``sim-vllm-h2`` → ``…::test_kill[{node}]``:
+    the same scenario on every node of the pool has the same key."""
+    return test_id.replace(f"[{node}", "[{node}", 1)
+
+
+def split_scenarios(
+    collected: Mapping[str, Sequence[str]], soak_s: float
+) -> dict[str, list[str]]:
+    """Each gate scenario onto one node: ``{node: [its pytest ids]}``.
+
+    ``collected`` holds every node's gate scenarios (pytest ids, in pytest's order), the
+    gate's own node first. A scenario is keyed across nodes by :func:`scenario_key`; each
+    key goes to one node that has it, longest first, onto the node with the least work so
+    far (the longest-processing-time rule; ties to the earlier node): the soak weighs
+    ``soak_s`` + :data:`SOAK_OVERHEAD_S`, every other scenario :data:`FAULT_SCENARIO_S`.
+    Each node's ids keep pytest's order.
+    """
+    nodes = list(collected)
+    keyed = {n: {scenario_key(t, n): t for t in collected[n]} for n in nodes}
+    keys: list[str] = []
+    for n in nodes:
+        keys += [k for k in keyed[n] if k not in keys]
+
+    def weight(key: str) -> float:
+        return soak_s + SOAK_OVERHEAD_S if "::test_soak[" in key else FAULT_SCENARIO_S
+
+    load = dict.fromkeys(nodes, 0.0)
+    chosen: dict[str, set[str]] = {n: set() for n in nodes}
+    for key in sorted(keys, key=weight, reverse=True):  # stable: pytest's order among equals
+        has_it = [n for n in nodes if key in keyed[n]]
+        target = min(has_it, key=lambda n: (load[n], nodes.index(n)))
+        load[target] += weight(key)
+        chosen[target].add(key)
+    return {n: [t for k, t in keyed[n].items() if k in chosen[n]] for n in nodes}
+
+
+async def collect_gate_scenarios(argv: Sequence[str]) -> list[str]:
+    """The pytest ids ``argv`` (a ``pytest … -m gate --node N`` command without
+    ``--collect-only``) would run. Raises ``RuntimeError`` with pytest's last lines when
+    collection fails."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv, "--collect-only", "-q", stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT)
+    out, _ = await proc.communicate()
+    lines = out.decode(errors="replace").splitlines()
+    if proc.returncode not in (0, 5):  # 5: nothing collected
+        tail = " | ".join(line for line in lines[-5:] if line.strip())
+        raise RuntimeError(f"collecting the gate scenarios failed (pytest exit "
+                           f"{proc.returncode}): {tail}")
+    return [line.strip() for line in lines if "::" in line and not line.startswith(" ")]
+
+
+def merge_junit(parts: Sequence[Path], out: Path) -> None:
+    """One JUnit XML file of every part's test suites (a part that is missing, say a
+    run interrupted before pytest wrote it, adds nothing)."""
+    root = ET.Element("testsuites")
+    for part in parts:
+        if not part.exists():
+            continue
+        tree = ET.parse(part).getroot()
+        suites = [tree] if tree.tag == "testsuite" else list(tree.iter("testsuite"))
+        root.extend(suites)
+    ET.ElementTree(root).write(out, encoding="utf-8", xml_declaration=True)
+
+
+def combined_exit(codes: Sequence[int]) -> int:
+    """The pool's pytest exit code: the first that is neither 0 nor 1 (an error, an
+    interruption, nothing collected), else 1 if any run had a failure, else 0."""
+    odd = [c for c in codes if c not in (0, 1)]
+    if odd:
+        return odd[0]
+    return max(codes, default=5)

@@ -1,0 +1,170 @@
+"""A gate across a pool (``faultkit gate --pool``): who may join, how the scenarios are
+split, the merged JUnit file and exit code, and a node's share run alone."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from faultkit.cli import cli
+from faultkit.commands.gate import run_scenarios
+from faultkit.commands.gate_decision import read_junit
+from faultkit.commands.gate_pool import (
+    FAULT_SCENARIO_S,
+    SOAK_OVERHEAD_S,
+    combined_exit,
+    merge_junit,
+    pool_problems,
+    scenario_key,
+    split_scenarios,
+)
+from faultkit.inventory import load_inventory
+from faultkit.progress import Progress
+from faultkit.runmodels import GateResult
+from reports.render import render_gate
+from tests.unit.test_gate_progress import _argv
+
+REPO = Path(__file__).resolve().parents[2]
+LAB = REPO / "testbed" / "inventory.yaml"
+
+
+def _ids(node: str) -> list[str]:
+    return [
+        f"scenarios/test_bad_input.py::test_bad_input[{node}]",
+        f"scenarios/test_kill.py::test_kill[{node}]",
+        f"scenarios/test_oom.py::test_oom[{node}-long-prefill]",
+        f"scenarios/test_oom.py::test_oom[{node}-over-context]",
+        f"scenarios/test_partition.py::test_partition[{node}-refuse]",
+        f"scenarios/test_soak.py::test_soak[{node}]",
+    ]
+
+
+def test_scenario_key_is_the_same_on_every_node_even_when_one_name_contains_another() -> None:
+    assert scenario_key("t.py::test_kill[sim-vllm]", "sim-vllm") == "t.py::test_kill[{node}]"
+    assert (scenario_key("t.py::test_oom[sim-vllm-h2-long-prefill]", "sim-vllm-h2")
+            == scenario_key("t.py::test_oom[sim-vllm-long-prefill]", "sim-vllm")
+            == "t.py::test_oom[{node}-long-prefill]")
+
+
+def test_split_runs_every_scenario_exactly_once_and_balances_by_length() -> None:
+    split = split_scenarios({"a": _ids("a"), "b": _ids("b")}, soak_s=60)
+    keys = [scenario_key(t, n) for n, ids in split.items() for t in ids]
+    assert sorted(keys) == sorted(scenario_key(t, "a") for t in _ids("a"))  # once each
+    # the soak (71 s) goes first, to the gate's own node; the five 16 s scenarios then go
+    # to the other node, each to the node with less work so far: 64 s < 71 s at the fifth
+    assert split["a"] == ["scenarios/test_soak.py::test_soak[a]"]
+    assert split["b"] == [t for t in _ids("b") if "test_soak" not in t]
+    load = {n: sum(60 + SOAK_OVERHEAD_S if "test_soak" in t else FAULT_SCENARIO_S
+                   for t in ids) for n, ids in split.items()}
+    assert max(load.values()) - min(load.values()) <= 60 + SOAK_OVERHEAD_S
+
+
+def test_split_keeps_pytest_order_on_each_node_and_one_node_gets_everything() -> None:
+    assert split_scenarios({"a": _ids("a")}, soak_s=30) == {"a": _ids("a")}
+    split = split_scenarios({"a": _ids("a"), "b": _ids("b"), "c": _ids("c")}, soak_s=5)
+    for node, ids in split.items():
+        assert ids == [t for t in _ids(node) if t in ids]
+    assert sum(len(ids) for ids in split.values()) == len(_ids("a"))
+
+
+def test_a_scenario_only_one_node_has_goes_to_that_node() -> None:
+    only_b = "scenarios/test_limits.py::test_limits[b]"
+    split = split_scenarios({"a": ["x.py::t[a]"], "b": ["x.py::t[b]", only_b]}, soak_s=60)
+    assert only_b in split["b"]
+    assert len(split["a"]) + len(split["b"]) == 2
+
+
+def test_who_may_join_a_pool() -> None:
+    inventory = load_inventory(LAB)
+    node = inventory.node("sim-vllm")
+    assert pool_problems(inventory, node, ["sim-vllm-h2"]) == []
+    problems = pool_problems(inventory, node, ["sim-sglang", "llama", "sim-vllm", "nope"])
+    assert any("sim-sglang" in p and "one engine" in p for p in problems)
+    assert any(p.startswith("--pool llama:") and "one engine" in p for p in problems)
+    assert any(p.startswith("--pool llama:") and "one config" in p for p in problems)
+    assert any("sim-vllm: named twice" in p for p in problems)
+    assert any(p.startswith("--pool nope:") and "no node named 'nope'" in p for p in problems)
+
+
+def test_a_pool_node_that_forbids_the_rollout_is_refused(tmp_path: Path) -> None:
+    data = yaml.safe_load(LAB.read_text())
+    for raw in data["nodes"]:
+        if raw["name"] == "sim-vllm-h2":
+            raw["faults"] = ["kill"]
+    path = tmp_path / "inventory.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    inventory = load_inventory(path)
+    problems = pool_problems(inventory, inventory.node("sim-vllm"), ["sim-vllm-h2"])
+    assert problems == ["--pool sim-vllm-h2: the node does not allow the rollout fault "
+                        "(protected, or 'rollout' missing from its faults allowlist)"]
+
+
+@pytest.mark.parametrize("pool", [["sim-sglang"], ["sim-vllm"], ["nope"]])
+def test_the_cli_refuses_a_bad_pool_with_exit_2_before_acting(
+    pool: list[str], tmp_path: Path
+) -> None:
+    args = ["gate", "--inventory", str(LAB), "--node", "sim-vllm", "--config",
+            "sim-vllm-good", "--out", str(tmp_path / "runs")]
+    for name in pool:
+        args += ["--pool", name]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert f"--pool {pool[0]}" in result.output
+    assert not (tmp_path / "runs").exists()  # nothing written, nothing rolled out
+
+
+def test_merged_junit_reads_as_every_part(tmp_path: Path) -> None:
+    for name, cases in (("a", ["test_kill[a]"]), ("b", ["test_oom[b]", "test_soak[b]"])):
+        suite = ET.Element("testsuite", name="pytest")
+        for case in cases:
+            ET.SubElement(suite, "testcase", name=case)
+        root = ET.Element("testsuites")
+        root.append(suite)
+        ET.ElementTree(root).write(tmp_path / f"{name}.xml")
+    merged = tmp_path / "junit.xml"
+    merge_junit([tmp_path / "a.xml", tmp_path / "b.xml", tmp_path / "missing.xml"], merged)
+    assert [o.name for o in read_junit(merged)] == ["test_kill[a]", "test_oom[b]",
+                                                   "test_soak[b]"]
+
+
+def test_combined_exit() -> None:
+    assert combined_exit([0, 0]) == 0
+    assert combined_exit([0, 1]) == 1
+    assert combined_exit([1, 2, 0]) == 2  # interrupted somewhere: not a clean run
+    assert combined_exit([0, 5]) == 5  # one node collected nothing
+    assert combined_exit([]) == 5
+
+
+def test_a_nodes_share_runs_only_its_scenarios_and_logs_to_a_file(tmp_path: Path) -> None:
+    out = io.StringIO()
+    progress = Progress(live=False, stream=out, tick_s=None)
+    code = asyncio.run(run_scenarios(_argv(tmp_path), tmp_path, progress,
+                                     only=["test_ok", "test_param[1]"]))
+    assert code == 0
+    assert out.getvalue().splitlines()[:3] == [
+        "2 gate scenarios:", "  · test_ok", "  · test_param[1]"]
+    assert "2 passed, 4 deselected" in (tmp_path / "pytest.log").read_text()
+
+
+def test_gate_md_names_the_pool_and_each_nodes_share(tmp_path: Path) -> None:
+    result = GateResult(node="a", candidate="cand", current="good", decision="pass",
+                        why="all passed", pool=[
+                            {"node": "a", "steady_state": {"checked": False},
+                             "scenarios": ["x[a]", "y[a]"]},
+                            {"node": "b", "steady_state": {"checked": False},
+                             "scenarios": ["z[b]"]}])
+    md = render_gate(GateResult.from_json(result.to_json()), tmp_path / "gate.md").read_text()
+    assert md.splitlines()[0] == "# Gate: cand on a, b"
+    assert "| Node | a and its pool: b — each scenario ran once, on one of them: a 2, b 1 |" in md
+    assert "## Steady state on a (no fault)" in md and "## Steady state on b (no fault)" in md
+
+
+def test_a_single_node_gate_has_no_pool() -> None:
+    assert GateResult.from_json({"node": "a"}).pool == []
+    assert GateResult.from_json({"pool": "junk"}).pool == []
