@@ -12,7 +12,7 @@ node's steady state is measured and judged as on a single node, at the same time
 This module holds the pool's pure parts — which nodes may form a pool
 (:func:`pool_problems`), how the scenarios are split (:func:`split_scenarios`), the merged
 JUnit file and exit code — and :func:`collect_gate_scenarios`, which asks pytest for a
-node's gate scenarios. :mod:`.gate` acts. Design and figures: docs/gate.md, "A pool".
+node's gate scenarios. :mod:`.gate` acts. Definitions: docs/definitions.md, "The gate across a pool".
 """
 
 from __future__ import annotations

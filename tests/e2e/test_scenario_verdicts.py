@@ -700,3 +700,83 @@ def test_a_node_stopped_before_the_run_is_inconclusive(lab: Lab, tmp_path: Path)
     assert outcome.verdict == "INCONCLUSIVE", (outcome, output)
     reasons = _verdict_json(outcome)["inconclusive"]
     assert any("steady state" in r or "not running" in r for r in reasons), reasons
+
+
+#: the pool gate's nodes: the simulated vLLM node and its twin on the second Docker host
+POOL = ("sim-vllm", "sim-vllm-h2")
+#: the gate scenarios of one simulated vLLM node, keyed across nodes (``[{node}…]``)
+GATE_KEYS = {"test_bad_input[{node}]", "test_engine_death[{node}]", "test_kill[{node}]",
+             "test_limits[{node}]", "test_oom[{node}-long-prefill]",
+             "test_oom[{node}-over-context]", "test_partition[{node}-refuse]",
+             "test_partition[{node}-blackhole]", "test_soak[{node}]"}
+#: the gate scenarios that stop the engine (Docker reports a ``die`` of its container)
+STOPS_ENGINE = ("test_kill[", "test_engine_death[", "test_oom[")
+
+
+def _pool_node(test_name: str) -> str:
+    """The pool node a test name names (``test_oom[sim-vllm-h2-long-prefill]``: the longest
+    node name its parameter starts with)."""
+    param = test_name.split("[", 1)[1]
+    return max((n for n in POOL if param.startswith(n)), key=len)
+
+
+def _docker_dies(inventory: Inventory, node_name: str, since: float, until: float) -> list[float]:
+    """Epoch seconds of each ``die`` Docker's own event stream reports for the node's
+    container in [since, until] — on its own Docker host (the second one: over TCP)."""
+    docker = inventory.node(node_name).docker
+    assert docker is not None
+    host = [] if docker.host == LOCAL_DOCKER else ["-H", docker.host]
+    out = subprocess.run(
+        ["docker", *host, "events", "--since", f"{since:.0f}", "--until", f"{until + 1:.0f}",
+         "--filter", f"container={docker.container}", "--filter", "event=die",
+         "--format", "{{.TimeNano}}"], capture_output=True, text=True, check=True).stdout
+    return [int(line) / 1e9 for line in out.split()]
+
+
+def test_gate_across_a_pool_runs_each_scenario_once_side_by_side(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """``--pool``: the known-good config gated on two nodes of one engine and config, one
+    on each Docker host. PASS; every gate scenario of one node ran exactly once, on one of
+    the two, each node ran a share, and both nodes' steady states were judged. Docker's own
+    event streams say where the faults acted: within the scenario phase, each container
+    died only inside its own node's scenario windows, each node whose share stops the
+    engine died at least once, and the two shares ran at the same time. Both nodes are
+    back on their config."""
+    since = time.time()
+    result = run_cli(
+        "gate", "--node", POOL[0], "--pool", POOL[1], "--config", "sim-vllm-good",
+        "--out", str(tmp_path), "--steady-s", GATE_STEADY_S, "--soak-s", "30", timeout=1800)
+    gates = sorted(tmp_path.glob(f"gate-*-{POOL[0]}-sim-vllm-good"))
+    assert gates and result.returncode == 0, result.stdout + result.stderr[-3000:]
+    data = json.loads((gates[-1] / "gate.json").read_text())
+    assert data["decision"] == "pass", data["why"]
+    names = [str(s["name"]) for s in data["scenarios"]]
+    keys = [name.replace(f"[{_pool_node(name)}", "[{node}", 1) for name in names]
+    assert sorted(keys) == sorted(GATE_KEYS), names  # each once, none missing
+    shares = {p["node"]: p["scenarios"] for p in data["pool"]}
+    assert set(shares) == set(POOL) and all(shares.values()), shares
+    for entry in data["pool"]:
+        steady = entry["steady_state"]
+        for side in ("current", "candidate"):
+            assert steady[side]["measured"] and steady[side]["verdict"]["passed"], steady[side]
+    windows: dict[str, list[tuple[float, float, str]]] = {node: [] for node in POOL}
+    for s in data["scenarios"]:
+        run = json.loads((Path(s["run_dir"]) / "run.json").read_text())
+        windows[run["node"]].append((run["t_start"], run["t_end"], s["name"]))
+    assert {n: len(w) for n, w in windows.items()} == {n: len(shares[n]) for n in POOL}
+    phase = (min(w[0] for ws in windows.values() for w in ws),
+             max(w[1] for ws in windows.values() for w in ws))
+    spans = {n: (min(w[0] for w in ws), max(w[1] for w in ws)) for n, ws in windows.items()}
+    assert max(a for a, _ in spans.values()) < min(b for _, b in spans.values()), spans
+    for node in POOL:
+        dies = [t for t in _docker_dies(lab.inventory, node, since, time.time())
+                if phase[0] <= t <= phase[1]]
+        outside = [t for t in dies
+                   if not any(a - 1 <= t <= b + 1 for a, b, _ in windows[node])]
+        assert not outside, (node, outside, windows[node])
+        if any(name.startswith(STOPS_ENGINE) for _, _, name in windows[node]):
+            assert dies, f"{node} ran {windows[node]} and Docker saw no die"
+    assert data["rolled_back"] is True
+    for node in POOL:
+        assert serving_config_label(lab.inventory, node) == "sim-vllm-good"
