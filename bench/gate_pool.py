@@ -1,0 +1,85 @@
+"""A gate on one node against the same gate across a pool, interleaved in one run.
+
+Each round gates CONFIG twice as a user would — ``faultkit gate --node NODE`` and then
+``faultkit gate --node NODE --pool OTHER …`` — with the same options (``-- GATE ARGS``:
+e.g. ``--steady-s 10 --soak-s 30``), and records how long each took, its decision and each
+scenario's verdict. A known-good config must PASS both ways every time (a FAIL or
+INCONCLUSIVE is a false alarm), and the pool must run the same scenarios (keyed across
+nodes) as the single node. The ratio ``single_s / pool_s`` of each round compares two gates
+run minutes apart on the same machine; the summary gives the median.
+
+    .venv/bin/python bench/gate_pool.py --node sim-vllm --pool sim-vllm-h2 \
+        --config sim-vllm-good [--rounds 2] [--json FILE] [-- GATE ARGS]
+
+Run it on the lab with nothing else running (``faultkit testbed up`` first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gate_repeat import one_gate  # a sibling script, not a package
+
+
+def scenario_keys(scenarios: dict[str, Any], nodes: list[str]) -> list[str]:
+    """The gate's test names with their node replaced by ``{node}`` (longest name first)."""
+    keys = []
+    for name in scenarios:
+        param = name.split("[", 1)[1] if "[" in name else ""
+        node = max((n for n in nodes if param.startswith(n)), key=len, default="")
+        keys.append(name.replace(f"[{node}", "[{node}", 1))
+    return sorted(keys)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--node", required=True)
+    parser.add_argument("--pool", action="append", required=True, help="repeatable")
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--json", type=Path, help="write the figures here too")
+    parser.add_argument("gate_args", nargs="*", help="after --: passed to faultkit gate")
+    args = parser.parse_args()
+    nodes = [args.node, *args.pool]
+    pool_args = [a for n in args.pool for a in ("--pool", n)]
+    rounds = []
+    with tempfile.TemporaryDirectory(prefix="faultkit-gate-pool-") as tmp:
+        for i in range(args.rounds):
+            single = one_gate(args.node, args.config, args.gate_args, Path(tmp) / "single")
+            pooled = one_gate(args.node, args.config, [*pool_args, *args.gate_args],
+                              Path(tmp) / "pool")
+            same = (scenario_keys(single["scenarios"], nodes)
+                    == scenario_keys(pooled["scenarios"], nodes))
+            ratio = single["seconds"] / pooled["seconds"] if pooled["seconds"] else None
+            rounds.append({"single": single, "pool": pooled, "same_scenarios": same,
+                           "ratio_single_vs_pool": round(ratio, 2) if ratio else None})
+            print(f"round {i + 1}: single {single['decision']} in {single['seconds']:.0f} s, "
+                  f"pool of {len(nodes)} {pooled['decision']} in {pooled['seconds']:.0f} s "
+                  f"({ratio or 0:.2f}x); same scenarios: {same}", flush=True)
+    alarms = sum(r[side]["decision"] != "pass" for r in rounds for side in ("single", "pool"))
+    ratios = [r["ratio_single_vs_pool"] for r in rounds if r["ratio_single_vs_pool"]]
+    summary = {
+        "node": args.node, "pool": args.pool, "config": args.config,
+        "gate_args": args.gate_args, "rounds": len(rounds),
+        "single_s": [r["single"]["seconds"] for r in rounds],
+        "pool_s": [r["pool"]["seconds"] for r in rounds],
+        "ratio_single_vs_pool_median": statistics.median(ratios) if ratios else None,
+        "false_alarms": alarms,
+        "same_scenarios_every_round": all(r["same_scenarios"] for r in rounds),
+        "runs": rounds,
+    }
+    print(f"single {summary['single_s']} s, pool {summary['pool_s']} s; median ratio "
+          f"{summary['ratio_single_vs_pool_median']}; {alarms} false alarm(s)")
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
