@@ -425,7 +425,8 @@ DEFAULT_SOAK_S = 60.0
     metavar="NODE",
     help="another node of the same engine and current config (repeatable): the candidate "
     "is rolled onto it too, its steady state is judged too, and the gate scenarios are "
-    "split among the nodes and run side by side, each once (docs/definitions.md, 'The gate across a pool')",
+    "split among the nodes and run side by side, each once (docs/definitions.md, 'The gate "
+    "across a pool')",
 )
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def gate(

@@ -12,7 +12,8 @@ node's steady state is measured and judged as on a single node, at the same time
 This module holds the pool's pure parts — which nodes may form a pool
 (:func:`pool_problems`), how the scenarios are split (:func:`split_scenarios`), the merged
 JUnit file and exit code — and :func:`collect_gate_scenarios`, which asks pytest for a
-node's gate scenarios. :mod:`.gate` acts. Definitions: docs/definitions.md, "The gate across a pool".
+node's gate scenarios. :mod:`.gate` acts. Definitions: docs/definitions.md, "The gate
+across a pool".
 """
 
 from __future__ import annotations
@@ -26,21 +27,37 @@ from faultkit.inventory import Inventory, Node
 
 __all__ = [
     "FAULT_SCENARIO_S",
+    "SCENARIO_S",
     "SOAK_OVERHEAD_S",
     "collect_gate_scenarios",
     "combined_exit",
     "merge_junit",
     "pool_problems",
     "scenario_key",
+    "scenario_weight",
     "split_scenarios",
 ]
 
-#: what one fault scenario of a gate takes on a simulated node (2026-12-03, the lab: 130 s
-#: for 8 — a 5 s baseline, the fault, the 5 s recovery hold, measuring and the report);
-#: the split only needs the scenarios' relative lengths
+#: how long each gate scenario takes on a simulated node, in seconds (the lab, 2026-12-04,
+#: ``bench/gate_pool.py``: bad_input 12.8, limits 13.8, oom 14.0, kill 16.0, engine_death
+#: 17.0; a partition 21-31 — its 8 s cut, recovery, the hold, and draining the requests the
+#: cut left hanging). The split only needs their relative lengths.
+SCENARIO_S: Mapping[str, float] = {
+    "test_bad_input": 13.0, "test_limits": 14.0, "test_oom": 14.0, "test_kill": 16.0,
+    "test_engine_death": 17.0, "test_partition": 25.0,
+}
+#: a gate scenario not in :data:`SCENARIO_S`
 FAULT_SCENARIO_S = 16.0
 #: what test_soak takes beyond its ``--soak-s`` (its warm-up, baseline and report)
 SOAK_OVERHEAD_S = 11.0
+
+
+def scenario_weight(test_id: str, soak_s: float) -> float:
+    """How long the split expects the scenario ``…::test_kill[n]`` to take (seconds)."""
+    function = test_id.rsplit("::", 1)[-1].split("[", 1)[0]
+    if function == "test_soak":
+        return soak_s + SOAK_OVERHEAD_S
+    return SCENARIO_S.get(function, FAULT_SCENARIO_S)
 
 
 def pool_problems(inventory: Inventory, node: Node, pool: Sequence[str]) -> list[str]:
@@ -95,9 +112,8 @@ def split_scenarios(
     ``collected`` holds every node's gate scenarios (pytest ids, in pytest's order), the
     gate's own node first. A scenario is keyed across nodes by :func:`scenario_key`; each
     key goes to one node that has it, longest first, onto the node with the least work so
-    far (the longest-processing-time rule; ties to the earlier node): the soak weighs
-    ``soak_s`` + :data:`SOAK_OVERHEAD_S`, every other scenario :data:`FAULT_SCENARIO_S`.
-    Each node's ids keep pytest's order.
+    far (the longest-processing-time rule; ties to the earlier node), each weighing
+    :func:`scenario_weight`. Each node's ids keep pytest's order.
     """
     nodes = list(collected)
     keyed = {n: {scenario_key(t, n): t for t in collected[n]} for n in nodes}
@@ -106,7 +122,7 @@ def split_scenarios(
         keys += [k for k in keyed[n] if k not in keys]
 
     def weight(key: str) -> float:
-        return soak_s + SOAK_OVERHEAD_S if "::test_soak[" in key else FAULT_SCENARIO_S
+        return scenario_weight(key, soak_s)
 
     load = dict.fromkeys(nodes, 0.0)
     chosen: dict[str, set[str]] = {n: set() for n in nodes}

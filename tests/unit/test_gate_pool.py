@@ -16,12 +16,13 @@ from faultkit.cli import cli
 from faultkit.commands.gate import run_scenarios
 from faultkit.commands.gate_decision import read_junit
 from faultkit.commands.gate_pool import (
-    FAULT_SCENARIO_S,
+    SCENARIO_S,
     SOAK_OVERHEAD_S,
     combined_exit,
     merge_junit,
     pool_problems,
     scenario_key,
+    scenario_weight,
     split_scenarios,
 )
 from faultkit.inventory import load_inventory
@@ -60,9 +61,23 @@ def test_split_runs_every_scenario_exactly_once_and_balances_by_length() -> None
     # to the other node, each to the node with less work so far: 64 s < 71 s at the fifth
     assert split["a"] == ["scenarios/test_soak.py::test_soak[a]"]
     assert split["b"] == [t for t in _ids("b") if "test_soak" not in t]
-    load = {n: sum(60 + SOAK_OVERHEAD_S if "test_soak" in t else FAULT_SCENARIO_S
-                   for t in ids) for n, ids in split.items()}
+    load = {n: sum(scenario_weight(t, 60) for t in ids) for n, ids in split.items()}
     assert max(load.values()) - min(load.values()) <= 60 + SOAK_OVERHEAD_S
+
+
+def test_the_long_scenarios_go_to_different_nodes_before_the_short_ones() -> None:
+    """Four nodes, the gate's scenarios: the soak, then each partition, each onto a node
+    of its own, and the short scenarios fill in around them — the longest share is the
+    soak's, not a partition stacked on top of it."""
+    ids = {n: [*_ids(n), f"scenarios/test_partition.py::test_partition[{n}-blackhole]",
+               f"scenarios/test_kill.py::test_engine_death[{n}]"] for n in "abcd"}
+    split = split_scenarios(ids, soak_s=30)
+    assert split["a"] == ["scenarios/test_soak.py::test_soak[a]"]
+    assert split["b"][-1].endswith("test_partition[b-refuse]")
+    assert split["c"][-1].endswith("test_partition[c-blackhole]")
+    load = {n: sum(scenario_weight(t, 30) for t in ids) for n, ids in split.items()}
+    # nothing stacked on the soak: every share is shorter than the soak plus one scenario
+    assert max(load.values()) < 30 + SOAK_OVERHEAD_S + min(SCENARIO_S.values()), load
 
 
 def test_split_keeps_pytest_order_on_each_node_and_one_node_gets_everything() -> None:
