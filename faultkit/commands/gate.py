@@ -196,6 +196,8 @@ async def _run_gate(
             lanes = []
             for member in pool:
                 member.scenarios = split[member.node.name]
+                if not member.scenarios:  # more nodes than scenarios: nothing to run there
+                    continue
                 lane_out = out / "pool" / member.node.name
                 lane_out.mkdir(parents=True, exist_ok=True)
                 lanes.append((member, GateDir(lane_out).junit_xml, lane_out))

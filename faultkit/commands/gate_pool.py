@@ -23,6 +23,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from faultkit.errors import FaultkitError
 from faultkit.inventory import Inventory, Node
 
 __all__ = [
@@ -136,8 +137,8 @@ def split_scenarios(
 
 async def collect_gate_scenarios(argv: Sequence[str]) -> list[str]:
     """The pytest ids ``argv`` (a ``pytest … -m gate --node N`` command without
-    ``--collect-only``) would run. Raises ``RuntimeError`` with pytest's last lines when
-    collection fails."""
+    ``--collect-only``) would run. Raises :class:`FaultkitError` with pytest's last lines
+    when collection fails (the gate then restores every node and exits 1 with that line)."""
     proc = await asyncio.create_subprocess_exec(
         *argv, "--collect-only", "-q", stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT)
@@ -145,7 +146,7 @@ async def collect_gate_scenarios(argv: Sequence[str]) -> list[str]:
     lines = out.decode(errors="replace").splitlines()
     if proc.returncode not in (0, 5):  # 5: nothing collected
         tail = " | ".join(line for line in lines[-5:] if line.strip())
-        raise RuntimeError(f"collecting the gate scenarios failed (pytest exit "
+        raise FaultkitError(f"collecting the gate scenarios failed (pytest exit "
                            f"{proc.returncode}): {tail}")
     return [line.strip() for line in lines if "::" in line and not line.startswith(" ")]
 

@@ -183,3 +183,73 @@ def test_gate_md_names_the_pool_and_each_nodes_share(tmp_path: Path) -> None:
 def test_a_single_node_gate_has_no_pool() -> None:
     assert GateResult.from_json({"node": "a"}).pool == []
     assert GateResult.from_json({"pool": "junk"}).pool == []
+
+
+class _PoolWorld:
+    """Fakes around a pool gate's run (rollouts, collection, scenario runs, the sweep, the
+    load); the split, the merge and the decision are real."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, collected: dict[str, list[str]]
+                 ) -> None:
+        from faultkit.commands import gate, gate_steady
+        from faultkit.commands.gate_steady import SteadyState
+        from faultkit.health import ProbeResult
+        from tests.unit.test_gate_steady_wiring import FakeRollout, slis
+
+        self.log: list[str] = []
+        self.collected = collected
+        self.shares: dict[str, list[str]] = {}
+        monkeypatch.setattr(gate, "make_fault", lambda _k, node, **kw: FakeRollout(self.log))
+        monkeypatch.setattr(gate, "sweep", lambda **kw: [])
+        monkeypatch.setattr(gate, "collect_gate_scenarios", self.collect)
+        monkeypatch.setattr(gate, "run_scenarios", self.run_scenarios)
+
+        async def probe(*_a: object, **_kw: object) -> ProbeResult:
+            return ProbeResult(0.0, True, 200, "ok", 0.001)
+
+        async def steady(_node: object, _s: float, _p: object, *,
+                         config: str | None = None) -> SteadyState:
+            return SteadyState(config, slis())
+
+        monkeypatch.setattr(gate_steady, "probe", probe)
+        monkeypatch.setattr(gate_steady, "run_steady_state", steady)
+
+    async def collect(self, argv: list[str]) -> list[str]:
+        return self.collected[argv[argv.index("--node") + 1]]
+
+    async def run_scenarios(self, argv: list[str], out: Path, _progress: object = None, *,
+                            only: list[str] | None = None) -> int:
+        node = argv[argv.index("--node") + 1]
+        self.shares[node] = list(only or [])
+        cases = "".join(f'<testcase name="{name}"/>' for name in only or [])
+        (out / "junit.xml").write_text(f"<testsuite>{cases}</testsuite>")
+        return 0
+
+
+async def test_a_pool_node_with_no_share_runs_nothing_and_the_gate_still_passes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """More nodes than scenarios: the node left without a share starts no scenario run
+    (pytest would exit 5, "no tests collected", and fail the gate); both nodes are still
+    rolled out, judged and restored."""
+    from faultkit.commands import gate
+    from faultkit.commands.gate_steady import SteadyPhase
+    from faultkit.load.profile import BACKGROUND_PROFILE
+
+    inventory = load_inventory(LAB)
+    world = _PoolWorld(monkeypatch, {
+        "sim-vllm": ["scenarios/test_kill.py::test_kill[sim-vllm]"],
+        "sim-vllm-h2": ["scenarios/test_kill.py::test_kill[sim-vllm-h2]"]})
+    nodes = [inventory.node("sim-vllm"), inventory.node("sim-vllm-h2")]
+    phases = [(n, SteadyPhase(n, inventory.slo_for(n), 1.0, BACKGROUND_PROFILE,
+                              say=lambda _line: None)) for n in nodes]
+    out = tmp_path / "gate"
+    out.mkdir()
+    result = await gate._run_gate(inventory, phases, "sim-vllm-good", out, False, (),
+                                  tmp_path / "no-earlier-runs")
+    assert world.shares == {"sim-vllm": ["test_kill[sim-vllm]"]}
+    assert result.decision == "pass", result.why
+    assert [s["name"] for s in result.scenarios] == ["test_kill[sim-vllm]"]
+    assert world.log.count("rollout") == 2 and world.log.count("rollback") == 2
+    assert [p["scenarios"] for p in result.pool] == [
+        ["scenarios/test_kill.py::test_kill[sim-vllm]"], []]
