@@ -22,31 +22,34 @@ import asyncio
 import contextlib
 import importlib.util
 import itertools
-import json
-import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import cast
 
 import click
 
 from faultkit.commands.gate_baseline import judge_against_baseline
 from faultkit.commands.gate_decision import config_diff, decide, read_junit
-from faultkit.commands.gate_feed import FEED_ENV, ONLY_ENV, FeedState, watching
 from faultkit.commands.gate_pool import (
+    PoolNode,
     collect_gate_scenarios,
     combined_exit,
+    gathered,
     merge_junit,
     pool_problems,
     split_scenarios,
 )
+from faultkit.commands.gate_scenarios import (
+    gate_progress,
+    run_scenarios,
+)
+from faultkit.commands.gate_scenarios import say as _say
 from faultkit.commands.gate_steady import (
     DEFAULT_STEADY_S,
     SteadyPhase,
@@ -61,17 +64,12 @@ from faultkit.faults.admission import existing_journal
 from faultkit.faults.rollout import Rollout
 from faultkit.inventory import Inventory, Node, load_inventory
 from faultkit.load.profile import LoadProfile
-from faultkit.progress import Progress
 from faultkit.records import Event, JsonlWriter
 from faultkit.rundir import GateDir, GateResult
 from faultkit.sweep import sweep
 
 #: the scenarios are async: these hold also where no ini file says so (an installed wheel)
 _ASYNC_INI = ("-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function")
-T = TypeVar("T")
-
-#: how long an interrupted gate waits for its scenario run to revert and exit (seconds)
-SCENARIO_GRACE_S = 120.0
 
 
 def scenarios_dir() -> Path:
@@ -87,27 +85,6 @@ def scenarios_dir() -> Path:
     return Path(locations[0])
 
 
-def _say(message: str) -> None:
-    click.echo(f"[gate {time.strftime('%H:%M:%S')}] {message}", err=True)
-
-
-@dataclass
-class _PoolNode:
-    """One node the gate rolls the candidate onto: its steady-state phase and rollout."""
-
-    node: Node
-    steady: SteadyPhase
-    rollout: Rollout
-    #: the pytest ids of the gate scenarios this node runs (a pool splits them)
-    scenarios: list[str] = field(default_factory=list)
-
-    def to_json(self, junit_xml: Path | None) -> dict[str, object]:
-        """One entry of gate.json's ``pool`` (docs/run-directory.md, "The gate directory")."""
-        return {"node": self.node.name, "rollout": dict(self.rollout.result),
-                "steady_state": self.steady.to_json(), "scenarios": list(self.scenarios),
-                "junit_xml": str(junit_xml) if junit_xml else None}
-
-
 def _scenario_argv(inventory: Inventory, node: Node, config: str, out: Path,
                    junit: Path | None, pytest_args: Sequence[str]) -> list[str]:
     """The pytest command of the gate scenarios on ``node`` (``junit`` None: collect only)."""
@@ -117,16 +94,6 @@ def _scenario_argv(inventory: Inventory, node: Node, config: str, out: Path,
             "-p", "no:cacheprovider", *_ASYNC_INI, "--node", node.name,
             "--inventory", str(inventory.source), "--runs-dir", str(out / "runs"),
             "--serving-config", config, *report, *pytest_args]
-
-
-async def _gathered(*aws: Awaitable[T]) -> list[T]:
-    """Await all of ``aws`` side by side — each runs to its end even when another raises —
-    then raise the first exception, if any."""
-    results = await asyncio.gather(*aws, return_exceptions=True)
-    for item in results:
-        if isinstance(item, BaseException):
-            raise item
-    return cast(list[T], results)
 
 
 async def _run_gate(
@@ -143,7 +110,7 @@ async def _run_gate(
     timeline = JsonlWriter(GateDir(out).timeline_jsonl)
     pooled = len(nodes) > 1
     pool = [
-        _PoolNode(n, phase, cast(Rollout, make_fault(
+        PoolNode(n, phase, cast(Rollout, make_fault(
             "rollout", n, inventory=inventory, config=config,
             timeline=_emitter(timeline, n if pooled else None))))
         for n, phase in nodes
@@ -160,12 +127,12 @@ async def _run_gate(
     )
     if not steady.checked:
         _say("steady state not checked (--steady-s 0)")
-    collecting = (asyncio.ensure_future(_gathered(*(
+    collecting = (asyncio.ensure_future(gathered(*(
         collect_gate_scenarios(_scenario_argv(inventory, m.node, config, out, None, pytest_args))
         for m in pool))) if pooled else None)  # side by side with the steady state
     try:
         # before the rollout's try: nothing to roll back yet
-        await _gathered(*(m.steady.measure_current(m.node.serving_config) for m in pool))
+        await gathered(*(m.steady.measure_current(m.node.serving_config) for m in pool))
     except BaseException:
         if collecting is not None:
             collecting.cancel()
@@ -173,13 +140,13 @@ async def _run_gate(
     for member in pool:
         _say(f"rolling {config!r} onto {member.node.name} ({member.rollout.describe()})")
     try:
-        await _gathered(*(m.rollout.inject() for m in pool))
+        await gathered(*(m.rollout.inject() for m in pool))
         result.rollout = dict(rollout.result)
         for member in pool:
             if member.rollout.result.get("rolled_back"):
                 _failed_start(result, inventory, member, config, out, pooled)
                 return result
-        whys = await _gathered(*(m.steady.check_candidate(config) for m in pool))
+        whys = await gathered(*(m.steady.check_candidate(config) for m in pool))
         for member, why in zip(pool, whys, strict=True):
             if why := why or member.steady.regression_why():
                 result.fail(_on(member, why, pooled))
@@ -207,7 +174,7 @@ async def _run_gate(
             run_scenarios(
                 _scenario_argv(inventory, m.node, config, out, junit, pytest_args),
                 lane_out,
-                _gate_progress(m.node.name) if pooled else None,
+                gate_progress(m.node.name) if pooled else None,
                 only=[t.rsplit("::", 1)[-1] for t in m.scenarios] if pooled else None)
             for m, junit, lane_out in lanes))
         if collecting is not None:
@@ -234,7 +201,7 @@ async def _run_gate(
             for member in pool:
                 _say(f"restoring {member.node.serving_config or 'the previous config'} on "
                      f"{member.node.name}")
-            await _gathered(*(m.rollout.revert() for m in pool))
+            await gathered(*(m.rollout.revert() for m in pool))
             result.rolled_back = True
         result.steady_state = steady.to_json()
         if pooled:
@@ -253,11 +220,11 @@ def _emitter(timeline: JsonlWriter, node: Node | None) -> Callable[[Event], None
     return emit
 
 
-def _on(member: _PoolNode, why: str, pooled: bool) -> str:
+def _on(member: PoolNode, why: str, pooled: bool) -> str:
     return f"{member.node.name}: {why}" if pooled else why
 
 
-def _failed_start(result: GateResult, inventory: Inventory, member: _PoolNode, config: str,
+def _failed_start(result: GateResult, inventory: Inventory, member: PoolNode, config: str,
                   out: Path, pooled: bool) -> None:
     """The candidate never became ready on ``member``: fail with the engine's own reason
     and keep the end of its log (secrets redacted) as candidate.log."""
@@ -282,92 +249,6 @@ def _soak_s(pytest_args: Sequence[str]) -> float:
             with contextlib.suppress(ValueError):
                 value = float(arg)
     return value
-
-
-def _gate_progress(node: str | None = None) -> Progress:
-    """The gate's progress lines; a pool node's scenario run (``node``) writes plain lines
-    that name it — several live lines at once would overwrite each other."""
-    if node is None:
-        return Progress(
-            stream=sys.stderr, prefix=lambda: f"[gate {time.strftime('%H:%M:%S')}] "
-        )
-    return Progress(stream=sys.stderr, live=False,
-                    prefix=lambda: f"[gate {time.strftime('%H:%M:%S')}] {node}: ")
-
-
-async def run_scenarios(
-    argv: Sequence[str], out: Path, progress: Progress | None = None,
-    *, only: Sequence[str] | None = None,
-) -> int:
-    """Run the scenario pytest ``argv``; show its scenarios and each one's result as it ends.
-
-    The list and the ✓/✗ lines come from the ``gate_feed`` plugin's JSON lines
-    (``out/feed.jsonl``), read while pytest runs. On a terminal a live line shows the
-    scenario count, elapsed time and pytest's last output line, and pytest's output goes to
-    ``out/pytest.log``; otherwise pytest writes to stdout as it always did and the list and
-    results are plain lines on stderr. ``only`` (a pool node's share: test names) keeps
-    just those scenarios, and pytest's output goes to ``out/pytest.log`` whatever the
-    terminal. Returns pytest's exit code.
-    """
-    progress = progress or _gate_progress()
-    feed = GateDir(out).feed_jsonl
-    feed.write_text("")
-    env = {**os.environ, FEED_ENV: str(feed)}
-    if only is not None:
-        env[ONLY_ENV] = json.dumps(list(only))
-    state = FeedState(progress)
-    if only is not None and not progress.live:
-        log = GateDir(out).pytest_log
-        with log.open("wb") as sink:
-            proc = await asyncio.create_subprocess_exec(
-                *argv, env=env, stdout=sink, stderr=asyncio.subprocess.STDOUT)
-            async with _ended_on_cancel(proc), watching(feed, state):
-                return await proc.wait()
-    if progress.live:
-        log = GateDir(out).pytest_log
-        proc = await asyncio.create_subprocess_exec(
-            *argv, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-        )
-        with progress.step(f"running the gate scenarios (pytest output: {log})") as step:
-            state.step = step
-            async with _ended_on_cancel(proc), watching(feed, state):
-                assert proc.stdout is not None
-                with log.open("wb") as sink:
-                    async for line in proc.stdout:
-                        sink.write(line)
-                        step.update(line.decode(errors="replace"))
-                return await proc.wait()
-    proc = await asyncio.create_subprocess_exec(*argv, env=env)
-    async with _ended_on_cancel(proc), watching(feed, state):
-        return await proc.wait()
-
-
-@contextlib.asynccontextmanager
-async def _ended_on_cancel(proc: asyncio.subprocess.Process) -> AsyncIterator[None]:
-    """When the gate is cancelled (a signal) while the scenario run ``proc`` runs, end the
-    run first (:func:`end_scenarios`, to its end whatever else arrives), then let the
-    cancellation go on: the rollout is reverted only once nothing runs on top of it."""
-    try:
-        yield
-    except asyncio.CancelledError:
-        ending = asyncio.ensure_future(end_scenarios(proc, SCENARIO_GRACE_S))
-        while not ending.done():
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(ending)
-        raise
-
-
-async def end_scenarios(proc: asyncio.subprocess.Process, grace_s: float) -> int:
-    """Interrupt the scenario run as Ctrl-C would (pytest tears down, and the fault in hand
-    is reverted), wait up to ``grace_s`` seconds, then kill it; its exit code."""
-    if proc.returncode is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            await asyncio.wait_for(proc.communicate(), grace_s)  # drains a piped stdout
-        except TimeoutError:
-            _say(f"the scenario run did not end {grace_s:g} s after SIGINT: killing it")
-            proc.kill()
-    return await proc.wait()
 
 
 #: test_soak's length in a gate, seconds

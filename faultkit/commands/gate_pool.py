@@ -20,18 +20,26 @@ from __future__ import annotations
 
 import asyncio
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar, cast
 
+from faultkit.commands.gate_steady import SteadyPhase
 from faultkit.errors import FaultkitError
+from faultkit.faults.rollout import Rollout
 from faultkit.inventory import Inventory, Node
+
+T = TypeVar("T")
 
 __all__ = [
     "FAULT_SCENARIO_S",
     "SCENARIO_S",
     "SOAK_OVERHEAD_S",
+    "PoolNode",
     "collect_gate_scenarios",
     "combined_exit",
+    "gathered",
     "merge_junit",
     "pool_problems",
     "scenario_key",
@@ -171,3 +179,30 @@ def combined_exit(codes: Sequence[int]) -> int:
     if odd:
         return odd[0]
     return max(codes, default=5)
+
+
+@dataclass
+class PoolNode:
+    """One node the gate rolls the candidate onto: its steady-state phase and rollout."""
+
+    node: Node
+    steady: SteadyPhase
+    rollout: Rollout
+    #: the pytest ids of the gate scenarios this node runs (a pool splits them)
+    scenarios: list[str] = field(default_factory=list)
+
+    def to_json(self, junit_xml: Path | None) -> dict[str, object]:
+        """One entry of gate.json's ``pool`` (docs/run-directory.md, "The gate directory")."""
+        return {"node": self.node.name, "rollout": dict(self.rollout.result),
+                "steady_state": self.steady.to_json(), "scenarios": list(self.scenarios),
+                "junit_xml": str(junit_xml) if junit_xml else None}
+
+
+async def gathered(*aws: Awaitable[T]) -> list[T]:
+    """Await all of ``aws`` side by side — each runs to its end even when another raises —
+    then raise the first exception, if any."""
+    results = await asyncio.gather(*aws, return_exceptions=True)
+    for item in results:
+        if isinstance(item, BaseException):
+            raise item
+    return cast(list[T], results)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from faultkit.commands import gate
+from faultkit.commands import gate, gate_scenarios
 from faultkit.commands.interrupt import INTERRUPT_SIGNALS
 from faultkit.journal import FaultJournal
 from faultkit.progress import Progress
@@ -113,7 +113,7 @@ async def test_a_scenario_run_that_ignores_sigint_is_killed_after_the_grace(
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", child)
     assert await asyncio.to_thread(_wait_for, ready)
     t0 = time.monotonic()
-    assert await gate.end_scenarios(proc, 0.3) == -signal.SIGKILL
+    assert await gate_scenarios.end_scenarios(proc, 0.3) == -signal.SIGKILL
     assert 0.3 <= time.monotonic() - t0 < 10
 
 
