@@ -60,8 +60,14 @@ class UpstreamFault:
 
 #: the upstream failures of ``test_upstream_failure``, by test id
 UPSTREAM_FAULTS: dict[str, UpstreamFault] = {
-    # SIGKILL; Docker's restart policy brings it back (sim-vllm: ~3 s)
-    "kill": UpstreamFault("kill", 0.0),
+    # `docker kill` (SIGKILL), held down 5 s, then started: down ~7.8 s in all. Not a kill
+    # that Docker's restart policy undoes: sim-vllm is back from that in 2.6-2.8 s, often
+    # before the gateway's second failed attempt (its cooldown, allowed_fails 1), and no
+    # 3 s stretch fits in such an outage, so whether it routed around cannot be judged
+    # (slo.routing, outage_s; CI run K12 judged it "kept sending users there", a false
+    # FAIL). Held shorter than the cooldown (10 s): an outage that outlasts it gets more
+    # attempts once the cooldown ends (measured: 8 s held, down 10.8 s, a user lost at 8.4 s)
+    "kill": UpstreamFault("kill", 5.0, (("docker_kill", True),)),
     # docker pause for 8 s: connections are accepted, nothing answers
     "pause": UpstreamFault("pause", 8.0, routes_around=False),
     # disconnected from the lab network for 8 s. Measured (2026-12-03): LiteLLM's attempts
@@ -244,10 +250,16 @@ def routed_around_within(result: RouteAround, seconds: float) -> Checks:
             return CheckResult("routed_around", False, expected, observed,
                                "no answer named its upstream: is the gateway's served_by "
                                "header configured?", inconclusive=True)
+        if result.outage_too_short:
+            return CheckResult(
+                "routed_around", False, expected, observed + f"; down {result.outage_s:.1f} s",
+                f"{upstream} was down {result.outage_s:.1f} s, shorter than the "
+                f"{STRETCH_S:g} s stretch routing is judged over: hold it down longer",
+                inconclusive=True)
         ok = (
             result.route_around_s is not None
             and result.route_around_s <= seconds
-            and result.routed_while_down is not False
+            and result.routed_while_down is True
         )
         if ok:
             why = f"{result.route_around_s:.1f} s ≤ {seconds:g} s"

@@ -11,7 +11,7 @@ A gateway config is wrong in two ways a readiness probe never shows, so both are
   then runs on the restored config, which must hold the objective.
 * **it serves, but its users pay for an upstream's failure** (retries off:
   ``gateway-no-retries``). The same upstream failure as ``test_upstream_failure
-  [gateway-kill]`` (sim-vllm SIGKILLed) runs on the candidate, judged by the same
+  [gateway-kill]`` (sim-vllm killed, held down 5 s) runs on the candidate, judged by the same
   objective that ``gateway-good`` meets there: at most
   :data:`~scenarios._gateway.LOST_MAX` users lost, none of them but the streams the dead
   upstream was serving (``lost_only_cut_streams``), routed around within

@@ -1,5 +1,7 @@
 """upstream_failure: one upstream of a gateway fails while users go through the gateway —
-``kill`` (SIGKILL; Docker restarts it), ``pause`` (docker pause for 8 s: a hang with the
+``kill`` (``docker kill``, held down 5 s, then started: long enough for a 3 s stretch
+to fit in the outage — a restart by Docker's policy is back in 2.6 s, too soon to judge
+routing), ``pause`` (docker pause for 8 s: a hang with the
 port open) or ``partition`` (disconnected from the lab network for 8 s). Judged
 on the gateway: how many users it lost, how their TTFT moved, how soon it stopped
 sending them to the failed upstream, how often it retried, and how soon the upstream got

@@ -24,7 +24,12 @@ down: the stretch began before ``t_back`` *and* no request of that stretch named
 upstream at all (after ``t_back`` a served request is no hit, but it shows the upstream
 was never taken out of rotation: with one upstream in three, a hit-free half second
 before it came back is chance, not routing). False means the gateway kept sending users
-there until the upstream was back.
+there until the upstream was back. None when no clean stretch was found, **or when the
+upstream was down for less than ``stretch_s``** (``outage_s``): no stretch fits in the
+outage, so what the gateway did cannot be told from chance (measured on the lab: a
+sim-vllm restarted by Docker in 2.6 s, one failed attempt retried elsewhere, no cooldown;
+judged "kept sending users" by the rule above, with not one user sent there). The
+scenario must then hold the upstream down longer: a verdict on it is INCONCLUSIVE.
 
 **Back in rotation**: ``t_back_in_rotation`` is the arrival of the first request from
 ``t_back`` on (``t_effect`` without it) that the upstream served (named it and
@@ -87,8 +92,18 @@ class RouteAround:
     t_back: float | None = None
     t_back_in_rotation: float | None = None
     #: the gateway took the upstream out of rotation while it was down (module docstring);
-    #: None when no clean stretch was found
+    #: None when no clean stretch was found or the outage was shorter than ``stretch_s``
     routed_while_down: bool | None = None
+
+    @property
+    def outage_s(self) -> float | None:
+        """How long the upstream was down: ``t_back − t_effect`` (None without t_back)."""
+        return None if self.t_back is None else self.t_back - self.t_effect
+
+    @property
+    def outage_too_short(self) -> bool:
+        """The upstream was back before a whole stretch could pass: routing not judgeable."""
+        return self.outage_s is not None and self.outage_s < self.stretch_s
 
     @property
     def route_around_s(self) -> float | None:
@@ -120,6 +135,7 @@ class RouteAround:
             "unnamed": self.unnamed,
             "routed_while_down": self.routed_while_down,
             "t_back": self.t_back,
+            "outage_s": self.outage_s,
             "t_back_in_rotation": self.t_back_in_rotation,
             "back_in_rotation_s": self.back_in_rotation_s,
             "idle_after_back_s": self.idle_after_back_s,
@@ -160,7 +176,8 @@ def route_around(
         if t_end - start >= stretch_s and _arrived_in(mine, start, t_end):
             t_routed = start
     routed_while_down: bool | None = None
-    if t_routed is not None:
+    outage_too_short = t_back is not None and t_back - t_effect < stretch_s
+    if t_routed is not None and not outage_too_short:
         routed = t_routed
         routed_while_down = (t_back is None or routed < t_back) and not any(
             r.served_by == upstream and routed <= _arrival(r) < routed + stretch_s for r in mine

@@ -120,3 +120,20 @@ def test_a_hit_free_moment_just_before_the_upstream_came_back_is_not_routing_aro
     result = route_around(records, "gw", "b", T0, T0 + 20, t_back=T0 + 8.0)
     assert result.t_routed is not None and result.t_routed < T0 + 8.0
     assert result.routed_while_down is False  # b was used within the stretch
+
+
+def test_an_outage_shorter_than_the_stretch_does_not_say_whether_the_gateway_routed() -> None:
+    """Measured (CI run K12): sim-vllm back 2.6 s after a kill, one attempt on it retried
+    elsewhere, then served by it again at once. No 3 s stretch fits in a 2.6 s outage:
+    neither "routed" nor "kept sending users" is shown."""
+    records = [_r(i, round(i * 0.2, 1), "a") for i in range(100)]
+    records[14] = _r(14, 2.8, "b")  # served by b again, 0.2 s after it was back
+    result = route_around(records, "gw", "b", T0, T0 + 20, t_back=T0 + 2.6)
+    assert result.t_routed == T0 and result.outage_s is not None
+    assert abs(result.outage_s - 2.6) < 1e-9 and result.outage_too_short
+    assert result.routed_while_down is None
+    assert result.to_json()["outage_s"] == result.outage_s
+    # down 3.0 s and served again 0.2 s later: a whole stretch fits, and it is judged
+    records[14], records[16] = _r(14, 2.8, "a"), _r(16, 3.2, "b")
+    judged = route_around(records, "gw", "b", T0, T0 + 20, t_back=T0 + 3.0)
+    assert not judged.outage_too_short and judged.routed_while_down is True

@@ -127,6 +127,29 @@ def test_lost_only_cut_streams_fails_a_user_a_retry_would_have_served() -> None:
     assert not judged(2, 0).passed  # gateway-no-retries' least: 2 others
 
 
+def test_routing_is_inconclusive_when_the_upstream_was_back_before_a_stretch_passed() -> None:
+    """K12's false FAIL: sim-vllm back 2.6 s after the kill and served again at once; the
+    check said "kept sending users there". Too short to tell: INCONCLUSIVE, and the same
+    gateway with the upstream down 8 s is judged (and passes)."""
+    from slo.routing import route_around
+    from slo.types import Measurement
+
+    def routed(t_back: float, t_served_again: float) -> Any:
+        records = [_rec(i, 10.0 + i * 0.2, "a") for i in range(100)]
+        i = int(round((t_served_again - 10.0) / 0.2))
+        records[i] = _rec(i, t_served_again, "b")
+        result = route_around(records, "gw", "b", 10.0, 30.0, t_back=t_back)
+        m = Measurement(node="gw", t_effect=10.0, t_revert=None, t_window_end=30.0)
+        (fn,) = gateway_scenarios.routed_around_within(result, 15.0).fns
+        return fn(m)
+
+    short = routed(t_back=12.6, t_served_again=12.8)
+    assert short.inconclusive and not short.passed
+    assert "down 2.6 s, shorter than the 3 s stretch" in short.why
+    held = routed(t_back=18.0, t_served_again=18.2)
+    assert held.passed and not held.inconclusive
+
+
 async def test_the_run_waits_until_the_upstream_serves_again_or_gives_up() -> None:
     import time
     from types import SimpleNamespace
