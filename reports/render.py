@@ -365,7 +365,8 @@ def render_gate(result: GateResult, out: Path) -> Path:
         steady=steady_view(result.steady_state),
         baseline=baseline_view(result.baseline, result.scenarios),
         pool=[{"node": str(p.get("node") or "?"), "steady": steady_view(p.get("steady_state")),
-               "count": len(p.get("scenarios") or ())} for p in result.pool],
+               "count": len(p.get("scenarios") or ()),
+               "expected": _seconds(p.get("expected_s"))} for p in result.pool],
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(md, encoding="utf-8")
@@ -384,3 +385,10 @@ def render_budget(data: dict[str, Any], out: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(md, encoding="utf-8")
     return out
+
+
+def _seconds(value: object) -> str | None:
+    """``expected_s`` of a pool entry as "~N s" (None when absent or not a number)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return f"~{value:.0f} s"

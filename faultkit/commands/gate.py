@@ -40,7 +40,9 @@ from faultkit.commands.gate_pool import (
     PoolNode,
     collect_gate_scenarios,
     combined_exit,
+    expected_share_s,
     gathered,
+    measured_seconds,
     merge_junit,
     pool_problems,
     split_scenarios,
@@ -157,19 +159,24 @@ async def _run_gate(
             _say(f"{config} is serving; running the gate scenarios")
         else:
             collected = await collecting
+            soak_s = _soak_s(pytest_args)
+            measured = measured_seconds(out.parent, [m.node.name for m in pool])
             split = split_scenarios({m.node.name: ids for m, ids in zip(pool, collected,
                                                                        strict=True)},
-                                    soak_s=_soak_s(pytest_args))
+                                    soak_s=soak_s, measured=measured)
             lanes = []
             for member in pool:
                 member.scenarios = split[member.node.name]
+                member.expected_s = round(expected_share_s(
+                    member.scenarios, member.node.name, soak_s, measured), 1)
                 if not member.scenarios:  # more nodes than scenarios: nothing to run there
                     continue
                 lane_out = out / "pool" / member.node.name
                 lane_out.mkdir(parents=True, exist_ok=True)
                 lanes.append((member, GateDir(lane_out).junit_xml, lane_out))
             _say(f"{config} is serving on {len(pool)} nodes; running the gate scenarios, "
-                 "split: " + "; ".join(f"{m.node.name} {len(m.scenarios)}" for m in pool))
+                 "split: " + "; ".join(f"{m.node.name} {len(m.scenarios)} (~{m.expected_s:.0f} s)"
+                                      for m in pool))
         codes = await asyncio.gather(*(
             run_scenarios(
                 _scenario_argv(inventory, m.node, config, out, junit, pytest_args),

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import xml.etree.ElementTree as ET
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar, cast
@@ -39,9 +39,12 @@ __all__ = [
     "PoolNode",
     "collect_gate_scenarios",
     "combined_exit",
+    "expected_share_s",
     "gathered",
+    "measured_seconds",
     "merge_junit",
     "pool_problems",
+    "scenario_cost",
     "scenario_key",
     "scenario_weight",
     "split_scenarios",
@@ -113,34 +116,99 @@ def scenario_key(test_id: str, node: str) -> str:
     return test_id.replace(f"[{node}", "[{node}", 1)
 
 
+#: {node: {``test_kill[{node}]``: seconds}}: how long each scenario took on each node in
+#: earlier gates (:func:`measured_seconds`)
+Measured = Mapping[str, Mapping[str, float]]
+
+
+def _short(key: str) -> str:
+    return key.rsplit("::", 1)[-1]
+
+
+def scenario_cost(key: str, node: str, soak_s: float, measured: Measured) -> float:
+    """How long scenario ``key`` (:func:`scenario_key`) is expected to take on ``node``: what
+    it took there in the newest earlier gate that ran it (``measured``), else
+    :func:`scenario_weight`. The soak is always its ``--soak-s`` + overhead (an earlier
+    gate may have had another)."""
+    seconds = measured.get(node, {}).get(_short(key))
+    if seconds is None or _short(key).startswith("test_soak["):
+        return scenario_weight(key, soak_s)
+    return seconds
+
+
 def split_scenarios(
-    collected: Mapping[str, Sequence[str]], soak_s: float
+    collected: Mapping[str, Sequence[str]], soak_s: float, measured: Measured | None = None
 ) -> dict[str, list[str]]:
     """Each gate scenario onto one node: ``{node: [its pytest ids]}``.
 
     ``collected`` holds every node's gate scenarios (pytest ids, in pytest's order), the
     gate's own node first. A scenario is keyed across nodes by :func:`scenario_key`; each
-    key goes to one node that has it, longest first, onto the node with the least work so
-    far (the longest-processing-time rule; ties to the earlier node), each weighing
-    :func:`scenario_weight`. Each node's ids keep pytest's order.
+    key goes to one node that has it, longest first, onto the node where it would end
+    soonest (its work so far plus :func:`scenario_cost` there: the longest-processing-time
+    rule, with a node's own measured durations when an earlier gate left them — a partition
+    on a second Docker host takes 31 s, on this one 21 s; ties to the earlier node). Each
+    node's ids keep pytest's order.
     """
+    measured = measured or {}
     nodes = list(collected)
     keyed = {n: {scenario_key(t, n): t for t in collected[n]} for n in nodes}
     keys: list[str] = []
     for n in nodes:
         keys += [k for k in keyed[n] if k not in keys]
 
-    def weight(key: str) -> float:
-        return scenario_weight(key, soak_s)
+    def cost(key: str, node: str) -> float:
+        return scenario_cost(key, node, soak_s, measured)
+
+    def longest(key: str) -> float:
+        return max(cost(key, n) for n in nodes if key in keyed[n])
 
     load = dict.fromkeys(nodes, 0.0)
     chosen: dict[str, set[str]] = {n: set() for n in nodes}
-    for key in sorted(keys, key=weight, reverse=True):  # stable: pytest's order among equals
+    for key in sorted(keys, key=longest, reverse=True):  # stable: pytest's order among equals
         has_it = [n for n in nodes if key in keyed[n]]
-        target = min(has_it, key=lambda n: (load[n], nodes.index(n)))
-        load[target] += weight(key)
+        target = min(has_it, key=lambda n: (load[n] + cost(key, n), nodes.index(n)))
+        load[target] += cost(key, target)
         chosen[target].add(key)
     return {n: [t for k, t in keyed[n].items() if k in chosen[n]] for n in nodes}
+
+
+def expected_share_s(ids: Sequence[str], node: str, soak_s: float,
+                     measured: Measured | None = None) -> float:
+    """How long the split expects ``node``'s share (pytest ids) to take, in seconds."""
+    return sum(scenario_cost(scenario_key(t, node), node, soak_s, measured or {})
+               for t in ids)
+
+
+def measured_seconds(gates_root: Path, nodes: Collection[str], *, newest: int = 20
+                     ) -> dict[str, dict[str, float]]:
+    """How long each gate scenario took on each of ``nodes`` in the ``newest`` earlier gate
+    directories under ``gates_root`` (``gate-<stamp>-…/junit.xml``), the newest first:
+    ``{node: {"test_kill[{node}]": seconds}}``. Only scenarios that passed count (a failure
+    may end early). A test name belongs to the longest node name its parameter starts with
+    (``sim-vllm-h2-refuse`` is sim-vllm-h2's, not sim-vllm's). Unreadable files are
+    skipped: the split then falls back on :data:`SCENARIO_S`."""
+    found: dict[str, dict[str, float]] = {n: {} for n in nodes}
+    gates = sorted(gates_root.glob("gate-*/junit.xml"), key=lambda p: p.parent.name,
+                   reverse=True)[:newest]
+    for junit in gates:
+        try:
+            cases = list(ET.parse(junit).getroot().iter("testcase"))
+        except (OSError, ET.ParseError):
+            continue
+        for case in cases:
+            name, seconds = case.get("name") or "", case.get("time")
+            if seconds is None or any(case.find(t) is not None
+                                      for t in ("failure", "error", "skipped")):
+                continue
+            param = name.split("[", 1)[1] if "[" in name else ""
+            node = max((n for n in nodes if param.startswith(n)), key=len, default=None)
+            if node is None:
+                continue
+            try:
+                found[node].setdefault(scenario_key(name, node), float(seconds))
+            except ValueError:
+                continue
+    return found
 
 
 async def collect_gate_scenarios(argv: Sequence[str]) -> list[str]:
@@ -190,12 +258,14 @@ class PoolNode:
     rollout: Rollout
     #: the pytest ids of the gate scenarios this node runs (a pool splits them)
     scenarios: list[str] = field(default_factory=list)
+    #: how long the split expected that share to take (:func:`expected_share_s`)
+    expected_s: float | None = None
 
     def to_json(self, junit_xml: Path | None) -> dict[str, object]:
         """One entry of gate.json's ``pool`` (docs/run-directory.md, "The gate directory")."""
         return {"node": self.node.name, "rollout": dict(self.rollout.result),
                 "steady_state": self.steady.to_json(), "scenarios": list(self.scenarios),
-                "junit_xml": str(junit_xml) if junit_xml else None}
+                "expected_s": self.expected_s, "junit_xml": str(junit_xml) if junit_xml else None}
 
 
 async def gathered(*aws: Awaitable[T]) -> list[T]:

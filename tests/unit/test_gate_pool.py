@@ -19,6 +19,8 @@ from faultkit.commands.gate_pool import (
     SCENARIO_S,
     SOAK_OVERHEAD_S,
     combined_exit,
+    expected_share_s,
+    measured_seconds,
     merge_junit,
     pool_problems,
     scenario_key,
@@ -93,6 +95,61 @@ def test_a_scenario_only_one_node_has_goes_to_that_node() -> None:
     split = split_scenarios({"a": ["x.py::t[a]"], "b": ["x.py::t[b]", only_b]}, soak_s=60)
     assert only_b in split["b"]
     assert len(split["a"]) + len(split["b"]) == 2
+
+
+def _gate_dir(root: Path, stamp: str, cases: dict[str, tuple[float, str | None]]) -> None:
+    """An earlier gate's directory with a junit.xml of ``{name: (seconds, failure tag)}``."""
+    gate = root / f"gate-{stamp}-a-good"
+    gate.mkdir(parents=True)
+    suite = ET.Element("testsuite")
+    for name, (seconds, outcome) in cases.items():
+        case = ET.SubElement(suite, "testcase", name=name, time=str(seconds))
+        if outcome:
+            ET.SubElement(case, outcome)
+    ET.ElementTree(suite).write(gate / "junit.xml")
+
+
+def test_measured_seconds_take_each_nodes_newest_passed_run(tmp_path: Path) -> None:
+    _gate_dir(tmp_path, "20261204T100000Z", {
+        "test_partition[a-h2-refuse]": (30.0, None), "test_kill[a]": (99.0, None),
+        "test_oom[a-long-prefill]": (14.0, None)})
+    _gate_dir(tmp_path, "20261204T110000Z", {
+        "test_kill[a]": (16.0, None), "test_partition[a-refuse]": (21.0, None),
+        "test_oom[a-long-prefill]": (2.0, "failure"), "test_limits[a-h2]": (1.0, "skipped")})
+    (tmp_path / "gate-20261204T120000Z-a-good").mkdir()  # interrupted: no junit.xml
+    (tmp_path / "gate-20261204T120000Z-a-good" / "junit.xml").write_text("<not xml")
+    found = measured_seconds(tmp_path, ["a", "a-h2"])
+    assert found["a"] == {"test_kill[{node}]": 16.0, "test_partition[{node}-refuse]": 21.0,
+                          "test_oom[{node}-long-prefill]": 14.0}  # the failed run ignored
+    assert found["a-h2"] == {"test_partition[{node}-refuse]": 30.0}  # longest name wins
+    assert measured_seconds(tmp_path / "nothing", ["a"]) == {"a": {}}
+
+
+def test_a_node_measured_slow_at_a_scenario_is_spared_it() -> None:
+    """The pool of 4 on the lab (2026-12-04): every scenario took what it takes on a
+    simulated node, but sim-vllm-h2's partition took 31 s (the second Docker host), 21 s
+    here. The fixed weights gave that node a partition and the longest share (59 s); with
+    the nodes' own durations from an earlier gate the partitions go elsewhere and the
+    longest share is 48 s."""
+    ids = {n: [*_ids(n), f"scenarios/test_partition.py::test_partition[{n}-blackhole]",
+               f"scenarios/test_kill.py::test_engine_death[{n}]",
+               f"scenarios/test_limits.py::test_limits[{n}]"] for n in "abcd"}
+    lab = {"test_bad_input[{node}]": 14.0, "test_limits[{node}]": 13.0,
+           "test_oom[{node}-long-prefill]": 14.0, "test_oom[{node}-over-context]": 14.0,
+           "test_kill[{node}]": 16.0, "test_engine_death[{node}]": 17.0,
+           "test_partition[{node}-refuse]": 21.0, "test_partition[{node}-blackhole]": 22.0}
+    fixed = split_scenarios(ids, soak_s=30)
+    slow_on = next(n for n in "bcd" if any("test_partition" in t for t in fixed[n]))
+    measured = {n: dict(lab) for n in "abcd"}
+    measured[slow_on].update({"test_partition[{node}-refuse]": 31.0,
+                              "test_partition[{node}-blackhole]": 31.0})
+    split = split_scenarios(ids, soak_s=30, measured=measured)
+    assert not any("test_partition" in t for t in split[slow_on]), split[slow_on]
+    before = max(expected_share_s(fixed[n], n, 30, measured) for n in "abcd")
+    after = max(expected_share_s(split[n], n, 30, measured) for n in "abcd")
+    assert (before, after) == (59.0, 48.0)
+    keys = sorted(scenario_key(t, n) for n, share in split.items() for t in share)
+    assert keys == sorted(scenario_key(t, "a") for t in ids["a"])  # still each once
 
 
 def test_who_may_join_a_pool() -> None:
@@ -173,10 +230,11 @@ def test_gate_md_names_the_pool_and_each_nodes_share(tmp_path: Path) -> None:
                             {"node": "a", "steady_state": {"checked": False},
                              "scenarios": ["x[a]", "y[a]"]},
                             {"node": "b", "steady_state": {"checked": False},
-                             "scenarios": ["z[b]"]}])
+                             "scenarios": ["z[b]"], "expected_s": 41.2}])
     md = render_gate(GateResult.from_json(result.to_json()), tmp_path / "gate.md").read_text()
     assert md.splitlines()[0] == "# Gate: cand on a, b"
-    assert "| Node | a and its pool: b — each scenario ran once, on one of them: a 2, b 1 |" in md
+    assert ("| Node | a and its pool: b — each scenario ran once, on one of them: a 2, "
+            "b 1 (~41 s expected) |") in md
     assert "## Steady state on a (no fault)" in md and "## Steady state on b (no fault)" in md
 
 
