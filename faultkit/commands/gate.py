@@ -19,13 +19,8 @@ What a killed gate left behind is reverted by ``faultkit sweep``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import importlib.util
-import itertools
 import signal
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -36,6 +31,8 @@ import click
 
 from faultkit.commands.gate_baseline import judge_against_baseline
 from faultkit.commands.gate_decision import config_diff, decide, read_junit
+from faultkit.commands.gate_plan import dry_run as plan_dry_run
+from faultkit.commands.gate_plan import print_split
 from faultkit.commands.gate_pool import (
     PoolNode,
     collect_gate_scenarios,
@@ -45,57 +42,29 @@ from faultkit.commands.gate_pool import (
     measured_seconds,
     merge_junit,
     pool_problems,
+    soak_seconds,
     split_scenarios,
 )
 from faultkit.commands.gate_scenarios import (
     gate_progress,
     run_scenarios,
+    scenario_argv,
 )
 from faultkit.commands.gate_scenarios import say as _say
 from faultkit.commands.gate_steady import (
     DEFAULT_STEADY_S,
     SteadyPhase,
-    describe_profile,
     gate_load_profile,
 )
 from faultkit.commands.input import BadInput, FiniteFloat, inventory_option
 from faultkit.commands.interrupt import until_interrupted
 from faultkit.errors import FaultkitError, FaultRefused
 from faultkit.faults import make_fault
-from faultkit.faults.admission import existing_journal
 from faultkit.faults.rollout import Rollout
 from faultkit.inventory import Inventory, Node, load_inventory
-from faultkit.load.profile import LoadProfile
 from faultkit.records import Event, JsonlWriter
 from faultkit.rundir import GateDir, GateResult
 from faultkit.sweep import sweep
-
-#: the scenarios are async: these hold also where no ini file says so (an installed wheel)
-_ASYNC_INI = ("-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function")
-
-
-def scenarios_dir() -> Path:
-    """Where the installed scenario catalogue is: the ``scenarios`` package (shipped in the
-    wheel; in a source checkout, the checkout's folder) — found without importing it."""
-    spec = importlib.util.find_spec("scenarios")
-    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
-    if not locations:
-        raise click.ClickException(
-            "the scenario catalogue (the 'scenarios' package) is not installed with faultkit: "
-            "reinstall faultkit (pip install faultkit) or run from its source checkout"
-        )
-    return Path(locations[0])
-
-
-def _scenario_argv(inventory: Inventory, node: Node, config: str, out: Path,
-                   junit: Path | None, pytest_args: Sequence[str]) -> list[str]:
-    """The pytest command of the gate scenarios on ``node`` (``junit`` None: collect only)."""
-    report = [f"--junitxml={junit}", "-o", "junit_family=xunit2",
-              "-p", "faultkit.commands.gate_feed"] if junit is not None else []
-    return [sys.executable, "-m", "pytest", str(scenarios_dir()), "-m", "gate",
-            "-p", "no:cacheprovider", *_ASYNC_INI, "--node", node.name,
-            "--inventory", str(inventory.source), "--runs-dir", str(out / "runs"),
-            "--serving-config", config, *report, *pytest_args]
 
 
 async def _run_gate(
@@ -130,7 +99,7 @@ async def _run_gate(
     if not steady.checked:
         _say("steady state not checked (--steady-s 0)")
     collecting = (asyncio.ensure_future(gathered(*(
-        collect_gate_scenarios(_scenario_argv(inventory, m.node, config, out, None, pytest_args))
+        collect_gate_scenarios(scenario_argv(inventory, m.node, config, out, None, pytest_args))
         for m in pool))) if pooled else None)  # side by side with the steady state
     try:
         # before the rollout's try: nothing to roll back yet
@@ -159,7 +128,7 @@ async def _run_gate(
             _say(f"{config} is serving; running the gate scenarios")
         else:
             collected = await collecting
-            soak_s = _soak_s(pytest_args)
+            soak_s = soak_seconds(pytest_args, DEFAULT_SOAK_S)
             measured = measured_seconds(out.parent, [m.node.name for m in pool])
             split = split_scenarios({m.node.name: ids for m, ids in zip(pool, collected,
                                                                        strict=True)},
@@ -179,7 +148,7 @@ async def _run_gate(
                                       for m in pool))
         codes = await asyncio.gather(*(
             run_scenarios(
-                _scenario_argv(inventory, m.node, config, out, junit, pytest_args),
+                scenario_argv(inventory, m.node, config, out, junit, pytest_args),
                 lane_out,
                 gate_progress(m.node.name) if pooled else None,
                 only=[t.rsplit("::", 1)[-1] for t in m.scenarios] if pooled else None)
@@ -245,17 +214,6 @@ def _failed_start(result: GateResult, inventory: Inventory, member: PoolNode, co
         GateDir(out).candidate_log.write_text(log)
     result.fail(_on(member, f"{config} did not become ready ({reason}); "
                             "it was rolled back automatically", pooled))
-
-
-def _soak_s(pytest_args: Sequence[str]) -> float:
-    """The last ``--soak-s`` among the scenario run's arguments (the gate puts its own
-    first), for the split's weights."""
-    value = DEFAULT_SOAK_S
-    for flag, arg in itertools.pairwise(pytest_args):
-        if flag == "--soak-s":
-            with contextlib.suppress(ValueError):
-                value = float(arg)
-    return value
 
 
 #: test_soak's length in a gate, seconds
@@ -361,9 +319,13 @@ def gate(
                                   say=_on_node(member.name) if pool_names else _say,
                                   profile_source=source))
     if dry_run:
-        sys.exit(max(_dry_run(inventory, member, config, pytest_args, steady_s,
-                              phase.profile, pool=members)
-                     for member, phase in zip(members, phases, strict=True)))
+        codes = [plan_dry_run(inventory, member, config, pytest_args, steady_s, phase.profile,
+                              pool=members)
+                 for member, phase in zip(members, phases, strict=True)]
+        if pool_names:
+            codes.append(print_split(inventory, members, config, pytest_args,
+                                     soak_seconds(pytest_args, DEFAULT_SOAK_S), out_dir))
+        sys.exit(max(codes))
     swept = sweep(inventory=inventory)
     if swept:
         _say("reverted leftovers of a killed harness: " + "; ".join(swept))
@@ -396,30 +358,3 @@ def gate(
 def _on_node(name: str) -> Callable[[str], None]:
     """A pool node's progress lines: the gate's, naming the node."""
     return lambda message: _say(f"{name}: {message}")
-
-
-def _dry_run(inventory: Inventory, node: Node, config: str, pytest_args: tuple[str, ...],
-             steady_s: float, profile: LoadProfile, *, pool: Sequence[Node] = ()) -> int:
-    """Print what the gate would do; the scenarios run under the plugin's ``--dry-run``,
-    which prints each fault plan and acts on nothing. Returns pytest's exit code. A node
-    BLOCKED by a fault left applied refuses the plan, as it would refuse the rollout."""
-    plan = make_fault("rollout", node, inventory=inventory, dry_run=True, config=config)
-    plan.refuse_if_blocked(existing_journal())
-    steady = (f"steady state ({steady_s:g} s, {describe_profile(profile)}) of each config, "
-              if steady_s else "steady state not checked, ")
-    click.echo(f"gate plan (dry run): roll {config!r} onto {node.name} "
-               f"(now {node.serving_config!r}), {steady}run the 'gate' scenarios, roll back")
-    if len(pool) > 1 and node is pool[0]:
-        click.echo(f"pool of {len(pool)} nodes ({', '.join(n.name for n in pool)}): the "
-                   "candidate goes onto each; every node's gate scenarios are listed below, "
-                   "and the gate runs each scenario on one of them, split when it runs")
-    for line in config_diff(inventory, node.serving_config, config):
-        click.echo(f"  {line.rstrip()}")
-    click.echo(f"scenarios: {scenarios_dir()}")
-    with tempfile.TemporaryDirectory(prefix="faultkit-gate-dry-run-") as scratch:
-        argv = [sys.executable, "-m", "pytest", str(scenarios_dir()), "-m", "gate", "-p",
-                "no:cacheprovider", "-rs", *_ASYNC_INI, "--node", node.name,
-                "--inventory", str(inventory.source), "--serving-config", config,
-                "--runs-dir", scratch, "--dry-run", *pytest_args]
-        return subprocess.run(argv, check=False).returncode
-

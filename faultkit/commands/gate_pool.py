@@ -19,6 +19,8 @@ across a pool".
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import xml.etree.ElementTree as ET
 from collections.abc import Awaitable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +49,7 @@ __all__ = [
     "scenario_cost",
     "scenario_key",
     "scenario_weight",
+    "soak_seconds",
     "split_scenarios",
 ]
 
@@ -70,6 +73,17 @@ def scenario_weight(test_id: str, soak_s: float) -> float:
     if function == "test_soak":
         return soak_s + SOAK_OVERHEAD_S
     return SCENARIO_S.get(function, FAULT_SCENARIO_S)
+
+
+def soak_seconds(pytest_args: Sequence[str], default: float) -> float:
+    """The last ``--soak-s`` among the scenario run's arguments (the gate puts its own
+    first), for the split's weights; ``default`` without one."""
+    value = default
+    for flag, arg in itertools.pairwise(pytest_args):
+        if flag == "--soak-s":
+            with contextlib.suppress(ValueError):
+                value = float(arg)
+    return value
 
 
 def pool_problems(inventory: Inventory, node: Node, pool: Sequence[str]) -> list[str]:

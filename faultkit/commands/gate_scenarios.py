@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import json
 import os
 import signal
@@ -22,10 +23,40 @@ from pathlib import Path
 import click
 
 from faultkit.commands.gate_feed import FEED_ENV, ONLY_ENV, FeedState, watching
+from faultkit.inventory import Inventory, Node
 from faultkit.progress import Progress
 from faultkit.rundir import GateDir
 
-__all__ = ["SCENARIO_GRACE_S", "end_scenarios", "gate_progress", "run_scenarios", "say"]
+__all__ = ["ASYNC_INI", "SCENARIO_GRACE_S", "end_scenarios", "gate_progress", "run_scenarios",
+           "say", "scenario_argv", "scenarios_dir"]
+
+#: the scenarios are async: these hold also where no ini file says so (an installed wheel)
+ASYNC_INI = ("-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function")
+
+
+def scenarios_dir() -> Path:
+    """Where the installed scenario catalogue is: the ``scenarios`` package (shipped in the
+    wheel; in a source checkout, the checkout's folder) — found without importing it."""
+    spec = importlib.util.find_spec("scenarios")
+    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if not locations:
+        raise click.ClickException(
+            "the scenario catalogue (the 'scenarios' package) is not installed with faultkit: "
+            "reinstall faultkit (pip install faultkit) or run from its source checkout"
+        )
+    return Path(locations[0])
+
+
+def scenario_argv(inventory: Inventory, node: Node, config: str, out: Path,
+                   junit: Path | None, pytest_args: Sequence[str]) -> list[str]:
+    """The pytest command of the gate scenarios on ``node`` (``junit`` None: collect only)."""
+    report = [f"--junitxml={junit}", "-o", "junit_family=xunit2",
+              "-p", "faultkit.commands.gate_feed"] if junit is not None else []
+    return [sys.executable, "-m", "pytest", str(scenarios_dir()), "-m", "gate",
+            "-p", "no:cacheprovider", *ASYNC_INI, "--node", node.name,
+            "--inventory", str(inventory.source), "--runs-dir", str(out / "runs"),
+            "--serving-config", config, *report, *pytest_args]
+
 
 #: how long an interrupted gate waits for its scenario run to revert and exit (seconds)
 SCENARIO_GRACE_S = 120.0

@@ -311,3 +311,34 @@ async def test_a_pool_node_with_no_share_runs_nothing_and_the_gate_still_passes(
     assert world.log.count("rollout") == 2 and world.log.count("rollback") == 2
     assert [p["scenarios"] for p in result.pool] == [
         ["scenarios/test_kill.py::test_kill[sim-vllm]"], []]
+
+
+def test_dry_run_prints_the_split_with_earlier_gates_durations(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``gate --dry-run --pool``: each node's share as a gate would split it now, from the
+    real catalogue's collection, with an earlier gate's durations: the second host's
+    partitions measured at 31 s (the fixed weight is 25 s) go to the other node first,
+    and the one left on the second host counts 31 s in its share."""
+    from faultkit.commands.gate_plan import print_split
+
+    inventory = load_inventory(LAB)
+    _gate_dir(tmp_path, "20261204T100000Z", {
+        "test_partition[sim-vllm-h2-refuse]": (31.0, None),
+        "test_partition[sim-vllm-h2-blackhole]": (31.0, None),
+        "test_partition[sim-vllm-refuse]": (21.0, None),
+        "test_partition[sim-vllm-blackhole]": (21.0, None)})
+    pool = [inventory.node("sim-vllm"), inventory.node("sim-vllm-h2")]
+    assert print_split(inventory, pool, "sim-vllm-good", ("--soak-s", "30"), 30.0,
+                       tmp_path) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("the split across the pool (4 durations from earlier gates")
+    shares = {line.split()[0]: line for line in lines[1:]}
+    assert set(shares) == {"sim-vllm", "sim-vllm-h2"}
+    # sim-vllm: the soak 30 + 11, a partition 21, limits 14, an oom 14 = 90 s;
+    # sim-vllm-h2: bad_input 13, engine_death 17, kill 16, an oom 14, a partition 31 = 91 s
+    assert shares["sim-vllm"].count("test_partition[") == 1 and "(~90 s)" in shares["sim-vllm"]
+    h2 = shares["sim-vllm-h2"]
+    assert h2.count("test_partition[") == 1 and "(~91 s)" in h2, h2
+    tests = [t for line in shares.values() for t in line.split(": ", 1)[1].split(", ")]
+    assert len(tests) == 9  # the gate's nine scenarios, each once

@@ -136,7 +136,7 @@ def test_routing_is_inconclusive_when_the_upstream_was_back_before_a_stretch_pas
 
     def routed(t_back: float, t_served_again: float) -> Any:
         records = [_rec(i, 10.0 + i * 0.2, "a") for i in range(100)]
-        i = int(round((t_served_again - 10.0) / 0.2))
+        i = round((t_served_again - 10.0) / 0.2)
         records[i] = _rec(i, t_served_again, "b")
         result = route_around(records, "gw", "b", 10.0, 30.0, t_back=t_back)
         m = Measurement(node="gw", t_effect=10.0, t_revert=None, t_window_end=30.0)

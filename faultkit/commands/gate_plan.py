@@ -1,0 +1,92 @@
+"""``faultkit gate --dry-run``: what the gate would do, acting on nothing.
+
+The plan of the rollout and the configs' difference, each gate scenario's fault plan (the
+scenarios run under the plugin's ``--dry-run``), and for a pool (``--pool``) how the
+scenarios would be split among its nodes now (:func:`.gate_pool.split_scenarios`, with the
+durations of the earlier gates under ``--out``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from faultkit.commands.gate_decision import config_diff
+from faultkit.commands.gate_pool import (
+    collect_gate_scenarios,
+    expected_share_s,
+    gathered,
+    measured_seconds,
+    split_scenarios,
+)
+from faultkit.commands.gate_scenarios import ASYNC_INI, scenario_argv, scenarios_dir
+from faultkit.commands.gate_steady import describe_profile
+from faultkit.errors import FaultkitError
+from faultkit.faults import make_fault
+from faultkit.faults.admission import existing_journal
+from faultkit.inventory import Inventory, Node
+from faultkit.load.profile import LoadProfile
+
+__all__ = ["dry_run", "print_split"]
+
+
+def dry_run(inventory: Inventory, node: Node, config: str, pytest_args: tuple[str, ...],
+            steady_s: float, profile: LoadProfile, *, pool: Sequence[Node] = ()) -> int:
+    """Print what the gate would do on ``node``; the scenarios run under the plugin's
+    ``--dry-run``, which prints each fault plan and acts on nothing. Returns pytest's exit
+    code. A node BLOCKED by a fault left applied refuses the plan, as it would refuse the
+    rollout."""
+    plan = make_fault("rollout", node, inventory=inventory, dry_run=True, config=config)
+    plan.refuse_if_blocked(existing_journal())
+    steady = (f"steady state ({steady_s:g} s, {describe_profile(profile)}) of each config, "
+              if steady_s else "steady state not checked, ")
+    click.echo(f"gate plan (dry run): roll {config!r} onto {node.name} "
+               f"(now {node.serving_config!r}), {steady}run the 'gate' scenarios, roll back")
+    if len(pool) > 1 and node is pool[0]:
+        click.echo(f"pool of {len(pool)} nodes ({', '.join(n.name for n in pool)}): the "
+                   "candidate goes onto each; every node's gate scenarios are listed below, "
+                   "and the gate runs each scenario on one of them (the split: at the end)")
+    for line in config_diff(inventory, node.serving_config, config):
+        click.echo(f"  {line.rstrip()}")
+    click.echo(f"scenarios: {scenarios_dir()}")
+    with tempfile.TemporaryDirectory(prefix="faultkit-gate-dry-run-") as scratch:
+        argv = [sys.executable, "-m", "pytest", str(scenarios_dir()), "-m", "gate", "-p",
+                "no:cacheprovider", "-rs", *ASYNC_INI, "--node", node.name,
+                "--inventory", str(inventory.source), "--serving-config", config,
+                "--runs-dir", scratch, "--dry-run", *pytest_args]
+        return subprocess.run(argv, check=False).returncode
+
+
+def print_split(inventory: Inventory, pool: Sequence[Node], config: str,
+                pytest_args: Sequence[str], soak_s: float, gates_root: Path) -> int:
+    """Print how a gate run now would split its scenarios among ``pool`` — each node's
+    share and how long it is expected to take (earlier gates' durations under
+    ``gates_root`` where there are any). Returns 0, or 1 when the scenarios could not be
+    collected (the line says why)."""
+    with tempfile.TemporaryDirectory(prefix="faultkit-gate-dry-run-") as scratch:
+        try:
+            collected = asyncio.run(gathered(*(
+                collect_gate_scenarios(scenario_argv(inventory, n, config, Path(scratch), None,
+                                                     pytest_args))
+                for n in pool)))
+        except FaultkitError as exc:
+            click.echo(f"the split: {exc}")
+            return 1
+    names = [n.name for n in pool]
+    measured = measured_seconds(gates_root, names)
+    split = split_scenarios(dict(zip(names, collected, strict=True)), soak_s, measured)
+    known = sum(len(m) for m in measured.values())
+    click.echo(f"the split across the pool ({known} durations from earlier gates under "
+               f"{gates_root}, fixed lengths for the rest):")
+    for name in names:
+        share = split[name]
+        tests = ", ".join(t.rsplit("::", 1)[-1] for t in share) or "nothing"
+        seconds = expected_share_s(share, name, soak_s, measured)
+        click.echo(f"  {name} (~{seconds:.0f} s): {tests}")
+    return 0
