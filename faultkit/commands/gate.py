@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import click
 
@@ -168,8 +168,8 @@ async def _run_gate(
             result.promoted = True
         return result
     finally:
-        if collecting is not None and not collecting.done():
-            collecting.cancel()
+        if collecting is not None:
+            _drop(collecting)
         if not result.promoted:
             # an interrupted scenario run may have left its fault applied: revert that first
             for line in await asyncio.to_thread(sweep, inventory=inventory):
@@ -194,6 +194,15 @@ def _emitter(timeline: JsonlWriter, node: Node | None) -> Callable[[Event], None
         where = f"{node.name}: " if node is not None else ""
         _say(f"{where}{event.kind} {event.data.get('reason', '')}".rstrip())
     return emit
+
+
+def _drop(task: asyncio.Future[Any]) -> None:
+    """Cancel ``task`` if it still runs; if it ended with an error nobody awaited (the gate
+    stopped at an earlier phase), retrieve it so asyncio does not log it at exit."""
+    if not task.done():
+        task.cancel()
+    elif not task.cancelled():
+        task.exception()
 
 
 def _on(member: PoolNode, why: str, pooled: bool) -> str:

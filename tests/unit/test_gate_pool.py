@@ -342,3 +342,36 @@ def test_dry_run_prints_the_split_with_earlier_gates_durations(
     assert h2.count("test_partition[") == 1 and "(~91 s)" in h2, h2
     tests = [t for line in shares.values() for t in line.split(": ", 1)[1].split(", ")]
     assert len(tests) == 9  # the gate's nine scenarios, each once
+
+
+def test_a_collection_that_failed_after_the_gate_stopped_is_not_logged_at_exit() -> None:
+    """The split's collection runs beside the steady state; when the gate stops there (a
+    FAIL), nobody awaits it. Its error must not reach asyncio's 'exception was never
+    retrieved' log — without ``_drop`` it does (the control)."""
+    import gc
+
+    from faultkit.commands import gate
+
+    async def collect() -> None:
+        raise RuntimeError("collection failed")
+
+    def logged(drop: bool) -> list[str]:
+        seen: list[str] = []
+
+        async def main() -> None:
+            asyncio.get_running_loop().set_exception_handler(
+                lambda _loop, context: seen.append(str(context.get("message"))))
+            task = asyncio.ensure_future(collect())
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            assert task.done()
+            if drop:
+                gate._drop(task)
+            del task
+            gc.collect()
+
+        asyncio.run(main())
+        return seen
+
+    assert logged(drop=False), "the control: an unretrieved error is logged"
+    assert logged(drop=True) == []
