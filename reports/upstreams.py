@@ -113,7 +113,13 @@ def route_around_lines(route: dict[str, Any]) -> list[str]:
     upstream = route.get("upstream", "?")
     seconds = route.get("route_around_s")
     back = _secs(route.get("back_in_rotation_s"))
-    if not isinstance(seconds, int | float):
+    outage, stretch = route.get("outage_s"), route.get("stretch_s")
+    if (isinstance(outage, int | float) and isinstance(stretch, int | float)
+            and outage < stretch):
+        first = (f"{upstream} was down only {outage:.1f} s, shorter than the {stretch:g} s "
+                 "stretch routing is judged over: whether the gateway routed around it "
+                 "cannot be told from this run.")
+    elif not isinstance(seconds, int | float):
         first = f"The gateway never stopped sending users to {upstream} within the window."
     elif route.get("routed_while_down") is False:
         first = (f"The gateway kept sending users to {upstream} while it was down: the first "

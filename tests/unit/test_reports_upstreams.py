@@ -124,6 +124,20 @@ def test_the_report_says_when_the_upstream_was_back_in_rotation_and_a_hang_not_r
     assert total["after"] > 0  # arrivals from t_back on are "after", recovery or not
 
 
+def test_the_report_does_not_claim_routing_over_an_outage_shorter_than_the_stretch(
+    tmp_path: Path,
+) -> None:
+    """K12's run: b back 2.6 s after the kill. The report says routing cannot be told —
+    not "stopped sending users 0.000 s after it failed", nor "kept sending users"."""
+    route = {"upstream": "b", "route_around_s": 0.0, "stretch_s": 3.0, "hits": 0,
+             "requests": 40, "unnamed": 0, "routed_while_down": None, "outage_s": 2.6,
+             "t_back": T0 + 2.6, "back_in_rotation_s": 2.8, "idle_after_back_s": 0.2}
+    section = render_incident(gateway_run(tmp_path, route)).read_text().split(
+        "## Behind the gateway", 1)[1].split("\n## ", 1)[0]
+    assert "b was down only 2.6 s, shorter than the 3 s stretch" in section
+    assert "stopped sending users" not in section and "kept sending" not in section
+
+
 def test_the_chart_draws_the_gateways_own_attempts_per_upstream(tmp_path: Path) -> None:
     """prometheus.json's upstream_attempts_rate / upstream_failures_rate (by model_id) are
     drawn in the per-upstream panel, not as the bottom panel's series."""
