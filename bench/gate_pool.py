@@ -36,18 +36,15 @@ from typing import Any
 
 import yaml
 
+from faultkit.commands.gate_pool import node_of, scenario_key
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gate_repeat import one_gate  # a sibling script, not a package
 
 
 def scenario_keys(scenarios: dict[str, Any], nodes: list[str]) -> list[str]:
     """The gate's test names with their node replaced by ``{node}`` (longest name first)."""
-    keys = []
-    for name in scenarios:
-        param = name.split("[", 1)[1] if "[" in name else ""
-        node = max((n for n in nodes if param.startswith(n)), key=len, default="")
-        keys.append(name.replace(f"[{node}", "[{node}", 1))
-    return sorted(keys)
+    return sorted(scenario_key(name, node_of(name, nodes) or "") for name in scenarios)
 
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,7 +24,7 @@ from faultkit.commands.gate_pool import (
     measured_seconds,
     split_scenarios,
 )
-from faultkit.commands.gate_scenarios import ASYNC_INI, scenario_argv, scenarios_dir
+from faultkit.commands.gate_scenarios import scenario_argv, scenarios_dir
 from faultkit.commands.gate_steady import describe_profile
 from faultkit.errors import FaultkitError
 from faultkit.faults import make_fault
@@ -56,10 +55,8 @@ def dry_run(inventory: Inventory, node: Node, config: str, pytest_args: tuple[st
         click.echo(f"  {line.rstrip()}")
     click.echo(f"scenarios: {scenarios_dir()}")
     with tempfile.TemporaryDirectory(prefix="faultkit-gate-dry-run-") as scratch:
-        argv = [sys.executable, "-m", "pytest", str(scenarios_dir()), "-m", "gate", "-p",
-                "no:cacheprovider", "-rs", *ASYNC_INI, "--node", node.name,
-                "--inventory", str(inventory.source), "--serving-config", config,
-                "--runs-dir", scratch, "--dry-run", *pytest_args]
+        argv = scenario_argv(inventory, node, config, Path(scratch), None,
+                             ["-rs", "--dry-run", *pytest_args])
         return subprocess.run(argv, check=False).returncode
 
 

@@ -45,6 +45,7 @@ __all__ = [
     "gathered",
     "measured_seconds",
     "merge_junit",
+    "node_of",
     "pool_problems",
     "scenario_cost",
     "scenario_key",
@@ -122,6 +123,13 @@ def pool_problems(inventory: Inventory, node: Node, pool: Sequence[str]) -> list
 
 def _engine(node: Node) -> str:
     return f"{node.engine} ({node.personality})" if node.personality else str(node.engine)
+
+
+def node_of(test_name: str, nodes: Collection[str]) -> str | None:
+    """Which of ``nodes`` the test ``test_kill[sim-vllm-h2]`` runs on: the longest name its
+    parameter starts with (``sim-vllm-h2-refuse`` is sim-vllm-h2's, not sim-vllm's)."""
+    param = test_name.split("[", 1)[1] if "[" in test_name else ""
+    return max((n for n in nodes if param.startswith(n)), key=len, default=None)
 
 
 def scenario_key(test_id: str, node: str) -> str:
@@ -214,8 +222,7 @@ def measured_seconds(gates_root: Path, nodes: Collection[str], *, newest: int = 
             if seconds is None or any(case.find(t) is not None
                                       for t in ("failure", "error", "skipped")):
                 continue
-            param = name.split("[", 1)[1] if "[" in name else ""
-            node = max((n for n in nodes if param.startswith(n)), key=len, default=None)
+            node = node_of(name, nodes)
             if node is None:
                 continue
             try:
