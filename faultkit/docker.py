@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +22,7 @@ import requests.exceptions
 from docker.models.containers import Container
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
 
+from faultkit.clockread import ClockReading, read_clock
 from faultkit.constants import LABEL_OWNER, LOCAL_DOCKER
 from faultkit.containers import (
     ContainerSpec,
@@ -107,19 +107,21 @@ class DockerHost(SystemOps):
         except Exception:  # best effort: only used to improve an error message
             return []
 
-    def clock_skew_s(self) -> float:
-        """The engine's clock − this machine's (seconds): ``docker info``'s ``SystemTime``
-        against the midpoint of the request. Docker's events are stamped by that clock."""
+    def clock_reading(self) -> ClockReading:
+        """The engine's clock − this machine's: ``docker info``'s ``SystemTime`` against
+        the midpoint of the fastest of a few requests (:func:`faultkit.clockread.read_clock`).
+        Docker's events are stamped by that clock."""
         from faultkit.timestamps import parse_rfc3339
 
-        before = time.time()
-        with self._mapped():
-            info = self.client.info()
-        after = time.time()
-        stamp = parse_rfc3339(str(info.get("SystemTime") or ""))
-        if stamp is None:
-            raise DockerError(f"{self.url}: `docker info` reports no SystemTime")
-        return stamp - (before + after) / 2
+        def system_time() -> float:
+            with self._mapped():
+                info = self.client.info()
+            stamp = parse_rfc3339(str(info.get("SystemTime") or ""))
+            if stamp is None:
+                raise DockerError(f"{self.url}: `docker info` reports no SystemTime")
+            return stamp
+
+        return read_clock(system_time)
 
     # lookup -------------------------------------------------------------------------
     def container(self, name: str) -> Container:

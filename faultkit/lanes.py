@@ -3,47 +3,71 @@
 Two scenarios may run at the same time only if nothing one does can show in the other's
 measurement. A fault on a node shows in that node's figures, and in the figures of every
 gateway routing to it; so a gateway and its upstreams form one *group*, and every other
-node is a group of its own. Scenarios that act on or load several nodes at once
-(``node_restart``, ``contained_failure``: the ``exclusive`` marker) never run beside
-anything: they get a pass of their own after the lanes. Two floods (``overload``) never run
-at once either: they take the machine lock ``flood`` (:mod:`faultkit.machinelock`).
+node is a group of its own (:func:`node_groups`). Scenarios that act on or load several
+nodes at once (``node_restart``, ``contained_failure``: the ``exclusive`` marker) never run
+beside anything: they get a pass of their own after the lanes. Two floods (``overload``)
+never run at once either: they take the machine lock ``flood`` (:mod:`faultkit.machinelock`).
 
 :func:`plan_lanes` packs the groups into at most ``lanes`` lanes, heaviest first onto the
 lightest lane (longest-processing-time first). The weight of a node is how long its share
 of the catalogue takes, relative to a simulated node (:data:`ENGINE_WEIGHT`, measured on
 the testbed: README, "CI time"). Each lane is one ``pytest scenarios --node A,B -m "not
-exclusive"`` process; the lanes share the machine, so more lanes than cores buys nothing.
+exclusive"`` process.
+
+:func:`plan_passes` plans a whole catalogue run. There a gateway does not share a lane with
+its upstreams (which would test them one after the other): the engines get the lanes, and
+each group's gateways are a :class:`FollowPass` that starts when the last lane holding one
+of their upstreams has ended — beside the lanes that share nothing with them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 from faultkit.inventory import Inventory, Node
 
-__all__ = ["ENGINE_WEIGHT", "EXCLUSIVE_MARK", "Lane", "LanePlan", "node_groups", "plan_lanes",
-           "plan_passes"]
+__all__ = ["ENGINE_WEIGHT", "EXCLUSIVE_MARK", "HOST_WIDE_MARK", "FollowPass", "Lane", "LanePlan",
+           "node_groups", "plan_lanes", "plan_passes", "run_side_by_side"]
+
+_T = TypeVar("_T")
 
 #: the marker of scenarios that never run beside another one
 EXCLUSIVE_MARK = "exclusive"
 
 #: how long a node's share of the catalogue takes relative to a simulated node (1.0):
-#: CI run B on the testbed, scenario time per node: vllm 545 s, llama 288 s,
-#: sim-vllm 260 s, sim-sglang 213 s (a gateway has two scenarios)
-ENGINE_WEIGHT: Mapping[str, float] = {"vllm": 2.2, "llamacpp": 1.2, "sim": 1.0, "litellm": 0.4}
+#: CI run K15 on the testbed, scenario time per node: vllm 398 s, llama 252 s, the
+#: simulated nodes 266-290 s (sim-vllm-h2 275 s), the gateway 119 s
+ENGINE_WEIGHT: Mapping[str, float] = {"vllm": 1.45, "llamacpp": 0.9, "sim": 1.0, "litellm": 0.4}
+
+
+#: the marker of exclusive scenarios that act on every node of one Docker host and load only
+#: the node under test (``node_restart``, ``host_restart``): a lane that holds every node
+#: of its Docker hosts runs them itself (:attr:`Lane.host_wide`)
+HOST_WIDE_MARK = "host_wide"
 
 
 @dataclass(frozen=True)
 class Lane:
-    """The nodes one scenario process tests, and their summed weight."""
+    """The nodes one scenario process tests, and their summed weight. ``host_wide``: the
+    nodes (one per Docker host, its first) whose ``host_wide`` scenarios this lane runs,
+    because it holds every node of each of its Docker hosts; empty otherwise."""
 
     nodes: tuple[str, ...]
     weight: float
+    host_wide: tuple[str, ...] = ()
 
     def node_option(self) -> str:
         """The value of ``--node`` for this lane's process."""
         return ",".join(self.nodes)
+
+    def mark_expression(self) -> str:
+        """The value of ``-m`` for this lane's process."""
+        if self.host_wide:
+            return f"not {EXCLUSIVE_MARK} or {HOST_WIDE_MARK}"
+        return f"not {EXCLUSIVE_MARK}"
 
 
 def node_groups(inventory: Inventory, names: Sequence[str] | None = None) -> list[list[str]]:
@@ -97,25 +121,107 @@ def plan_lanes(
 
 
 @dataclass(frozen=True)
+class FollowPass:
+    """Gateways tested in one process once the lanes ``after`` (indices into
+    :attr:`LanePlan.lanes`: those that test their upstreams) have ended."""
+
+    nodes: tuple[str, ...]
+    after: tuple[int, ...]
+
+    def node_option(self) -> str:
+        """The value of ``--node`` for this pass's process."""
+        return ",".join(self.nodes)
+
+    def mark_expression(self) -> str:
+        """The value of ``-m`` for this pass's process."""
+        return f"not {EXCLUSIVE_MARK}"
+
+
+@dataclass(frozen=True)
 class LanePlan:
-    """A whole catalogue run: ``lanes`` side by side, then the ``alone`` nodes' scenarios in
-    one process, then the exclusive scenarios (on every node) in another."""
+    """A whole catalogue run: ``lanes`` side by side, each of ``followers`` as soon as the
+    lanes it waits for have ended; then the ``alone`` nodes' scenarios in one process; then
+    the exclusive scenarios (on every node) in another."""
 
     lanes: tuple[Lane, ...]
     alone: tuple[str, ...]
+    followers: tuple[FollowPass, ...] = ()
+
+    def exclusive_keywords(self) -> str | None:
+        """The value of ``-k`` for the exclusive pass: not the ``host_wide`` scenarios a
+        lane ran (their parameter is the node's name: ``test_node_restart[sim-vllm-h2]``);
+        None when no lane ran any."""
+        done = [name for lane in self.lanes for name in lane.host_wide]
+        if not done:
+            return None
+        return f"not ({HOST_WIDE_MARK} and ({' or '.join(f'[{n}]' for n in done)}))"
 
 
 def plan_passes(
     inventory: Inventory, lanes: int, alone_engines: Collection[str] = ()
 ) -> LanePlan:
     """The nodes whose engine is in ``alone_engines`` are kept out of the lanes and tested
-    after them; the others are planned in at most ``lanes`` lanes (:func:`plan_lanes`). A
-    gateway kept apart frees its upstreams from sharing its lane.
+    after them. The other engines are planned in at most ``lanes`` lanes
+    (:func:`plan_lanes`); the other gateways follow the lanes of their upstreams
+    (:class:`FollowPass`: one per group of gateways that share an upstream).
 
     Which engines must run alone is a property of the machine, not of the engines: on the
-    2-core testbed vLLM's, llama.cpp's and LiteLLM's figures are CPU-bound, and vLLM's and
-    LiteLLM's broke their objectives beside other lanes (README, "CI")."""
+    2-core testbed vLLM's, llama.cpp's and LiteLLM's figures are CPU-bound, and which of
+    them may share the machine is measured (README, "CI")."""
     alone = tuple(n.name for n in inventory.nodes if n.engine in alone_engines)
-    together = [n.name for n in inventory.nodes if n.engine not in alone_engines]
-    planned = tuple(plan_lanes(inventory, lanes, together)) if together else ()
-    return LanePlan(lanes=planned, alone=alone)
+    together = [n for n in inventory.nodes if n.engine not in alone_engines]
+    engines = [n.name for n in together if not n.upstreams]
+    planned = tuple(_with_whole_hosts(inventory, lane)
+                    for lane in (plan_lanes(inventory, lanes, engines) if engines else ()))
+    lane_of = {name: i for i, lane in enumerate(planned) for name in lane.nodes}
+    followers = []
+    for group in node_groups(inventory, [n.name for n in together]):
+        gateways = tuple(name for name in group if name not in lane_of)
+        if gateways:
+            after = sorted({lane_of[name] for name in group if name in lane_of})
+            followers.append(FollowPass(gateways, tuple(after)))
+    return LanePlan(lanes=planned, alone=alone, followers=tuple(followers))
+
+
+def _host_of(node: Node) -> str:
+    """The Docker host a node's container runs on (a node without one is its own host),
+    as the plugin groups ``per_docker_host`` scenarios (:mod:`faultkit.plugin.nodes`)."""
+    return node.docker.host if node.docker else node.name
+
+
+def _with_whole_hosts(inventory: Inventory, lane: Lane) -> Lane:
+    """``lane`` with :attr:`Lane.host_wide` set when it holds every inventory node of each
+    Docker host of its nodes: a restart of such a host shows in no other lane."""
+    hosts: dict[str, list[str]] = {}
+    for node in inventory.nodes:
+        hosts.setdefault(_host_of(node), []).append(node.name)
+    mine = {_host_of(n) for n in inventory.nodes if n.name in lane.nodes}
+    if any(not set(hosts[h]) <= set(lane.nodes) for h in mine):
+        return lane
+    return Lane(lane.nodes, lane.weight, tuple(hosts[h][0] for h in sorted(mine)))
+
+
+def run_side_by_side(
+    plan: LanePlan, run: Callable[[str, str, str], _T]
+) -> list[tuple[str, _T]]:
+    """Run the plan's lanes and followers: ``run(label, node_option, mark_expression)`` in a
+    thread each, every lane at once, each follower as soon as the lanes it waits for have
+    ended (not the others). Labels are ``lane-1``, … and ``after-1``, …; the results come
+    back in that order, once all have ended. The ``alone`` and exclusive passes are the
+    caller's."""
+    labels = [f"lane-{i + 1}" for i in range(len(plan.lanes))]
+    labels += [f"after-{i + 1}" for i in range(len(plan.followers))]
+    with ThreadPoolExecutor(max_workers=max(1, len(labels))) as pool:
+        lanes = [pool.submit(run, label, lane.node_option(), lane.mark_expression())
+                 for label, lane in zip(labels, plan.lanes, strict=False)]
+
+        def follow(i: int) -> _T:
+            follower = plan.followers[i]
+            for lane in follower.after:
+                lanes[lane].exception()  # ended, whichever way
+            return run(f"after-{i + 1}", follower.node_option(), follower.mark_expression())
+
+        followers: list[Future[_T]] = [pool.submit(follow, i)
+                                       for i in range(len(plan.followers))]
+        return [(label, f.result()) for label, f in zip(labels, [*lanes, *followers],
+                                                        strict=True)]

@@ -31,6 +31,7 @@ def restart_command(docker_host: str) -> str | None:
 
 @pytest.mark.slow
 @pytest.mark.exclusive
+@pytest.mark.host_wide
 @pytest.mark.per_docker_host
 @pytest.mark.fault("host_restart")
 async def test_host_restart(experiment: Experiment) -> None:

@@ -9,6 +9,7 @@ from faultkit.plugin import Experiment
 
 @pytest.mark.slow
 @pytest.mark.exclusive
+@pytest.mark.host_wide
 @pytest.mark.per_docker_host
 @pytest.mark.fault("node_restart")
 async def test_node_restart(experiment: Experiment) -> None:

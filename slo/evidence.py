@@ -17,9 +17,9 @@ Each returns human-readable reasons; empty means "go".
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
+from faultkit.clockread import ClockReading, read_clock
 from faultkit.errors import FaultkitError
 from faultkit.events import EventKind
 from faultkit.inventory import Node, SLOSettings
@@ -32,29 +32,33 @@ from slo.prom import Prometheus
 MAX_CLOCK_SKEW_S = 0.25
 
 
-def clock_skew_s(prom: Prometheus) -> float:
-    """Prometheus' clock − this machine's (seconds), from ``time()`` at the request midpoint."""
-    before = time.time()
-    value = prom.query_value("time()")
-    after = time.time()
-    if value is None:
-        raise PrometheusError(prom.url, f"Prometheus at {prom.url}: time() returned no value")
-    return value - (before + after) / 2
+def prometheus_clock(prom: Prometheus) -> ClockReading:
+    """Prometheus' clock against this machine's: ``time()`` against the midpoint of the
+    fastest of a few queries (:func:`faultkit.clockread.read_clock`)."""
+
+    def prometheus_time() -> float:
+        value = prom.query_value("time()")
+        if value is None:
+            raise PrometheusError(prom.url, f"Prometheus at {prom.url}: time() returned no value")
+        return value
+
+    return read_clock(prometheus_time)
 
 
 def preflight_gaps(node: Node, prom: Prometheus, container_running: bool | None,
-                   docker_skew_s: float | None = None) -> list[str]:
+                   docker_clock: ClockReading | None = None) -> list[str]:
     """Reasons the experiment could not be judged, known before it starts.
 
-    ``docker_skew_s``: the node's Docker host's clock − this machine's (None: not known).
-    Docker's events date ``t_effect``, so a host whose clock is off misdates every figure
-    counted from it: the same bound applies as to Prometheus' clock."""
+    ``docker_clock``: the node's Docker host's clock against this machine's (None: not
+    known). Docker's events date ``t_effect``, so a host whose clock is off misdates every
+    figure counted from it: the same bound applies as to Prometheus' clock. A clock is
+    within the bound only if its reading's whole error bar is (:mod:`faultkit.clockread`)."""
     gaps: list[str] = []
-    if docker_skew_s is not None and abs(docker_skew_s) > MAX_CLOCK_SKEW_S:
+    if docker_clock is not None and not docker_clock.within(MAX_CLOCK_SKEW_S):
         host = node.docker.host if node.docker else "?"
         gaps.append(f"clock skew between this machine and the node's Docker host {host} is "
-                    f"{docker_skew_s:+.3f} s (bound ±{MAX_CLOCK_SKEW_S} s): its events, which "
-                    "date when the fault took effect, would be misdated")
+                    f"{docker_clock.describe()}, not shown within ±{MAX_CLOCK_SKEW_S} s: its "
+                    "events, which date when the fault took effect, could be misdated")
     try:
         if not prom.ready():
             gaps.append(f"Prometheus at {prom.url} is not ready (/-/ready is not 200)")
@@ -64,10 +68,11 @@ def preflight_gaps(node: Node, prom: Prometheus, container_running: bool | None,
             if not rules:
                 gaps.append(f"no alert rule for node {node.name!r} is loaded in Prometheus "
                             f"at {prom.url} (add `faultkit rules` output to its rule_files)")
-            skew = clock_skew_s(prom)
-            if abs(skew) > MAX_CLOCK_SKEW_S:
-                gaps.append(f"clock skew between this machine and Prometheus is {skew:+.3f} s "
-                            f"(bound ±{MAX_CLOCK_SKEW_S} s): detection times would be wrong")
+            clock = prometheus_clock(prom)
+            if not clock.within(MAX_CLOCK_SKEW_S):
+                gaps.append(f"clock skew between this machine and Prometheus is "
+                            f"{clock.describe()}, not shown within ±{MAX_CLOCK_SKEW_S} s: "
+                            "detection times could be wrong")
     except FaultkitError as exc:  # PrometheusError is one
         gaps.append(f"Prometheus at {prom.url} is unreachable: {exc}")
     if container_running is False:

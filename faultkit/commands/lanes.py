@@ -1,5 +1,6 @@
 """``faultkit lanes``: the ``pytest scenarios`` commands that test independent nodes side by
-side (:mod:`faultkit.lanes`), one process per lane, then the exclusive scenarios alone."""
+side (:mod:`faultkit.lanes`), one process per lane, each gateway after its upstreams'
+lanes, then the exclusive scenarios alone."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import click
 
 from faultkit.commands.input import inventory_option
 from faultkit.inventory import load_inventory
-from faultkit.lanes import EXCLUSIVE_MARK, plan_passes
+from faultkit.lanes import EXCLUSIVE_MARK, HOST_WIDE_MARK, plan_passes
 
 
 @click.command()
@@ -23,12 +24,12 @@ from faultkit.lanes import EXCLUSIVE_MARK, plan_passes
 def lanes(inventory_path: Path, count: int, alone: tuple[str, ...]) -> None:
     """Print the commands that run the scenario catalogue in lanes.
 
-    Start the lane commands together (separate terminals, or `&` and `wait`), then run the
-    other commands one after the other. A gateway shares a lane with its upstreams. Lanes
-    share the machine: CPU-bound engines side by side change each other's latency figures
-    (on the 2-core testbed, llama.cpp beside vLLM failed test_overload[llama] in one of two
-    runs), so give each lane cores of its own, or keep such engines --alone. CI runs
-    `--lanes 4 --alone litellm --alone vllm` (README, "CI").
+    Start the lane commands together (separate terminals, or `&` and `wait`); start a
+    gateway's command when the lanes it names have ended (they test its upstreams); when
+    every one has ended, run the rest one after the other. Lanes share the machine:
+    CPU-bound engines side by side can change each other's latency figures, so measure
+    yours side by side and alone (README, "CI"), and keep an engine --alone if they
+    differ. CI runs `--lanes 5` (README, "CI").
     """
     inventory = load_inventory(inventory_path)
     engines = {n.engine for n in inventory.nodes}
@@ -38,11 +39,22 @@ def lanes(inventory_path: Path, count: int, alone: tuple[str, ...]) -> None:
                                  f"(engines: {', '.join(sorted(engines))})", param_hint="--alone")
     plan = plan_passes(inventory, count, alone)
     where = shlex.quote(str(inventory_path))
-    not_exclusive = f"-m 'not {EXCLUSIVE_MARK}'"
-    for lane in plan.lanes:
+    not_exclusive = f"-m {shlex.quote(f'not {EXCLUSIVE_MARK}')}"
+    for i, lane in enumerate(plan.lanes, start=1):
+        host_wide = (f", and the {HOST_WIDE_MARK} scenarios of {', '.join(lane.host_wide)}"
+                     if lane.host_wide else "")
         click.echo(f"pytest scenarios --inventory {where} --node {lane.node_option()} "
-                   f"{not_exclusive}    # weight {lane.weight:g}")
+                   f"-m {shlex.quote(lane.mark_expression())}    # lane {i}, weight "
+                   f"{lane.weight:g}{host_wide}")
+    for follower in plan.followers:
+        after = ", ".join(str(i + 1) for i in follower.after)
+        when = f"after lane{'s' if len(follower.after) > 1 else ''} {after}" if after \
+            else "beside the lanes"
+        click.echo(f"pytest scenarios --inventory {where} --node {follower.node_option()} "
+                   f"{not_exclusive}    # {when} (its upstreams)")
     if plan.alone:
         click.echo(f"pytest scenarios --inventory {where} --node {','.join(plan.alone)} "
                    f"{not_exclusive}    # alone, after the lanes")
-    click.echo(f"pytest scenarios --inventory {where} -m {EXCLUSIVE_MARK}    # alone, last")
+    keywords = plan.exclusive_keywords()
+    but = f" -k {shlex.quote(keywords)}" if keywords else ""
+    click.echo(f"pytest scenarios --inventory {where} -m {EXCLUSIVE_MARK}{but}    # alone, last")

@@ -120,8 +120,8 @@ class RunLifecycle(RunEvidence):
             running = bool(self._container_before.get("running"))
         elif self._container_before is not None:
             running = False
-        skew = await asyncio.to_thread(self._docker_clock_skew)
-        for reason in await asyncio.to_thread(preflight_gaps, self.node, prom, running, skew):
+        clock = await asyncio.to_thread(self._docker_clock)
+        for reason in await asyncio.to_thread(preflight_gaps, self.node, prom, running, clock):
             self.note(EventKind.EVIDENCE_GAP, reason=reason)
         async with contextlib.AsyncExitStack() as stack:
             stack.enter_context(collector_frozen())  # no GC pass walks the whole heap meanwhile

@@ -9,7 +9,8 @@ Contract:
   and the ``faultkit`` ini flag (this rootdir's tests use faultkit). How they resolve
   against the environment is :mod:`faultkit.plugin.settings`.
 - :func:`pytest_configure` registers the markers (``docker``, ``fault``, ``gate``,
-  ``slow``, ``soak``, ``exclusive``, ``per_docker_host``, ``node_kind``, ``load_profile``) and
+  ``slow``, ``soak``, ``exclusive``, ``host_wide``, ``per_docker_host``, ``node_kind``,
+  ``load_profile``) and
   records whether the configuration alone says the session uses faultkit
   (:func:`faultkit.plugin.state.used_by_configuration`).
 
@@ -94,6 +95,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "exclusive: acts on or loads several nodes at once: never run beside another "
         "scenario (see faultkit.lanes)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "host_wide: an exclusive scenario that acts on every node of one Docker host and loads "
+        "only the node under test: a lane holding all of that host's nodes may run it "
+        "(see faultkit.lanes)",
     )
     config.addinivalue_line(
         "markers", "per_docker_host: run once per Docker host (its first node), not per node"

@@ -24,6 +24,7 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any
 
+from faultkit.clockread import ClockReading
 from faultkit.docker import docker_host
 from faultkit.errors import FaultkitError
 from faultkit.inventory import Inventory, Node, SLOSettings, config_hash
@@ -80,13 +81,13 @@ class RunEvidence:
         except FaultkitError as exc:
             return {"error": self._redact(str(exc))}
 
-    def _docker_clock_skew(self) -> float | None:
-        """The node's Docker host's clock − this machine's; None when it cannot be read (the
-        container check reports an engine that does not answer)."""
+    def _docker_clock(self) -> ClockReading | None:
+        """The node's Docker host's clock against this machine's; None when it cannot be
+        read (the container check reports an engine that does not answer)."""
         if self.node.docker is None:
             return None
         try:
-            return docker_host(self.node.docker.host).clock_skew_s()
+            return docker_host(self.node.docker.host).clock_reading()
         except FaultkitError as exc:
             log.warning("could not read the clock of %s: %s", self.node.docker.host, exc)
             return None

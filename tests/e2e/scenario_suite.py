@@ -9,21 +9,20 @@ import json
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from faultkit.inventory import Inventory
-from faultkit.lanes import EXCLUSIVE_MARK, plan_passes
+from faultkit.lanes import EXCLUSIVE_MARK, plan_passes, run_side_by_side
 from tests.e2e.conftest import REPO
 
 #: the catalogue runs in this many lanes side by side (faultkit.lanes.plan_passes), with
 #: these engines' nodes kept out of them and tested after them (:func:`run_scenario_lanes`);
-#: what CI runs is what `faultkit lanes --lanes 4 --alone litellm --alone vllm` prints:
-#: llama.cpp and the three simulated nodes, a lane each
-SCENARIO_LANES = 4
-ALONE_ENGINES = ("litellm", "vllm")
+#: what CI runs is what `faultkit lanes --lanes 5` prints: vLLM, llama.cpp and the three
+#: simulated nodes, a lane each; the gateway after the lanes of its upstreams
+SCENARIO_LANES = 5
+ALONE_ENGINES: tuple[str, ...] = ()
 
 
 
@@ -143,21 +142,20 @@ def run_scenario_lanes(out: Path, inventory: Inventory) -> tuple[int, dict[str, 
     one per lane, stalled the background load's event loop 2.2 s on the lab (README, "CI").
     """
     plan = plan_passes(inventory, SCENARIO_LANES, ALONE_ENGINES)
-    lanes, alone = plan.lanes, plan.alone
     not_exclusive = ("-m", f"not {EXCLUSIVE_MARK}")
-    names = [f"lane {i + 1} ({lane.node_option()})" for i, lane in enumerate(lanes)]
-    with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
-        futures = [
-            pool.submit(run_scenarios, out / f"lane-{i + 1}", "--node", lane.node_option(),
-                        *not_exclusive)
-            for i, lane in enumerate(lanes)
-        ]
-        results = [f.result() for f in futures]
+    passes = run_side_by_side(
+        plan, lambda label, nodes, marks: run_scenarios(out / label, "--node", nodes, "-m", marks))
+    nodes = [p.node_option() for p in (*plan.lanes, *plan.followers)]
+    names = [f"{label} ({where})" for (label, _), where in zip(passes, nodes, strict=True)]
+    results = [result for _, result in passes]
+    alone = plan.alone
     if alone:
         names.append(f"alone ({','.join(alone)})")
         results.append(run_scenarios(out / "alone", "--node", ",".join(alone), *not_exclusive))
     names.append("exclusive")
-    results.append(run_scenarios(out / "exclusive", "-m", EXCLUSIVE_MARK))
+    keywords = plan.exclusive_keywords()  # not the host-wide scenarios a lane ran
+    results.append(run_scenarios(out / "exclusive", "-m", EXCLUSIVE_MARK,
+                                 *(("-k", keywords) if keywords else ())))
     outcomes = merge_outcomes([lane_outcomes for _, lane_outcomes, _ in results])
     output = "\n".join(f"--- {name}: exit {code}\n{text}"
                        for name, (code, _, text) in zip(names, results, strict=True))

@@ -4,7 +4,8 @@ A harness that passes everything is broken, so the expectations include failures
 known findings: real findings on the lab's engines (accepted in the testbed inventory, so
 they read ACCEPTED) and known-bad serving configs that must be caught. Each expectation
 names why. The suite runs once per session (``pytest scenarios`` subprocesses, exactly
-as a user runs them: two lanes side by side, then the passes that run alone —
+as a user runs them: lanes side by side, each gateway after its upstreams' lanes, then
+the exclusive pass —
 :func:`tests.e2e.scenario_suite.run_scenario_lanes`; the session fixture ``suite_run``
 in ``conftest.py``), plus targeted runs for a known-bad config and the gate.
 """

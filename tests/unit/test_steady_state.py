@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from faultkit.clockread import ClockReading
 from faultkit.events import EventKind
 from faultkit.inventory import SLOSettings
 from faultkit.records import Event, RequestRecord
@@ -88,9 +89,15 @@ def test_a_node_on_a_docker_host_with_another_clock_is_an_evidence_gap() -> None
             return time.time()
 
     node, prom = _remote_node(), _as_any(Prom())
-    assert preflight_gaps(node, prom, True, docker_skew_s=MAX_CLOCK_SKEW_S / 2) == []
-    (gap,) = preflight_gaps(node, prom, True, docker_skew_s=-1.5)
-    assert "node's Docker host tcp://127.0.0.1:18100 is -1.500 s" in gap
+    near = ClockReading(skew_s=MAX_CLOCK_SKEW_S / 2, uncertainty_s=0.01, samples=1)
+    assert preflight_gaps(node, prom, True, docker_clock=near) == []
+    off = ClockReading(skew_s=-1.5, uncertainty_s=0.004, samples=1)
+    (gap,) = preflight_gaps(node, prom, True, docker_clock=off)
+    assert "node's Docker host tcp://127.0.0.1:18100 is -1.500 ± 0.004 s" in gap
+    # a skew inside the bound whose error bar is not: the clocks are not shown to agree
+    vague = ClockReading(skew_s=0.1, uncertainty_s=0.2, samples=5)
+    (gap,) = preflight_gaps(node, prom, True, docker_clock=vague)
+    assert "+0.100 ± 0.200 s (the fastest of 5 readings), not shown within ±0.25 s" in gap
 
 
 def _remote_node() -> Any:
