@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # faultkit set-up and entry point. Installs whatever is missing on a fresh Debian 12 machine
 # (system packages via apt, a virtualenv with the project), then:
-#   bash run.sh scenarios [PYTEST_ARGS...]  bring the testbed up, run the scenario suite, list reports
+#   bash run.sh scenarios [PYTEST_ARGS...]  bring the testbed up, run the scenario suite (in
+#                                           lanes; with PYTEST_ARGS, one pytest), list reports
 #   bash run.sh tests [PYTEST_ARGS...]      static checks (ruff, mypy, lint-imports), then run the
 #                                           harness's own tests, incl. the scenario suite's
 #                                           expected verdicts (what CI runs)
@@ -75,7 +76,11 @@ case "$cmd" in
     testbed_up
     marker=$(mktemp)
     rc=0
-    "$VENV/bin/pytest" scenarios "$@" || rc=$?
+    if (($#)); then  # a selection of your own: exactly that, in one pytest process
+      "$VENV/bin/pytest" scenarios "$@" || rc=$?
+    else  # the whole catalogue in lanes, as CI runs it (README, "CI"): about 10 minutes
+      "$VENV/bin/faultkit" lanes --lanes 5 --run || rc=$?
+    fi
     list_reports "$marker"
     rm -f "$marker"
     exit $rc

@@ -5,6 +5,7 @@ lanes, then the exclusive scenarios alone."""
 from __future__ import annotations
 
 import shlex
+import time
 from pathlib import Path
 
 import click
@@ -21,7 +22,15 @@ from faultkit.lanes import EXCLUSIVE_MARK, HOST_WIDE_MARK, plan_passes
 @click.option("--alone", "alone", multiple=True, metavar="ENGINE",
               help="keep this engine's nodes out of the lanes: test them after the lanes, "
                    "in one process (repeatable; e.g. --alone llamacpp --alone litellm)")
-def lanes(inventory_path: Path, count: int, alone: tuple[str, ...]) -> None:
+@click.option("--run", "run", is_flag=True,
+              help="run the plan instead of printing it: a line per pass as it starts and "
+                   "ends, each pass's output in a log file; exits like pytest (1: a "
+                   "scenario failed)")
+@click.option("--logs", "logs", type=click.Path(file_okay=False, path_type=Path),
+              help="with --run: where each pass's log and JUnit file go "
+                   "(default: runs/lanes-<UTC time>)")
+def lanes(inventory_path: Path, count: int, alone: tuple[str, ...], run: bool,
+          logs: Path | None) -> None:
     """Print the commands that run the scenario catalogue in lanes.
 
     Start the lane commands together (separate terminals, or `&` and `wait`); start a
@@ -29,7 +38,7 @@ def lanes(inventory_path: Path, count: int, alone: tuple[str, ...]) -> None:
     every one has ended, run the rest one after the other. Lanes share the machine:
     CPU-bound engines side by side can change each other's latency figures, so measure
     yours side by side and alone (README, "CI"), and keep an engine --alone if they
-    differ. CI runs `--lanes 5` (README, "CI").
+    differ. CI runs `--lanes 5` (README, "CI"); `--run` runs the plan for you.
     """
     inventory = load_inventory(inventory_path)
     engines = {n.engine for n in inventory.nodes}
@@ -38,6 +47,16 @@ def lanes(inventory_path: Path, count: int, alone: tuple[str, ...]) -> None:
         raise click.BadParameter(f"no node of {inventory_path} runs {', '.join(unknown)} "
                                  f"(engines: {', '.join(sorted(engines))})", param_hint="--alone")
     plan = plan_passes(inventory, count, alone)
+    if run:
+        from faultkit.commands.lanes_run import exit_status, run_plan
+
+        logs = logs or Path("runs") / time.strftime("lanes-%Y%m%dT%H%M%SZ", time.gmtime())
+        started = time.monotonic()
+        results = run_plan(plan, inventory_path, logs, lambda line: click.echo(line, err=True))
+        code = exit_status(results)
+        click.echo(f"[lanes] {len(results)} passes in {time.monotonic() - started:.0f} s: "
+                   + ("every scenario passed" if code == 0 else f"exit {code}"), err=True)
+        raise SystemExit(code)
     where = shlex.quote(str(inventory_path))
     not_exclusive = f"-m {shlex.quote(f'not {EXCLUSIVE_MARK}')}"
     for i, lane in enumerate(plan.lanes, start=1):

@@ -156,3 +156,63 @@ def test_prometheus_scrapes_the_gateways_litellm_metrics(lab_inventory: Inventor
     else:
         pytest.fail("no litellm_proxy_total_requests_metric_total for job gateway")
     assert _query(url, 'up{job="gateway"}')[0]["value"][1] == "1"  # type: ignore[index]
+
+
+def test_the_gateway_follows_an_upstream_that_came_back_on_another_address(
+    lab: Lab, lab_inventory: Inventory
+) -> None:
+    """sim-vllm is killed, a stand-in HTTP server on its port takes its IP, sim-vllm starts on
+    another: the gateway must send users to sim-vllm again, not to the stand-in. LiteLLM
+    keeps an upstream's address 300 s by default (aiohttp's DNS cache); this is what five
+    catalogue lanes did to it (README, "CI"): a real vLLM container took the address, and
+    answered the gateway's users 404. gateway-good resolves afresh (AIOHTTP_TTL_DNS_CACHE=0).
+    Evidence: sim-vllm's own request counter and the stand-in's log, not LiteLLM's word."""
+    import docker as docker_sdk
+
+    from faultkit.constants import LABEL_OWNER
+    from testbed.lab import LAB_NETWORK
+
+    gateway, upstream = lab_inventory.node("gateway"), lab_inventory.node("sim-vllm")
+    assert upstream.docker is not None
+    client = docker_sdk.from_env()
+    container = client.containers.get(upstream.docker.container)
+
+    def address() -> str:
+        container.reload()
+        return str(container.attrs["NetworkSettings"]["Networks"][LAB_NETWORK]["IPAddress"])
+
+    def served() -> float:
+        text = httpx.get(f"{upstream.base_url}/metrics", timeout=5).text
+        return sum(float(line.split()[-1]) for line in text.splitlines()
+                   if line.startswith("vllm:request_success_total"))
+
+    def users(count: int) -> None:
+        for _ in range(count):
+            r = httpx.post(f"{gateway.base_url}/v1/chat/completions", timeout=30,
+                           json={"model": gateway.model, "max_tokens": 3,
+                                 "messages": [{"role": "user", "content": "hi"}]})
+            assert r.status_code == 200, r.text[:300]
+
+    users(10)  # the gateway has resolved sim-vllm's address
+    old = address()
+    container.kill()
+    stand_in = client.containers.run(
+        "faultkit/base:bookworm", ["python3", "-m", "http.server", "8000"], detach=True,
+        name="faultkit-test-stand-in", labels={LABEL_OWNER: "tests"},
+        network=LAB_NETWORK, remove=False)
+    try:
+        client.api.disconnect_container_from_network(stand_in.id, LAB_NETWORK)
+        client.api.connect_container_to_network(stand_in.id, LAB_NETWORK, ipv4_address=old)
+        container.start()
+        lab.wait_scraped([upstream], after=time.time())
+        assert address() != old, "sim-vllm came back on its old address: nothing to test"
+        time.sleep(11)  # past the gateway's 10 s cooldown of sim-vllm
+        before = served()
+        users(30)
+        reached = served() - before
+        stand_in_log = stand_in.logs().decode(errors="replace")
+    finally:
+        stand_in.remove(force=True)
+    assert reached >= 3, (f"sim-vllm served {reached:g} of 30 users after coming back at "
+                          f"{address()} (was {old}); the stand-in saw: {stand_in_log[-500:]}")
+    assert "POST" not in stand_in_log, stand_in_log[-500:]

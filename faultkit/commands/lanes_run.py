@@ -1,0 +1,94 @@
+"""``faultkit lanes --run``: the plan of :mod:`faultkit.lanes`, carried out.
+
+Every lane's ``pytest scenarios`` process starts at once; each gateway's pass starts when
+the lanes of its upstreams have ended; then the ``alone`` pass, then the exclusive pass
+(without the host-wide scenarios a lane ran). Each pass writes its output to
+``LOGS/<label>.log`` and its JUnit file beside it; one line says when a pass starts and one
+how it ended (exit status, time, pytest's summary), so a long run shows its progress
+without interleaving five processes' output. The run directories go where the scenarios
+put them (``runs/`` unless the inventory's settings say otherwise).
+
+The exit status is the worst of the passes' (pytest's: 1 means a scenario failed); a pass
+that collected nothing (5: e.g. no exclusive scenario applies) counts as 0.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from faultkit.commands.gate_scenarios import ASYNC_INI, scenarios_dir
+from faultkit.lanes import EXCLUSIVE_MARK, LanePlan, run_side_by_side
+from faultkit.progress import format_elapsed
+
+__all__ = ["PassResult", "exit_status", "run_plan"]
+
+#: pytest's exit status when a selection collects no test
+NOTHING_COLLECTED = 5
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """How one ``pytest scenarios`` pass of the plan ended."""
+
+    label: str
+    nodes: str
+    exit_code: int
+    seconds: float
+    summary: str  # pytest's last line ("17 passed, 5 skipped in 296.55s"), or ""
+    log: Path
+
+
+def exit_status(results: Sequence[PassResult]) -> int:
+    """The worst pass's pytest status; "nothing collected" counts as success."""
+    return max((0 if r.exit_code == NOTHING_COLLECTED else r.exit_code for r in results),
+               default=0)
+
+
+def _summary(log: Path) -> str:
+    lines = [line.strip("= \n") for line in log.read_text(errors="replace").splitlines()]
+    said = [line for line in lines if " in " in line and any(
+        word in line for word in ("passed", "failed", "error", "skipped", "deselected"))]
+    return said[-1] if said else ""
+
+
+def run_plan(plan: LanePlan, inventory: Path, logs: Path, echo: Callable[[str], None],
+             pytest_args: Sequence[str] = ()) -> list[PassResult]:
+    """Run every pass of ``plan`` (module docstring); their results in plan order."""
+    logs.mkdir(parents=True, exist_ok=True)
+    lock = threading.Lock()
+
+    def say(text: str) -> None:
+        with lock:
+            echo(f"[lanes {time.strftime('%H:%M:%S')}] {text}")
+
+    def run(label: str, nodes: str, marks: str, *more: str) -> PassResult:
+        where = f" ({nodes})" if nodes else ""
+        argv = [sys.executable, "-m", "pytest", str(scenarios_dir()), "-p", "no:cacheprovider",
+                *ASYNC_INI, "--inventory", str(inventory), "-m", marks,
+                *(("--node", nodes) if nodes else ()), *more,
+                f"--junitxml={logs / f'{label}.xml'}", *pytest_args]
+        log = logs / f"{label}.log"
+        say(f"{label}{where}: started, output in {log}")
+        started = time.monotonic()
+        with log.open("w") as out:
+            code = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT,
+                                  check=False).returncode
+        result = PassResult(label, nodes, code, time.monotonic() - started, _summary(log), log)
+        status = "ok" if code in (0, NOTHING_COLLECTED) else f"exit {code}"
+        say(f"{label}{where}: {status} after {format_elapsed(result.seconds)}"
+            + (f" — {result.summary}" if result.summary else ""))
+        return result
+
+    results = [r for _, r in run_side_by_side(plan, run)]
+    if plan.alone:
+        results.append(run("alone", ",".join(plan.alone), f"not {EXCLUSIVE_MARK}"))
+    keywords = plan.exclusive_keywords()
+    results.append(run("exclusive", "", EXCLUSIVE_MARK,
+                       *(("-k", keywords) if keywords else ())))
+    return results

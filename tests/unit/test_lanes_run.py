@@ -1,0 +1,83 @@
+"""faultkit lanes --run (faultkit.commands.lanes_run): which processes run, in which order,
+with which selection, and how their statuses combine."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from faultkit.commands.lanes_run import PassResult, exit_status, run_plan
+from faultkit.lanes import FollowPass, Lane, LanePlan
+
+
+def _option(argv: list[str], name: str) -> str | None:
+    """The value of ``name``'s last occurrence (``-m`` comes first as ``python -m pytest``)."""
+    at = [i for i, arg in enumerate(argv) if arg == name]
+    return argv[at[-1] + 1] if at else None
+
+
+class FakePytest:
+    """Stands in for ``subprocess.run``: records each pass's argv in order of start, writes
+    a pytest-like last line to its log, exits with the status given per node selection."""
+
+    def __init__(self, codes: dict[str | None, int]) -> None:
+        self.codes = codes
+        self.started: list[list[str]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, argv: list[str], stdout: Any, **_: Any) -> subprocess.CompletedProcess[str]:
+        with self.lock:
+            self.started.append(argv)
+        nodes = _option(argv, "--node")
+        stdout.write("collected\n.....\n===== 5 passed, 1 skipped in 1.23s =====\n")
+        return subprocess.CompletedProcess(argv, self.codes.get(nodes, 0))
+
+
+def _plan() -> LanePlan:
+    whole = Lane(("h2",), 1.0, host_wide=("h2",))
+    return LanePlan(lanes=(Lane(("a",), 1.0), whole), alone=("big",),
+                    followers=(FollowPass(("gw",), (0,)),))
+
+
+def test_every_pass_runs_once_with_its_selection_and_the_exclusive_pass_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakePytest({})
+    monkeypatch.setattr(subprocess, "run", fake)
+    lines: list[str] = []
+    results = run_plan(_plan(), Path("inv.yaml"), tmp_path, lines.append)
+    assert [r.label for r in results] == ["lane-1", "lane-2", "after-1", "alone", "exclusive"]
+    by_label = {r.label: r for r in results}
+    assert by_label["after-1"].nodes == "gw" and by_label["alone"].nodes == "big"
+    argv_of = {(_option(a, "--node"), _option(a, "-m")): a for a in fake.started}
+    assert set(argv_of) == {("a", "not exclusive"), ("h2", "not exclusive or host_wide"),
+                            ("gw", "not exclusive"), ("big", "not exclusive"),
+                            (None, "exclusive")}
+    # the alone pass and then the exclusive pass start after every lane and follower
+    assert [_option(a, "--node") for a in fake.started[-2:]] == ["big", None]
+    exclusive = argv_of[(None, "exclusive")]
+    assert _option(exclusive, "-k") == "not (host_wide and ([h2]))"
+    assert all(_option(a, "--inventory") == "inv.yaml" for a in fake.started)
+    assert f"--junitxml={tmp_path / 'lane-2.xml'}" in argv_of[("h2", "not exclusive or host_wide")]
+    assert by_label["lane-1"].summary == "5 passed, 1 skipped in 1.23s"
+    assert (tmp_path / "exclusive.log").exists()
+    assert sum("started" in line for line in lines) == 5
+    assert any("lane-1 (a): ok after" in line and "5 passed" in line for line in lines)
+
+
+def test_the_worst_status_wins_and_nothing_collected_is_no_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakePytest({"gw": 1, None: 5})
+    monkeypatch.setattr(subprocess, "run", fake)
+    lines: list[str] = []
+    results = run_plan(_plan(), Path("inv.yaml"), tmp_path, lines.append)
+    assert exit_status(results) == 1
+    assert any("after-1 (gw): exit 1 after" in line for line in lines)
+    ok = [PassResult("x", "", 5, 1.0, "", tmp_path), PassResult("y", "", 0, 1.0, "", tmp_path)]
+    assert exit_status(ok) == 0
+    assert exit_status([*ok, PassResult("z", "", 2, 1.0, "", tmp_path)]) == 2
