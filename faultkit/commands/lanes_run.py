@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from faultkit.commands.gate_scenarios import ASYNC_INI, scenarios_dir
-from faultkit.lanes import EXCLUSIVE_MARK, LanePlan, run_side_by_side
+from faultkit.lanes import EXCLUSIVE_MARK, LANE_STAGGER_S, LanePlan, run_side_by_side
 from faultkit.progress import format_elapsed
 
 __all__ = ["PassResult", "exit_status", "run_plan"]
@@ -58,8 +58,10 @@ def _summary(log: Path) -> str:
 
 
 def run_plan(plan: LanePlan, inventory: Path, logs: Path, echo: Callable[[str], None],
-             pytest_args: Sequence[str] = ()) -> list[PassResult]:
-    """Run every pass of ``plan`` (module docstring); their results in plan order."""
+             pytest_args: Sequence[str] = (), *,
+             stagger_s: float = LANE_STAGGER_S) -> list[PassResult]:
+    """Run every pass of ``plan`` (module docstring), the lanes ``stagger_s`` apart
+    (:func:`faultkit.lanes.run_side_by_side`); their results in plan order."""
     logs.mkdir(parents=True, exist_ok=True)
     lock = threading.Lock()
 
@@ -85,7 +87,7 @@ def run_plan(plan: LanePlan, inventory: Path, logs: Path, echo: Callable[[str], 
             + (f" — {result.summary}" if result.summary else ""))
         return result
 
-    results = [r for _, r in run_side_by_side(plan, run)]
+    results = [r for _, r in run_side_by_side(plan, run, stagger_s=stagger_s)]
     if plan.alone:
         results.append(run("alone", ",".join(plan.alone), f"not {EXCLUSIVE_MARK}"))
     keywords = plan.exclusive_keywords()

@@ -212,7 +212,7 @@ def test_a_follower_starts_when_its_lanes_end_while_another_lane_still_runs() ->
         ended[nodes] = time.monotonic()
         return f"{label}:{nodes}"
 
-    results = run_side_by_side(plan, run)
+    results = run_side_by_side(plan, run, stagger_s=0)
     assert results == [("lane-1", "lane-1:up"), ("lane-2", "lane-2:slow"),
                        ("after-1", "after-1:gw")]
     assert started["gw"] >= ended["up"]
@@ -230,7 +230,7 @@ def test_a_follower_still_runs_when_its_lane_failed() -> None:
         return nodes
 
     with pytest.raises(RuntimeError, match="lane crashed"):
-        run_side_by_side(plan, run)
+        run_side_by_side(plan, run, stagger_s=0)
     assert ran == ["up", "gw"]
 
 
@@ -244,3 +244,15 @@ def test_the_lanes_command_keeps_engines_alone_and_refuses_an_unknown_one() -> N
     assert lines[3].endswith("-m exclusive    # alone, last")
     bad = CliRunner().invoke(cli, ["lanes", "--inventory", str(TESTBED), "--alone", "tgi"])
     assert bad.exit_code == 2 and "no node of" in bad.output
+
+
+def test_lanes_start_staggered_heaviest_first() -> None:
+    plan = LanePlan(lanes=_lanes("a", "b", "c"), alone=())
+    started: dict[str, float] = {}
+
+    def run(label: str, nodes: str, marks: str) -> None:
+        started[nodes] = time.monotonic()
+
+    run_side_by_side(plan, run, stagger_s=0.2)
+    assert started["a"] < started["b"] < started["c"]
+    assert started["c"] - started["a"] >= 0.4

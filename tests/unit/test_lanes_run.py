@@ -49,7 +49,7 @@ def test_every_pass_runs_once_with_its_selection_and_the_exclusive_pass_last(
     fake = FakePytest({})
     monkeypatch.setattr(subprocess, "run", fake)
     lines: list[str] = []
-    results = run_plan(_plan(), Path("inv.yaml"), tmp_path, lines.append)
+    results = run_plan(_plan(), Path("inv.yaml"), tmp_path, lines.append, stagger_s=0)
     assert [r.label for r in results] == ["lane-1", "lane-2", "after-1", "alone", "exclusive"]
     by_label = {r.label: r for r in results}
     assert by_label["after-1"].nodes == "gw" and by_label["alone"].nodes == "big"
@@ -75,7 +75,7 @@ def test_the_worst_status_wins_and_nothing_collected_is_no_failure(
     fake = FakePytest({"gw": 1, None: 5})
     monkeypatch.setattr(subprocess, "run", fake)
     lines: list[str] = []
-    results = run_plan(_plan(), Path("inv.yaml"), tmp_path, lines.append)
+    results = run_plan(_plan(), Path("inv.yaml"), tmp_path, lines.append, stagger_s=0)
     assert exit_status(results) == 1
     assert any("after-1 (gw): exit 1 after" in line for line in lines)
     ok = [PassResult("x", "", 5, 1.0, "", tmp_path), PassResult("y", "", 0, 1.0, "", tmp_path)]
