@@ -19,10 +19,12 @@ from tests.e2e.conftest import REPO
 
 #: the catalogue runs in this many lanes side by side (faultkit.lanes.plan_passes), with
 #: these engines' nodes kept out of them and tested after them (:func:`run_scenario_lanes`);
-#: what CI runs is what `faultkit lanes --lanes 5` prints: vLLM, llama.cpp and the three
-#: simulated nodes, a lane each; the gateway after the lanes of its upstreams
-SCENARIO_LANES = 5
-ALONE_ENGINES: tuple[str, ...] = ()
+#: what CI runs is what `faultkit lanes --lanes 4 --alone litellm --alone vllm` prints:
+#: llama.cpp and the three simulated nodes, a lane each (the second host's with its
+#: host-wide restarts), then vLLM and the gateway, then the exclusive scenarios. vLLM and
+#: the gateway beside the lanes were measured on 2026-12-05 and broke objectives (docs/ci.md)
+SCENARIO_LANES = 4
+ALONE_ENGINES: tuple[str, ...] = ("litellm", "vllm")
 
 
 
