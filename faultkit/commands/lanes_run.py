@@ -4,8 +4,9 @@ Every lane's ``pytest scenarios`` process starts at once; each gateway's pass st
 the lanes of its upstreams have ended; then the ``alone`` pass, then the exclusive pass
 (without the host-wide scenarios a lane ran). Each pass writes its output to
 ``LOGS/<label>.log`` and its JUnit file beside it; one line says when a pass starts and one
-how it ended (exit status, time, pytest's summary), so a long run shows its progress
-without interleaving five processes' output. The run directories go where the scenarios
+how it ended (exit status, time, pytest's summary), and every minute one names the passes
+still running, so a long run shows its progress without interleaving five processes'
+output. The run directories go where the scenarios
 put them (``runs/`` unless the inventory's settings say otherwise).
 
 The exit status is the worst of the passes' (pytest's: 1 means a scenario failed); a pass
@@ -57,17 +58,32 @@ def _summary(log: Path) -> str:
     return said[-1] if said else ""
 
 
+#: while passes run, a line every this many seconds names them and their elapsed time
+HEARTBEAT_S = 60.0
+
+
 def run_plan(plan: LanePlan, inventory: Path, logs: Path, echo: Callable[[str], None],
-             pytest_args: Sequence[str] = (), *,
-             stagger_s: float = LANE_STAGGER_S) -> list[PassResult]:
+             pytest_args: Sequence[str] = (), *, stagger_s: float = LANE_STAGGER_S,
+             heartbeat_s: float = HEARTBEAT_S) -> list[PassResult]:
     """Run every pass of ``plan`` (module docstring), the lanes ``stagger_s`` apart
-    (:func:`faultkit.lanes.run_side_by_side`); their results in plan order."""
+    (:func:`faultkit.lanes.run_side_by_side`), a line every ``heartbeat_s`` naming the
+    passes still running; their results in plan order."""
     logs.mkdir(parents=True, exist_ok=True)
     lock = threading.Lock()
+    running: dict[str, float] = {}  # label (nodes) → when it started (monotonic)
+    ended = threading.Event()
 
     def say(text: str) -> None:
         with lock:
             echo(f"[lanes {time.strftime('%H:%M:%S')}] {text}")
+
+    def heartbeat() -> None:
+        while not ended.wait(heartbeat_s):
+            now = time.monotonic()
+            with lock:
+                still = [f"{name} {format_elapsed(now - t)}" for name, t in running.items()]
+            if still:
+                say("running: " + ", ".join(still))
 
     def run(label: str, nodes: str, marks: str, *more: str) -> PassResult:
         where = f" ({nodes})" if nodes else ""
@@ -78,19 +94,31 @@ def run_plan(plan: LanePlan, inventory: Path, logs: Path, echo: Callable[[str], 
         log = logs / f"{label}.log"
         say(f"{label}{where}: started, output in {log}")
         started = time.monotonic()
-        with log.open("w") as out:
-            code = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT,
-                                  check=False).returncode
+        with lock:
+            running[f"{label}{where}"] = started
+        try:
+            with log.open("w") as out:
+                code = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT,
+                                      check=False).returncode
+        finally:
+            with lock:
+                running.pop(f"{label}{where}", None)
         result = PassResult(label, nodes, code, time.monotonic() - started, _summary(log), log)
         status = "ok" if code in (0, NOTHING_COLLECTED) else f"exit {code}"
         say(f"{label}{where}: {status} after {format_elapsed(result.seconds)}"
             + (f" — {result.summary}" if result.summary else ""))
         return result
 
-    results = [r for _, r in run_side_by_side(plan, run, stagger_s=stagger_s)]
-    if plan.alone:
-        results.append(run("alone", ",".join(plan.alone), f"not {EXCLUSIVE_MARK}"))
-    keywords = plan.exclusive_keywords()
-    results.append(run("exclusive", "", EXCLUSIVE_MARK,
-                       *(("-k", keywords) if keywords else ())))
+    beat = threading.Thread(target=heartbeat, name="lanes-heartbeat", daemon=True)
+    beat.start()
+    try:
+        results = [r for _, r in run_side_by_side(plan, run, stagger_s=stagger_s)]
+        if plan.alone:
+            results.append(run("alone", ",".join(plan.alone), f"not {EXCLUSIVE_MARK}"))
+        keywords = plan.exclusive_keywords()
+        results.append(run("exclusive", "", EXCLUSIVE_MARK,
+                           *(("-k", keywords) if keywords else ())))
+    finally:
+        ended.set()
+        beat.join()
     return results

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -81,3 +82,32 @@ def test_the_worst_status_wins_and_nothing_collected_is_no_failure(
     ok = [PassResult("x", "", 5, 1.0, "", tmp_path), PassResult("y", "", 0, 1.0, "", tmp_path)]
     assert exit_status(ok) == 0
     assert exit_status([*ok, PassResult("z", "", 2, 1.0, "", tmp_path)]) == 2
+
+
+def test_a_heartbeat_names_the_passes_still_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = threading.Event()
+
+    def slow(argv: list[str], stdout: Any, **_: Any) -> subprocess.CompletedProcess[str]:
+        if _option(argv, "--node") == "a":
+            release.wait(5)
+        return subprocess.CompletedProcess(argv, 0)
+
+    monkeypatch.setattr(subprocess, "run", slow)
+    lines: list[str] = []
+    plan = LanePlan(lanes=(Lane(("a",), 1.0),), alone=())
+    runner = threading.Thread(target=run_plan, args=(plan, Path("inv.yaml"), tmp_path,
+                                                     lines.append),
+                              kwargs={"stagger_s": 0, "heartbeat_s": 0.05})
+    runner.start()
+    deadline = time.monotonic() + 5
+    while not any("running: lane-1 (a)" in line for line in lines):
+        assert time.monotonic() < deadline, lines
+        time.sleep(0.01)
+    release.set()
+    runner.join(5)
+    assert not runner.is_alive()
+    said = len(lines)
+    time.sleep(0.2)  # four heartbeat periods: the heartbeat ended with the run
+    assert len(lines) == said, lines[said:]
