@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import time
+from typing import Any
 
 import httpx
 import pytest
@@ -161,12 +162,14 @@ def test_prometheus_scrapes_the_gateways_litellm_metrics(lab_inventory: Inventor
 def test_the_gateway_follows_an_upstream_that_came_back_on_another_address(
     lab: Lab, lab_inventory: Inventory
 ) -> None:
-    """sim-vllm is killed, a stand-in HTTP server on its port takes its IP, sim-vllm starts on
-    another: the gateway must send users to sim-vllm again, not to the stand-in. LiteLLM
-    keeps an upstream's address 300 s by default (aiohttp's DNS cache); this is what five
-    catalogue lanes did to it (README, "CI"): a real vLLM container took the address, and
-    answered the gateway's users 404. gateway-good resolves afresh (AIOHTTP_TTL_DNS_CACHE=0).
-    Evidence: sim-vllm's own request counter and the stand-in's log, not LiteLLM's word."""
+    """sim-vllm leaves the lab network, a stand-in HTTP server takes its address, sim-vllm
+    joins again on another (as after a restart or a partition while other containers
+    start): the gateway must send users to sim-vllm's new address, none to the stand-in.
+    LiteLLM keeps an upstream's address 300 s by default (aiohttp's DNS cache): with the catalogue's
+    lanes side by side, a vLLM container took sim-vllm's old address and answered the
+    gateway's users 404 (docs/gateway.md, "An upstream's new address"). gateway-good
+    resolves afresh (AIOHTTP_TTL_DNS_CACHE=0). Evidence: sim-vllm's own request counter,
+    not LiteLLM's word."""
     import docker as docker_sdk
 
     from faultkit.constants import LABEL_OWNER
@@ -176,6 +179,7 @@ def test_the_gateway_follows_an_upstream_that_came_back_on_another_address(
     assert upstream.docker is not None
     client = docker_sdk.from_env()
     container = client.containers.get(upstream.docker.container)
+    network = client.networks.get(LAB_NETWORK)
 
     def address() -> str:
         container.reload()
@@ -188,31 +192,43 @@ def test_the_gateway_follows_an_upstream_that_came_back_on_another_address(
 
     def users(count: int) -> None:
         for _ in range(count):
-            r = httpx.post(f"{gateway.base_url}/v1/chat/completions", timeout=30,
+            r = httpx.post(f"{gateway.base_url}/v1/chat/completions", timeout=60,
                            json={"model": gateway.model, "max_tokens": 3,
                                  "messages": [{"role": "user", "content": "hi"}]})
             assert r.status_code == 200, r.text[:300]
 
-    users(10)  # the gateway has resolved sim-vllm's address
+    before = served()
+    users(12)  # the gateway has looked sim-vllm's address up, and used it
+    assert served() > before, "sim-vllm got no user before its move: nothing to test"
     old = address()
-    container.kill()
-    stand_in = client.containers.run(
-        "faultkit/base:bookworm", ["python3", "-m", "http.server", "8000"], detach=True,
-        name="faultkit-test-stand-in", labels={LABEL_OWNER: "tests"},
-        network=LAB_NETWORK, remove=False)
+    network.disconnect(container)
+    stand_ins: list[Any] = []
     try:
-        client.api.disconnect_container_from_network(stand_in.id, LAB_NETWORK)
-        client.api.connect_container_to_network(stand_in.id, LAB_NETWORK, ipv4_address=old)
-        container.start()
+        # Docker gives a new container the lowest free address: stand-in HTTP servers on
+        # port 8000 take them until one holds sim-vllm's, which then joins on another
+        for i in range(8):
+            stand_in = client.containers.run(
+                "faultkit/base:bookworm", ["python3", "-m", "http.server", "8000"],
+                detach=True, name=f"faultkit-test-stand-in-{i}",
+                labels={LABEL_OWNER: "tests"}, network=LAB_NETWORK)
+            stand_ins.append(stand_in)
+            stand_in.reload()
+            if stand_in.attrs["NetworkSettings"]["Networks"][LAB_NETWORK]["IPAddress"] == old:
+                break
+        else:
+            pytest.fail(f"no stand-in got sim-vllm's address {old} in 8 tries")
+        network.connect(container)
+        assert address() != old
         lab.wait_scraped([upstream], after=time.time())
-        assert address() != old, "sim-vllm came back on its old address: nothing to test"
-        time.sleep(11)  # past the gateway's 10 s cooldown of sim-vllm
+        time.sleep(11)  # past the gateway's 10 s cooldown, had an attempt failed meanwhile
         before = served()
         users(30)
         reached = served() - before
-        stand_in_log = stand_in.logs().decode(errors="replace")
+        stand_in_log = stand_ins[-1].logs().decode(errors="replace")
     finally:
-        stand_in.remove(force=True)
-    assert reached >= 3, (f"sim-vllm served {reached:g} of 30 users after coming back at "
-                          f"{address()} (was {old}); the stand-in saw: {stand_in_log[-500:]}")
-    assert "POST" not in stand_in_log, stand_in_log[-500:]
+        for stand_in in stand_ins:
+            stand_in.remove(force=True)
+    assert reached >= 3, (f"sim-vllm served {reached:g} of 30 users after moving from {old} "
+                          f"to {address()}; the stand-in on its old address saw: "
+                          f"{stand_in_log[-400:]}")
+    assert "POST" not in stand_in_log, stand_in_log[-400:]
