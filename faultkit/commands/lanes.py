@@ -42,6 +42,8 @@ def lanes(inventory_path: Path, count: int, alone: tuple[str, ...], run: bool,
     beside the other lanes vLLM's and LiteLLM's figures broke their checks (docs/ci.md).
     `--run` runs the plan for you.
     """
+    if logs is not None and not run:
+        raise click.UsageError("--logs only says where --run writes: add --run, or drop --logs")
     inventory = load_inventory(inventory_path)
     engines = {n.engine for n in inventory.nodes}
     unknown = sorted(set(alone) - engines)

@@ -103,6 +103,13 @@ def test_the_lanes_command_refuses_zero_lanes_with_exit_2() -> None:
     assert result.exit_code == 2
 
 
+def test_logs_without_run_is_refused_with_exit_2_and_nothing_written(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    result = CliRunner().invoke(cli, ["lanes", "--inventory", str(TESTBED), "--logs", str(logs)])
+    assert result.exit_code == 2 and "--logs only says where --run writes" in result.output
+    assert not logs.exists()
+
+
 def test_a_gateway_follows_the_lanes_of_its_upstreams_only() -> None:
     inv = _inventory(_engine("a", port=1) + _engine("b", port=2) + _engine("c", port=3)
                      + _gateway("gw", ["a", "c"]))
