@@ -148,6 +148,17 @@ class LanePlan:
     alone: tuple[str, ...]
     followers: tuple[FollowPass, ...] = ()
 
+    def passes_after_lanes(self) -> list[tuple[str, str, tuple[str, ...]]]:
+        """The passes that run alone once the lanes and followers have ended, in order:
+        (label, ``--node`` value or "" for every node, the rest of the pytest selection)."""
+        passes: list[tuple[str, str, tuple[str, ...]]] = []
+        if self.alone:
+            passes.append(("alone", ",".join(self.alone), ("-m", f"not {EXCLUSIVE_MARK}")))
+        keywords = self.exclusive_keywords()
+        passes.append(("exclusive", "", ("-m", EXCLUSIVE_MARK,
+                                         *(("-k", keywords) if keywords else ()))))
+        return passes
+
     def exclusive_keywords(self) -> str | None:
         """The value of ``-k`` for the exclusive pass: not the ``host_wide`` scenarios a
         lane ran (their parameter is the node's name: ``test_node_restart[sim-vllm-h2]``);
@@ -184,19 +195,13 @@ def plan_passes(
     return LanePlan(lanes=planned, alone=alone, followers=tuple(followers))
 
 
-def _host_of(node: Node) -> str:
-    """The Docker host a node's container runs on (a node without one is its own host),
-    as the plugin groups ``per_docker_host`` scenarios (:mod:`faultkit.plugin.nodes`)."""
-    return node.docker.host if node.docker else node.name
-
-
 def _with_whole_hosts(inventory: Inventory, lane: Lane) -> Lane:
     """``lane`` with :attr:`Lane.host_wide` set when it holds every inventory node of each
     Docker host of its nodes: a restart of such a host shows in no other lane."""
     hosts: dict[str, list[str]] = {}
     for node in inventory.nodes:
-        hosts.setdefault(_host_of(node), []).append(node.name)
-    mine = {_host_of(n) for n in inventory.nodes if n.name in lane.nodes}
+        hosts.setdefault(node.host_key, []).append(node.name)
+    mine = {n.host_key for n in inventory.nodes if n.name in lane.nodes}
     if any(not set(hosts[h]) <= set(lane.nodes) for h in mine):
         return lane
     return Lane(lane.nodes, lane.weight, tuple(hosts[h][0] for h in sorted(mine)))

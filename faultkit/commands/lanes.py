@@ -12,7 +12,7 @@ import click
 
 from faultkit.commands.input import inventory_option
 from faultkit.inventory import load_inventory
-from faultkit.lanes import EXCLUSIVE_MARK, HOST_WIDE_MARK, plan_passes
+from faultkit.lanes import HOST_WIDE_MARK, plan_passes
 
 
 @click.command()
@@ -62,7 +62,6 @@ def lanes(inventory_path: Path, count: int, alone: tuple[str, ...], run: bool,
                    + ("every scenario passed" if code == 0 else f"exit {code}"), err=True)
         raise SystemExit(code)
     where = shlex.quote(str(inventory_path))
-    not_exclusive = f"-m {shlex.quote(f'not {EXCLUSIVE_MARK}')}"
     for i, lane in enumerate(plan.lanes, start=1):
         host_wide = (f", and the {HOST_WIDE_MARK} scenarios of {', '.join(lane.host_wide)}"
                      if lane.host_wide else "")
@@ -74,10 +73,9 @@ def lanes(inventory_path: Path, count: int, alone: tuple[str, ...], run: bool,
         when = f"after lane{'s' if len(follower.after) > 1 else ''} {after}" if after \
             else "beside the lanes"
         click.echo(f"pytest scenarios --inventory {where} --node {follower.node_option()} "
-                   f"{not_exclusive}    # {when} (its upstreams)")
-    if plan.alone:
-        click.echo(f"pytest scenarios --inventory {where} --node {','.join(plan.alone)} "
-                   f"{not_exclusive}    # alone, after the lanes")
-    keywords = plan.exclusive_keywords()
-    but = f" -k {shlex.quote(keywords)}" if keywords else ""
-    click.echo(f"pytest scenarios --inventory {where} -m {EXCLUSIVE_MARK}{but}    # alone, last")
+                   f"-m {shlex.quote(follower.mark_expression())}    # {when} (its upstreams)")
+    for label, nodes, selection in plan.passes_after_lanes():
+        node = f" --node {nodes}" if nodes else ""
+        when = "alone, after the lanes" if label == "alone" else "alone, last"
+        click.echo(f"pytest scenarios --inventory {where}{node} {shlex.join(selection)}"
+                   f"    # {when}")

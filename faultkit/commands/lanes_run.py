@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from faultkit.commands.gate_scenarios import ASYNC_INI, scenarios_dir
-from faultkit.lanes import EXCLUSIVE_MARK, LANE_STAGGER_S, LanePlan, run_side_by_side
+from faultkit.lanes import LANE_STAGGER_S, LanePlan, run_side_by_side
 from faultkit.progress import format_elapsed
 
 __all__ = ["PassResult", "exit_status", "run_plan"]
@@ -85,11 +85,11 @@ def run_plan(plan: LanePlan, inventory: Path, logs: Path, echo: Callable[[str], 
             if still:
                 say("running: " + ", ".join(still))
 
-    def run(label: str, nodes: str, marks: str, *more: str) -> PassResult:
+    def run(label: str, nodes: str, selection: Sequence[str]) -> PassResult:
         where = f" ({nodes})" if nodes else ""
         argv = [sys.executable, "-m", "pytest", str(scenarios_dir()), "-p", "no:cacheprovider",
-                *ASYNC_INI, "--inventory", str(inventory), "-m", marks,
-                *(("--node", nodes) if nodes else ()), *more,
+                *ASYNC_INI, "--inventory", str(inventory), *selection,
+                *(("--node", nodes) if nodes else ()),
                 f"--junitxml={logs / f'{label}.xml'}", *pytest_args]
         log = logs / f"{label}.log"
         say(f"{label}{where}: started, output in {log}")
@@ -112,12 +112,12 @@ def run_plan(plan: LanePlan, inventory: Path, logs: Path, echo: Callable[[str], 
     beat = threading.Thread(target=heartbeat, name="lanes-heartbeat", daemon=True)
     beat.start()
     try:
-        results = [r for _, r in run_side_by_side(plan, run, stagger_s=stagger_s)]
-        if plan.alone:
-            results.append(run("alone", ",".join(plan.alone), f"not {EXCLUSIVE_MARK}"))
-        keywords = plan.exclusive_keywords()
-        results.append(run("exclusive", "", EXCLUSIVE_MARK,
-                           *(("-k", keywords) if keywords else ())))
+        side_by_side = run_side_by_side(
+            plan, lambda label, nodes, marks: run(label, nodes, ("-m", marks)),
+            stagger_s=stagger_s)
+        results = [r for _, r in side_by_side]
+        results += [run(label, nodes, selection)
+                    for label, nodes, selection in plan.passes_after_lanes()]
     finally:
         ended.set()
         beat.join()

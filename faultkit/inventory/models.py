@@ -228,6 +228,13 @@ class Node(_Model):
         return (self.personality or "vllm") if self.engine == "sim" else self.engine
 
     @property
+    def host_key(self) -> str:
+        """Which Docker host the node's container runs on (its engine's URL); a node without
+        a container is a host of its own. ``per_docker_host`` scenarios and the lanes'
+        host-wide restarts group nodes by it."""
+        return self.docker.host if self.docker else self.name
+
+    @property
     def engine_process_pattern(self) -> str | None:
         """What ``kill_process`` kills to make the engine die inside its container: the
         inventory's ``engine_process``, else the engine's worker (:data:`ENGINE_PROCESSES`)."""

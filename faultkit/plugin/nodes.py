@@ -66,7 +66,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         seen: set[str] = set()
         per_host = []
         for n in nodes:
-            host = n.docker.host if n.docker else n.name
+            host = n.host_key
             if host not in seen:
                 seen.add(host)
                 per_host.append(n)

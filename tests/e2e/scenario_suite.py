@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from faultkit.inventory import Inventory
-from faultkit.lanes import EXCLUSIVE_MARK, plan_passes, run_side_by_side
+from faultkit.lanes import plan_passes, run_side_by_side
 from tests.e2e.conftest import REPO
 
 #: the catalogue runs in this many lanes side by side (faultkit.lanes.plan_passes), with
@@ -144,20 +144,15 @@ def run_scenario_lanes(out: Path, inventory: Inventory) -> tuple[int, dict[str, 
     one per lane, stalled the background load's event loop 2.2 s on the lab (README, "CI").
     """
     plan = plan_passes(inventory, SCENARIO_LANES, ALONE_ENGINES)
-    not_exclusive = ("-m", f"not {EXCLUSIVE_MARK}")
     passes = run_side_by_side(
         plan, lambda label, nodes, marks: run_scenarios(out / label, "--node", nodes, "-m", marks))
     nodes = [p.node_option() for p in (*plan.lanes, *plan.followers)]
     names = [f"{label} ({where})" for (label, _), where in zip(passes, nodes, strict=True)]
     results = [result for _, result in passes]
-    alone = plan.alone
-    if alone:
-        names.append(f"alone ({','.join(alone)})")
-        results.append(run_scenarios(out / "alone", "--node", ",".join(alone), *not_exclusive))
-    names.append("exclusive")
-    keywords = plan.exclusive_keywords()  # not the host-wide scenarios a lane ran
-    results.append(run_scenarios(out / "exclusive", "-m", EXCLUSIVE_MARK,
-                                 *(("-k", keywords) if keywords else ())))
+    for label, where, selection in plan.passes_after_lanes():
+        names.append(f"{label} ({where or 'every node'})")
+        results.append(run_scenarios(out / label, *(("--node", where) if where else ()),
+                                     *selection))
     outcomes = merge_outcomes([lane_outcomes for _, lane_outcomes, _ in results])
     output = "\n".join(f"--- {name}: exit {code}\n{text}"
                        for name, (code, _, text) in zip(names, results, strict=True))
