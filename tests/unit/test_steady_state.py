@@ -108,3 +108,27 @@ def _remote_node() -> Any:
 
 def _as_any(value: object) -> Any:
     return value
+
+
+def test_a_prometheus_with_another_clock_is_an_evidence_gap() -> None:
+    """Every detection figure compares Prometheus' clock with this machine's."""
+    from slo.evidence import preflight_gaps
+
+    class Prom:  # ready, one rule for the node, a clock one second ahead
+        url = "http://prom"
+
+        def ready(self) -> bool:
+            return True
+
+        def rules(self, kind: str) -> list[dict[str, object]]:
+            return [{"rules": [{"labels": {"node": "n1"}}]}]
+
+        def query_value(self, query: str) -> float:
+            import time
+
+            assert query == "time()"
+            return time.time() + 1.0
+
+    (gap,) = preflight_gaps(_remote_node(), _as_any(Prom()), True)
+    assert "clock skew between this machine and Prometheus is +1.0" in gap
+    assert "not shown within ±0.25 s: detection times could be wrong" in gap
