@@ -70,11 +70,16 @@ UPSTREAM_FAULTS: dict[str, UpstreamFault] = {
     "kill": UpstreamFault("kill", 5.0, (("docker_kill", True),)),
     # docker pause for 8 s: connections are accepted, nothing answers
     "pause": UpstreamFault("pause", 8.0, routes_around=False),
-    # disconnected from the lab network for 8 s. Measured (2026-12-03): LiteLLM's attempts
-    # to it hang (its address is gone from the network: no refusal comes back) and are
-    # served once it is reconnected, so, like a pause, no attempt fails within the
-    # router's 30 s timeout and nothing is routed around (a 24 s cut: TTFTs of 27 s)
-    "partition": UpstreamFault("partition", 8.0, (("mode", "refuse"),), routes_around=False),
+    # every packet dropped in its netns for 8 s (`partition mode=blackhole`): its name still
+    # resolves, its address is still there, and nothing answers, so, like a pause, no attempt
+    # fails within the router's 30 s timeout and nothing is routed around. Not `mode=refuse`
+    # (a disconnect): that takes the name out of Docker's DNS at once, and a gateway that
+    # resolves for each new connection (AIOHTTP_TTL_DNS_CACHE=0) fails those fast and cools
+    # it down while its kept-alive connections hang: routed around or not by the state of
+    # its connection pool (the landing CI run of 2026-12-05: routed around; the lab's runs
+    # before it: not)
+    "partition": UpstreamFault("partition", 8.0, (("mode", "blackhole"),),
+                               routes_around=False),
 }
 
 
