@@ -1,9 +1,16 @@
-"""latency: 200 ms of added network delay between clients and the node. Nothing should be
-lost; TTFT should rise by about the delay and come back after the revert.
+"""latency: 200 ± 20 ms of added network delay between clients and the node. Nothing should
+be lost, and the delay must reach the users: while it is in place no answer can come sooner
+than its floor (``delay − jitter``: the delay proxy holds every byte of the node's answers at
+least that long, as ``tc netem`` does on the container's egress).
 
-The rise is read on the *fastest* users (TTFT p10 of each window): their TTFT is the
-node's compute floor plus the network, so 200 ms more of network shows in full. The
-median also carries queueing, which the delay itself changes — the busy vLLM node of CI
+The check reads the *fastest* users (TTFT p10) on both sides of that floor: under it in
+the baseline (else the node is too slow for the delay to show), at or over it in the fault
+window (an undelayed stretch of requests — a revert that began early, connections that
+bypassed the delay — puts them under it). It is not read as a rise over the baseline's
+p10: that compares two windows, and CPU contention in either moves it. Run 4 of the
+five-lane catalogue (2026-12-05) had vLLM's baseline p10 at 0.070 s and its fault window's
+at 0.216 s: its fastest users past the floor (0.180 s), yet a rise of only 0.146 s.
+The median carries queueing, which the delay itself changes — the busy vLLM node of CI
 run G1 queued less while its arrivals came 200 ms later, and its TTFT p50 rose 0.107 s.
 """
 
@@ -17,8 +24,10 @@ from faultkit.records import RequestRecord
 from slo.checks import lost_at_most
 from slo.measure import arrival
 
-#: the delay injected, and the rise of the fastest users' TTFT that shows it was
-DELAY_MS, MIN_RISE_S = 200, 0.15
+#: the delay injected and its jitter (uniform, ± the jitter)
+DELAY_MS, JITTER_MS = 200, 20
+#: no answer through the delay comes sooner than this after its request
+TTFT_FLOOR_S = (DELAY_MS - JITTER_MS) / 1000
 
 
 def ttft_floor(records: Sequence[RequestRecord], start: float, end: float) -> float | None:
@@ -31,7 +40,7 @@ def ttft_floor(records: Sequence[RequestRecord], start: float, end: float) -> fl
 @pytest.mark.fault("latency")
 async def test_latency(experiment: Experiment) -> None:
     m = await experiment.run_fault("latency", hold_s=8,
-                                   params={"delay_ms": DELAY_MS, "jitter_ms": 20})
+                                   params={"delay_ms": DELAY_MS, "jitter_ms": JITTER_MS})
     verdict = experiment.check(lost_at_most(0))
     assert verdict.passed, verdict.summary()
     fault, baseline = m.slis.get("fault"), m.slis.get("baseline")
@@ -40,8 +49,12 @@ async def test_latency(experiment: Experiment) -> None:
     before = ttft_floor(records, baseline.start, baseline.end)
     during = ttft_floor(records, fault.start, fault.end)
     assert before is not None and during is not None, (before, during)
-    assert during - before >= MIN_RISE_S, (
-        f"the fastest users' TTFT (p10) rose only {during - before:.3f} s under {DELAY_MS} ms "
-        f"of delay ({before:.3f} → {during:.3f} s; p50 {baseline.ttft_p50_s} → "
-        f"{fault.ttft_p50_s})"
+    assert before < TTFT_FLOOR_S, (
+        f"the fastest users' TTFT (p10) was already {before:.3f} s before the delay, not under "
+        f"its floor {TTFT_FLOOR_S:.3f} s: a {DELAY_MS} ms delay cannot be told apart on this node"
+    )
+    assert during >= TTFT_FLOOR_S, (
+        f"the fastest users' TTFT (p10) was {during:.3f} s under {DELAY_MS} ± {JITTER_MS} ms "
+        f"of delay, below its floor {TTFT_FLOOR_S:.3f} s: some answers were not delayed "
+        f"(baseline p10 {before:.3f} s; p50 {baseline.ttft_p50_s} → {fault.ttft_p50_s})"
     )

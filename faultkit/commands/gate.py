@@ -30,7 +30,7 @@ from typing import Any, cast
 import click
 
 from faultkit.commands.gate_baseline import judge_against_baseline
-from faultkit.commands.gate_decision import config_diff, decide, read_junit
+from faultkit.commands.gate_decision import config_diff, decide, merge_junit, read_junit
 from faultkit.commands.gate_plan import dry_run as plan_dry_run
 from faultkit.commands.gate_plan import print_split
 from faultkit.commands.gate_pool import (
@@ -40,7 +40,6 @@ from faultkit.commands.gate_pool import (
     expected_share_s,
     gathered,
     measured_seconds,
-    merge_junit,
     pool_problems,
     soak_seconds,
     split_scenarios,

@@ -24,7 +24,7 @@ from slo.types import read_verdict
 from slo.verdict import Verdict
 
 __all__ = ["GateDecision", "ScenarioOutcome", "ScenarioResult", "config_diff", "decide",
-           "read_junit"]
+           "merge_junit", "read_junit"]
 
 
 #: a gate scenario's result: its verdict, or SKIPPED (did not run: no evidence at all)
@@ -162,6 +162,19 @@ def read_junit(path: Path) -> list[ScenarioOutcome]:
             )
         )
     return outcomes
+
+
+def merge_junit(parts: Sequence[Path], out: Path) -> None:
+    """One JUnit XML file of every part's test suites (a part that is missing, say a
+    run interrupted before pytest wrote it, adds nothing)."""
+    root = ET.Element("testsuites")
+    for part in parts:
+        if not part.exists():
+            continue
+        tree = ET.parse(part).getroot()
+        suites = [tree] if tree.tag == "testsuite" else list(tree.iter("testsuite"))
+        root.extend(suites)
+    ET.ElementTree(root).write(out, encoding="utf-8", xml_declaration=True)
 
 
 def _case_result(case: ET.Element, verdict: str | None) -> tuple[ScenarioResult, str]:

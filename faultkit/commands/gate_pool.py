@@ -44,7 +44,6 @@ __all__ = [
     "expected_share_s",
     "gathered",
     "measured_seconds",
-    "merge_junit",
     "node_of",
     "pool_problems",
     "scenario_cost",
@@ -246,19 +245,6 @@ async def collect_gate_scenarios(argv: Sequence[str]) -> list[str]:
         raise FaultkitError(f"collecting the gate scenarios failed (pytest exit "
                            f"{proc.returncode}): {tail}")
     return [line.strip() for line in lines if "::" in line and not line.startswith(" ")]
-
-
-def merge_junit(parts: Sequence[Path], out: Path) -> None:
-    """One JUnit XML file of every part's test suites (a part that is missing, say a
-    run interrupted before pytest wrote it, adds nothing)."""
-    root = ET.Element("testsuites")
-    for part in parts:
-        if not part.exists():
-            continue
-        tree = ET.parse(part).getroot()
-        suites = [tree] if tree.tag == "testsuite" else list(tree.iter("testsuite"))
-        root.extend(suites)
-    ET.ElementTree(root).write(out, encoding="utf-8", xml_declaration=True)
 
 
 def combined_exit(codes: Sequence[int]) -> int:

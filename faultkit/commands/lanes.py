@@ -52,14 +52,23 @@ def lanes(inventory_path: Path, count: int, alone: tuple[str, ...], run: bool,
                                  f"(engines: {', '.join(sorted(engines))})", param_hint="--alone")
     plan = plan_passes(inventory, count, alone)
     if run:
-        from faultkit.commands.lanes_run import exit_status, run_plan
+        from faultkit.commands.lanes_run import (
+            exit_status,
+            merged_outcomes,
+            outcome_lines,
+            run_plan,
+        )
 
         logs = logs or Path("runs") / time.strftime("lanes-%Y%m%dT%H%M%SZ", time.gmtime())
         started = time.monotonic()
         results = run_plan(plan, inventory_path, logs, lambda line: click.echo(line, err=True))
         code = exit_status(results)
+        merged, outcomes = merged_outcomes(results, logs)
         click.echo(f"[lanes] {len(results)} passes in {time.monotonic() - started:.0f} s: "
-                   + ("every scenario passed" if code == 0 else f"exit {code}"), err=True)
+                   + ("every scenario passed" if code == 0 else f"exit {code}")
+                   + f"; every result in {merged}", err=True)
+        for line in outcome_lines(outcomes):
+            click.echo(f"[lanes] {line}", err=True)
         raise SystemExit(code)
     where = shlex.quote(str(inventory_path))
     for i, lane in enumerate(plan.lanes, start=1):

@@ -10,7 +10,10 @@ output. The run directories go where the scenarios
 put them (``runs/`` unless the inventory's settings say otherwise).
 
 The exit status is the worst of the passes' (pytest's: 1 means a scenario failed); a pass
-that collected nothing (5: e.g. no exclusive scenario applies) counts as 0.
+that collected nothing (5: e.g. no exclusive scenario applies) counts as 0. At the end the
+passes' JUnit files are merged into ``LOGS/junit.xml`` (:func:`merged_outcomes`), and
+:func:`outcome_lines` names every scenario that did not pass, with why and its run
+directory, so nobody has to search five logs for a failure.
 """
 
 from __future__ import annotations
@@ -23,11 +26,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from faultkit.commands.gate_decision import ScenarioOutcome, merge_junit, read_junit
 from faultkit.commands.gate_scenarios import ASYNC_INI, scenarios_dir
 from faultkit.lanes import LANE_STAGGER_S, LanePlan, run_side_by_side
 from faultkit.progress import format_elapsed
 
-__all__ = ["PassResult", "exit_status", "run_plan"]
+__all__ = ["PassResult", "exit_status", "merged_outcomes", "outcome_lines", "run_plan"]
 
 #: pytest's exit status when a selection collects no test
 NOTHING_COLLECTED = 5
@@ -49,6 +53,30 @@ def exit_status(results: Sequence[PassResult]) -> int:
     """The worst pass's pytest status; "nothing collected" counts as success."""
     return max((0 if r.exit_code == NOTHING_COLLECTED else r.exit_code for r in results),
                default=0)
+
+
+def merged_outcomes(results: Sequence[PassResult], logs: Path) -> tuple[Path,
+                                                                      list[ScenarioOutcome]]:
+    """Every pass's JUnit file merged into ``logs/junit.xml``, and the scenarios' outcomes
+    read from it (a pass that wrote none adds nothing)."""
+    merged = logs / "junit.xml"
+    merge_junit([r.log.with_suffix(".xml") for r in results], merged)
+    return merged, read_junit(merged)
+
+
+def outcome_lines(outcomes: Sequence[ScenarioOutcome]) -> list[str]:
+    """A count per outcome, then one line per scenario that failed or was inconclusive."""
+    counts: dict[str, int] = {}
+    for outcome in outcomes:
+        counts[outcome.outcome] = counts.get(outcome.outcome, 0) + 1
+    order = ("PASS", "ACCEPTED", "FAIL", "INCONCLUSIVE", "SKIPPED")
+    lines = [", ".join(f"{counts[k]} {k.lower()}" for k in order if counts.get(k))
+             or "no scenario ran"]
+    for outcome in outcomes:
+        if outcome.outcome in ("FAIL", "INCONCLUSIVE"):
+            where = f" ({outcome.run_dir})" if outcome.run_dir else ""
+            lines.append(f"  {outcome.outcome} {outcome.name} — {outcome.why}{where}")
+    return lines
 
 
 def _summary(log: Path) -> str:

@@ -14,14 +14,13 @@ from click.testing import CliRunner
 
 from faultkit.cli import cli
 from faultkit.commands.gate import run_scenarios
-from faultkit.commands.gate_decision import read_junit
+from faultkit.commands.gate_decision import merge_junit, read_junit
 from faultkit.commands.gate_pool import (
     SCENARIO_S,
     SOAK_OVERHEAD_S,
     combined_exit,
     expected_share_s,
     measured_seconds,
-    merge_junit,
     pool_problems,
     scenario_key,
     scenario_weight,

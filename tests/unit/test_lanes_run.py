@@ -11,7 +11,13 @@ from typing import Any
 
 import pytest
 
-from faultkit.commands.lanes_run import PassResult, exit_status, run_plan
+from faultkit.commands.lanes_run import (
+    PassResult,
+    exit_status,
+    merged_outcomes,
+    outcome_lines,
+    run_plan,
+)
 from faultkit.lanes import FollowPass, Lane, LanePlan
 
 
@@ -111,3 +117,49 @@ def test_a_heartbeat_names_the_passes_still_running(
     said = len(lines)
     time.sleep(0.2)  # four heartbeat periods: the heartbeat ended with the run
     assert len(lines) == said, lines[said:]
+
+
+def _junit(cases: str) -> str:
+    return (f'<?xml version="1.0"?><testsuites><testsuite name="pytest">{cases}</testsuite>'
+            "</testsuites>")
+
+
+def test_the_passes_junit_files_merge_and_the_scenarios_that_did_not_pass_are_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each pass writes its own JUnit file, as pytest does; the run merges them into
+    junit.xml and names each FAIL and INCONCLUSIVE with why and where its run is."""
+    cases = {
+        "a": '<testcase name="test_kill[a]"/><testcase name="test_oom[a]"><skipped '
+             'message="no oom fault allowed"/></testcase>',
+        "gw": '<testcase name="test_upstream_failure[gateway-kill]"><properties><property '
+              'name="faultkit_verdict" value="FAIL"/><property name="faultkit_run_dir" '
+              'value="runs/x-upstream_failure-gw"/></properties><failure message="AssertionError: '
+              'FAIL: lost_requests: 4 lost &gt; 3 allowed"/></testcase>',
+        None: '<testcase name="test_host_restart[h1]"><failure message="INCONCLUSIVE: '
+              'missing evidence: clock skew"/></testcase>',
+    }
+
+    def writes_junit(argv: list[str], stdout: Any, **_: Any) -> subprocess.CompletedProcess[str]:
+        nodes = _option(argv, "--node")
+        junit = next(a.split("=", 1)[1] for a in argv if a.startswith("--junitxml="))
+        if nodes in cases:  # "h2" and "big" write none: a pass interrupted before it
+            Path(junit).write_text(_junit(cases[nodes]))
+        return subprocess.CompletedProcess(argv, 1 if nodes in ("gw", None) else 0)
+
+    monkeypatch.setattr(subprocess, "run", writes_junit)
+    results = run_plan(_plan(), Path("inv.yaml"), tmp_path, [].append, stagger_s=0)
+    merged, outcomes = merged_outcomes(results, tmp_path)
+    assert merged == tmp_path / "junit.xml" and merged.exists()
+    assert sorted(o.name for o in outcomes) == [
+        "test_host_restart[h1]", "test_kill[a]", "test_oom[a]",
+        "test_upstream_failure[gateway-kill]"]
+    lines = outcome_lines(outcomes)
+    assert lines[0] == "1 pass, 1 fail, 1 inconclusive, 1 skipped", lines
+    # no verdict.json in that run directory here: the reason is the JUnit message's
+    assert sorted(lines[1:]) == [
+        "  FAIL test_upstream_failure[gateway-kill] — AssertionError: FAIL: lost_requests: "
+        "4 lost > 3 allowed (runs/x-upstream_failure-gw)",
+        "  INCONCLUSIVE test_host_restart[h1] — clock skew",
+    ], lines
+    assert outcome_lines([]) == ["no scenario ran"]
