@@ -278,10 +278,10 @@ def test_the_gateway_routed_around_a_killed_upstream_and_sent_it_traffic_again(
 def test_a_hung_upstream_is_not_routed_around_and_its_users_wait_for_it(
     suite: tuple[int, dict[str, Outcome], str],
 ) -> None:
-    """pause and partition of sim-vllm for 8 s: LiteLLM's attempts to it hang (no attempt
-    fails within its 30 s timeout), so it never routes around them: nobody is lost, the
-    users it sent there wait (TTFT p95 of the fault window ≥ 3 s), and it serves them
-    once it is back."""
+    """pause and partition (blackhole: every packet dropped) of sim-vllm for 8 s: LiteLLM's
+    attempts to it hang (no attempt fails within its 30 s timeout), so it never routes
+    around them: nobody is lost, the users it sent there wait (TTFT p95 of the fault window
+    ≥ 3 s), and it serves them once it is back."""
     _, outcomes, _ = suite
     for test_id in ("test_upstream_failure[gateway-pause]",
                     "test_upstream_failure[gateway-partition]"):
