@@ -27,9 +27,9 @@ from typing import Any
 
 
 def _junit_files(logs: Path) -> dict[str, Path]:
-    """label → JUnit file, for ``faultkit lanes --run`` (``LABEL.xml``) and the e2e suite's
-    layout (``LABEL/junit.xml``)."""
-    found = {p.stem: p for p in logs.glob("*.xml")}
+    """label → JUnit file, for ``faultkit lanes --run`` (``LABEL.xml``; its merge of them
+    all, ``junit.xml``, is no pass) and the e2e suite's layout (``LABEL/junit.xml``)."""
+    found = {p.stem: p for p in logs.glob("*.xml") if p.name != "junit.xml"}
     found.update({p.parent.name: p for p in logs.glob("*/junit.xml")})
     return dict(sorted(found.items()))
 
@@ -79,8 +79,8 @@ def main() -> None:
                 *(a for engine in args.alone for a in ("--alone", engine)), "--run",
                 "--logs", str(logs)]
         subprocess.run(argv, check=False)
-    summary = {"plan": {"lanes": args.lanes, "alone": args.alone} if args.source is None
-               else str(args.source), **summarise(logs)}
+    summary = {"plan": {"lanes": args.lanes, "alone": args.alone, "logs": str(logs)}
+               if args.source is None else str(args.source), **summarise(logs)}
     print(json.dumps(summary, indent=1))
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1) + "\n")
