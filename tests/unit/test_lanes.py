@@ -151,14 +151,15 @@ def test_five_lanes_run_every_engine_in_a_lane_and_the_gateway_after_its_upstrea
         "llama", "sim-sglang", "sim-vllm"]
 
 
-def test_ci_keeps_vllm_and_the_gateway_out_of_the_lanes() -> None:
-    """What the e2e suite runs (README, "CI"): four lanes, then vLLM and the gateway."""
+def test_ci_runs_every_engine_node_in_a_lane_and_the_gateway_after_them() -> None:
+    """What the e2e suite runs (README, "CI"): five lanes, vLLM's first, then the gateway."""
     from tests.e2e.scenario_suite import ALONE_ENGINES, SCENARIO_LANES
 
     plan = plan_passes(load_inventory(TESTBED), SCENARIO_LANES, ALONE_ENGINES)
     assert sorted(lane.nodes for lane in plan.lanes) == [
-        ("llama",), ("sim-sglang",), ("sim-vllm",), ("sim-vllm-h2",)]
-    assert plan.alone == ("vllm", "gateway") and plan.followers == ()
+        ("llama",), ("sim-sglang",), ("sim-vllm",), ("sim-vllm-h2",), ("vllm",)]
+    assert plan.lanes[0].nodes == ("vllm",)  # the heaviest starts first
+    assert plan.alone == ("gateway",) and plan.followers == ()
 
 
 def test_engines_kept_alone_leave_the_lanes_and_take_their_gateway_out_of_following() -> None:
