@@ -80,7 +80,7 @@ def main() -> None:
                 "--logs", str(logs)]
         subprocess.run(argv, check=False)
     summary = {"plan": {"lanes": args.lanes, "alone": args.alone, "logs": str(logs)}
-               if args.source is None else str(args.source), **summarise(logs)}
+               if args.source is None else {"from": str(args.source)}, **summarise(logs)}
     print(json.dumps(summary, indent=1))
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1) + "\n")
