@@ -3,6 +3,7 @@ counts as the readiness probe "not OK throughout the baseline"."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from faultkit.clockread import ClockReading
@@ -74,21 +75,7 @@ def test_a_node_on_a_docker_host_with_another_clock_is_an_evidence_gap() -> None
     """Issue 16: a node's Docker host may be another machine; its events date t_effect."""
     from slo.evidence import MAX_CLOCK_SKEW_S, preflight_gaps
 
-    class Prom:  # ready, one rule for the node, the same clock as this machine
-        url = "http://prom"
-
-        def ready(self) -> bool:
-            return True
-
-        def rules(self, kind: str) -> list[dict[str, object]]:
-            return [{"rules": [{"labels": {"node": "n1"}}]}]
-
-        def query_value(self, query: str) -> float:
-            import time
-
-            return time.time()
-
-    node, prom = _remote_node(), _as_any(Prom())
+    node, prom = _remote_node(), _as_any(_Prometheus(ahead_s=0.0))
     near = ClockReading(skew_s=MAX_CLOCK_SKEW_S / 2, uncertainty_s=0.01, samples=1)
     assert preflight_gaps(node, prom, True, docker_clock=near) == []
     off = ClockReading(skew_s=-1.5, uncertainty_s=0.004, samples=1)
@@ -98,6 +85,27 @@ def test_a_node_on_a_docker_host_with_another_clock_is_an_evidence_gap() -> None
     vague = ClockReading(skew_s=0.1, uncertainty_s=0.2, samples=5)
     (gap,) = preflight_gaps(node, prom, True, docker_clock=vague)
     assert "+0.100 ± 0.200 s (the fastest of 5 readings), not shown within ±0.25 s" in gap
+
+
+class _Prometheus:
+    """Ready, one rule for node n1, and a clock ``ahead_s`` ahead of this machine's; the
+    queries it was asked are kept."""
+
+    url = "http://prom"
+
+    def __init__(self, ahead_s: float) -> None:
+        self.ahead_s = ahead_s
+        self.queries: list[str] = []
+
+    def ready(self) -> bool:
+        return True
+
+    def rules(self, kind: str) -> list[dict[str, object]]:
+        return [{"rules": [{"labels": {"node": "n1"}}]}]
+
+    def query_value(self, query: str) -> float:
+        self.queries.append(query)
+        return time.time() + self.ahead_s
 
 
 def _remote_node() -> Any:
@@ -114,21 +122,8 @@ def test_a_prometheus_with_another_clock_is_an_evidence_gap() -> None:
     """Every detection figure compares Prometheus' clock with this machine's."""
     from slo.evidence import preflight_gaps
 
-    class Prom:  # ready, one rule for the node, a clock one second ahead
-        url = "http://prom"
-
-        def ready(self) -> bool:
-            return True
-
-        def rules(self, kind: str) -> list[dict[str, object]]:
-            return [{"rules": [{"labels": {"node": "n1"}}]}]
-
-        def query_value(self, query: str) -> float:
-            import time
-
-            assert query == "time()"
-            return time.time() + 1.0
-
-    (gap,) = preflight_gaps(_remote_node(), _as_any(Prom()), True)
+    prom = _Prometheus(ahead_s=1.0)
+    (gap,) = preflight_gaps(_remote_node(), _as_any(prom), True)
+    assert prom.queries and set(prom.queries) == {"time()"}, prom.queries
     assert "clock skew between this machine and Prometheus is +1.0" in gap
     assert "not shown within ±0.25 s: detection times could be wrong" in gap
