@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,11 +67,9 @@ def merged_outcomes(results: Sequence[PassResult], logs: Path) -> tuple[Path,
 
 def outcome_lines(outcomes: Sequence[ScenarioOutcome]) -> list[str]:
     """A count per outcome, then one line per scenario that failed or was inconclusive."""
-    counts: dict[str, int] = {}
-    for outcome in outcomes:
-        counts[outcome.outcome] = counts.get(outcome.outcome, 0) + 1
+    counts = Counter(outcome.outcome for outcome in outcomes)
     order = ("PASS", "ACCEPTED", "FAIL", "INCONCLUSIVE", "SKIPPED")
-    lines = [", ".join(f"{counts[k]} {k.lower()}" for k in order if counts.get(k))
+    lines = [", ".join(f"{counts[k]} {k.lower()}" for k in order if counts[k])
              or "no scenario ran"]
     for outcome in outcomes:
         if outcome.outcome in ("FAIL", "INCONCLUSIVE"):
