@@ -27,7 +27,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from faultkit.commands.gate_decision import ScenarioOutcome, merge_junit, read_junit
+from faultkit.commands.gate_decision import (
+    ScenarioOutcome,
+    ScenarioResult,
+    merge_junit,
+    read_junit,
+)
 from faultkit.commands.gate_scenarios import ASYNC_INI, scenarios_dir
 from faultkit.lanes import LANE_STAGGER_S, LanePlan, run_side_by_side
 from faultkit.progress import format_elapsed
@@ -68,7 +73,7 @@ def merged_outcomes(results: Sequence[PassResult], logs: Path) -> tuple[Path,
 def outcome_lines(outcomes: Sequence[ScenarioOutcome]) -> list[str]:
     """A count per outcome, then one line per scenario that failed or was inconclusive."""
     counts = Counter(outcome.outcome for outcome in outcomes)
-    order = ("PASS", "ACCEPTED", "FAIL", "INCONCLUSIVE", "SKIPPED")
+    order: tuple[ScenarioResult, ...] = ("PASS", "ACCEPTED", "FAIL", "INCONCLUSIVE", "SKIPPED")
     lines = [", ".join(f"{counts[k]} {k.lower()}" for k in order if counts[k])
              or "no scenario ran"]
     for outcome in outcomes:
