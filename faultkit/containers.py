@@ -29,6 +29,7 @@ class ContainerSpec:
     env: dict[str, str] = field(default_factory=dict)
     memory: str | int | None = None
     shm_size: str | int | None = None  # /dev/shm size; None = Docker's default (64 MiB)
+    cpu_shares: int | None = None  # relative CPU weight; None = Docker's default (1024)
     restart_policy: str = "on-failure"
     restart_max_retries: int = 0
     ports: dict[int, int] = field(default_factory=dict)
@@ -117,6 +118,7 @@ def _spec_from_attrs(attrs: Mapping[str, Any]) -> ContainerSpec:
         env=env,
         memory=host.get("Memory") or None,
         shm_size=host.get("ShmSize") or None,
+        cpu_shares=host.get("CpuShares") or None,
         restart_policy=policy.get("Name") or "no",
         restart_max_retries=int(policy.get("MaximumRetryCount") or 0),
         ports=ports,

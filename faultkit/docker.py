@@ -246,6 +246,7 @@ class DockerHost(SystemOps):
                 mem_limit=spec.memory,
                 memswap_limit=spec.memory,
                 shm_size=spec.shm_size,
+                cpu_shares=spec.cpu_shares,
                 restart_policy=restart if spec.restart_policy != "no" else None,
                 ports={f"{c}/tcp": (spec.bind_ip, h) for c, h in spec.ports.items()},
                 volumes=dict(spec.volumes),

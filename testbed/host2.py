@@ -260,7 +260,8 @@ def node_spec(inventory: Inventory, node: Node) -> ContainerSpec:
     wanted = config_hash(config, [volumes, env, node.base_url, "host2"])
     return ContainerSpec(
         name=node.docker.container, image=BASE_IMAGE, command=tuple(config.command), env=env,
-        memory=config.memory, shm_size=config.shm_size, restart_policy=config.restart,
+        memory=config.memory, shm_size=config.shm_size, cpu_shares=config.cpu_shares,
+        restart_policy=config.restart,
         restart_max_retries=config.restart_max_retries,
         ports={_listen_port(config.command): int(port)}, bind_ip="0.0.0.0",
         volumes=volumes, network=INNER_NETWORK,

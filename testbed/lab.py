@@ -184,6 +184,7 @@ class Lab:
                     env={**config.env, **env},
                     memory=config.memory,
                     shm_size=config.shm_size,
+                    cpu_shares=config.cpu_shares,
                     restart_policy=config.restart,
                     restart_max_retries=config.restart_max_retries,
                     ports={container_port(node, config): host_port},

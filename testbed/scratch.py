@@ -58,7 +58,7 @@ def scratch_node(
     image = host.state(base.docker.container).image if base.docker else config.image
     host.create(ContainerSpec(
         name=container, image=image, command=tuple(config.command), env={**config.env, **env},
-        memory=config.memory, restart_policy=config.restart,
+        memory=config.memory, cpu_shares=config.cpu_shares, restart_policy=config.restart,
         ports={container_port(base, config): port}, volumes=volumes, network=LAB_NETWORK,
         labels={**TEST_LABELS, LABEL_NODE: name,
                 LABEL_SERVING_CONFIG: base.serving_config},

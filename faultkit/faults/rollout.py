@@ -136,6 +136,7 @@ class Rollout(Fault):
             command=tuple(self.config.command),
             env={**prev.env, **self.config.env},
             memory=self.config.memory or prev.memory,
+            cpu_shares=self.config.cpu_shares or prev.cpu_shares,
             restart_policy=self.config.restart,
             restart_max_retries=self.config.restart_max_retries,
             labels=labels,

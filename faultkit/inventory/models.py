@@ -259,6 +259,11 @@ class ServingConfig(_Model):
     shm_size: str | None = Field(
         None, description="size of /dev/shm, e.g. 1g (vLLM's shared-memory queues need ~400 MiB)"
     )
+    cpu_shares: int | None = Field(
+        None, ge=2, le=262144,
+        description="relative CPU weight against the host's other containers (Docker's "
+        "--cpu-shares; its default is 1024); only matters while the CPU is contended",
+    )
     restart: RestartPolicy = "on-failure"
     restart_max_retries: int = Field(0, ge=0, description="for on-failure; 0 = unlimited")
     ready_timeout_s: float = Field(120.0, gt=0)

@@ -146,6 +146,19 @@ def test_the_gateway_routes_to_its_three_upstreams_by_container_name(
     assert httpx.get(f"{gateway.base_url}/health/liveliness", timeout=5).status_code == 200
 
 
+def test_the_gateway_runs_with_its_configs_cpu_weight(lab_inventory: Inventory) -> None:
+    """Docker's own record of the gateway container carries the serving config's
+    ``cpu_shares`` (the lab's CI plan rests on it: docs/ci.md), and ``spec_of`` — what a
+    rollout copies — reads it back."""
+    gateway = lab_inventory.node("gateway")
+    assert gateway.docker is not None and gateway.serving_config is not None
+    wanted = lab_inventory.serving_config(gateway.serving_config).cpu_shares
+    assert wanted is not None, "the lab's gateway config sets no cpu_shares"
+    host = DockerHost(gateway.docker.host)
+    assert host.inspect(gateway.docker.container)["HostConfig"]["CpuShares"] == wanted
+    assert host.spec_of(gateway.docker.container).cpu_shares == wanted
+
+
 def test_prometheus_scrapes_the_gateways_litellm_metrics(lab_inventory: Inventory) -> None:
     url = lab_inventory.prometheus.url
     deadline = time.monotonic() + 15
