@@ -7,7 +7,6 @@ import json
 
 from faultkit.inventory.models import ServingConfig
 
-
 #: settings faultkit learned after hashes were first recorded: hashed only when a config sets
 #: them, so the hash of a config that does not use them stays what it was (and the testbed
 #: does not recreate its container for a setting it does not have)
