@@ -38,9 +38,10 @@ def lanes(inventory_path: Path, count: int, alone: tuple[str, ...], run: bool,
     every one has ended, run the rest one after the other. Lanes share the machine:
     CPU-bound engines side by side can change each other's latency figures, so measure
     yours side by side and alone (README, "CI"), and keep an engine --alone if they
-    differ: on the 2-core testbed CI runs `--lanes 5 --alone litellm`, because beside
-    vLLM's lane the gateway lost more users than its objective allows (docs/ci.md).
-    `--run` runs the plan for you.
+    differ, or give the latency-critical one a CPU weight: on the 2-core testbed CI runs
+    `--lanes 5`, its gateway beside vLLM's lane with 8× an engine's weight (without it,
+    it lost more users there than its objective allows: docs/ci.md). `--run` runs the
+    plan for you.
     """
     if logs is not None and not run:
         raise click.UsageError("--logs only says where --run writes: add --run, or drop --logs")

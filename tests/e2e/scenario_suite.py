@@ -19,12 +19,13 @@ from tests.e2e.conftest import REPO
 
 #: the catalogue runs in this many lanes side by side (faultkit.lanes.plan_passes), with
 #: these engines' nodes kept out of them and tested after them (:func:`run_scenario_lanes`);
-#: what CI runs is what `faultkit lanes --lanes 5 --alone litellm` prints: every engine
-#: node in a lane of its own (the second host's with its host-wide restarts), then the
-#: gateway, then the exclusive scenarios. The gateway beside vLLM's lane was measured on
-#: 2026-12-05 and lost more users than its objective allows (docs/ci.md)
+#: what CI runs is what `faultkit lanes --lanes 5` prints: every engine node in a lane of
+#: its own (the second host's with its host-wide restarts), the gateway as soon as the lanes
+#: of its upstreams have ended (beside vLLM's), then the exclusive scenarios. The gateway
+#: beside vLLM's lane lost more users than its objective allows until its serving configs
+#: gave it 8× an engine's CPU weight (docs/ci.md, "The gateway beside the lanes")
 SCENARIO_LANES = 5
-ALONE_ENGINES: tuple[str, ...] = ("litellm",)
+ALONE_ENGINES: tuple[str, ...] = ()
 
 
 
@@ -126,8 +127,8 @@ def merge_outcomes(runs: list[dict[str, Outcome]]) -> dict[str, Outcome]:
 def run_scenario_lanes(out: Path, inventory: Inventory) -> tuple[int, dict[str, Outcome], str]:
     """The whole catalogue, in CI's time budget (README, "CI"): every engine node in a lane
     of its own, side by side (:func:`faultkit.lanes.plan_passes`; vLLM's, the longest,
-    first), then the gateway, then the ``exclusive`` scenarios, each pass alone. Exit code:
-    the worst of the processes.
+    first), the gateway once its upstreams' lanes have ended, then the ``exclusive``
+    scenarios alone. Exit code: the worst of the processes.
 
     Who shares the two cores is measured, not assumed. The simulators' latency is
     simulated time, hardly moved by a busy CPU: every simulated node's scenario passed
@@ -138,7 +139,9 @@ def run_scenario_lanes(out: Path, inventory: Inventory) -> tuple[int, dict[str, 
     2026-12-05 vLLM's lane beside the other four passed in five lab runs
     (``bench/results/catalogue-lanes-5-*.json``), once the latency check stopped comparing
     two windows that contention moves; the gateway beside vLLM's lane lost 4 users > 3 in
-    one of three, so it runs after the lanes.
+    one of three (its streams through a starved LiteLLM lasted 0.91 s, not 0.6 s), so it
+    ran after the lanes until its serving configs got the CPU weight of a latency-critical
+    front (``cpu_shares: 8192``).
     Two ``test_overload`` floods never run at once (the machine lock ``flood``): two at once,
     one per lane, stalled the background load's event loop 2.2 s on the lab (README, "CI").
     """
