@@ -6,8 +6,8 @@ many scenarios passed, and every one that did not, with its verdict (faultkit's
 ``faultkit_verdict`` property: FAIL or INCONCLUSIVE) and message. The wall time is from the
 first pass's start to the last one's end, as the JUnit files stamp them.
 
-    .venv/bin/python bench/catalogue_lanes.py --lanes 5 --json bench/results/catalogue-lanes-5.json   # CI's plan
-    .venv/bin/python bench/catalogue_lanes.py --lanes 5 --alone litellm --json …   # the gateway alone
+    .venv/bin/python bench/catalogue_lanes.py --lanes 5 --json …                  # CI's plan
+    .venv/bin/python bench/catalogue_lanes.py --lanes 5 --alone litellm --json …  # gateway alone
     .venv/bin/python bench/catalogue_lanes.py --from runs/lanes-20261205T004433Z --json …
 
 Run it on the testbed with nothing else running: the lanes share its two cores.
