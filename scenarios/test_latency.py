@@ -8,6 +8,11 @@ the baseline (else the node is too slow for the delay to show), at or over it wh
 delay was in place (an undelayed stretch of requests — a revert that began early,
 connections that bypassed the delay — puts them under it). It is not read as a rise over
 the baseline's p10: that compares two windows, and CPU contention in either moves it.
+Run 4 of the five-lane catalogue (2026-12-05) had vLLM's baseline p10 at 0.070 s and its
+fault window's at 0.216 s: its fastest users past the floor (0.180 s), yet a rise of only
+0.146 s.
+The median carries queueing, which the delay itself changes — the busy vLLM node of CI
+run G1 queued less while its arrivals came 200 ms later, and its TTFT p50 rose 0.107 s.
 
 "While the delay was in place" is the requests that arrived after ``t_effect`` and had
 their first token before the revert *began*. The measurement's fault window runs on to the
@@ -17,11 +22,7 @@ lab run with the gateway's lane beside vLLM's (2026-12-05) had eleven such reque
 p10 of 0.162 s over that window. A request judged here cannot have been sent after the
 redirect was removed (its answer came before), so an undelayed answer among them is one
 the delay failed to hold; requests delayed across the revert's start are left out, which
-can only make the fastest users faster, never slower. Run 4 of the
-five-lane catalogue (2026-12-05) had vLLM's baseline p10 at 0.070 s and its fault window's
-at 0.216 s: its fastest users past the floor (0.180 s), yet a rise of only 0.146 s.
-The median carries queueing, which the delay itself changes — the busy vLLM node of CI
-run G1 queued less while its arrivals came 200 ms later, and its TTFT p50 rose 0.107 s.
+can only make the fastest users faster, never slower.
 """
 
 from collections.abc import Sequence
