@@ -50,7 +50,7 @@ def ttft_floor(
     ``answered_by``, had their first token before it)."""
     values = [t for r in records if r.status == "ok" and start <= arrival(r) < end
               and (t := ttft_s(r)) is not None
-              and (answered_by is None or (r.t_first_token or 0.0) < answered_by)]
+              and (answered_by is None or r.t_invoke + t < answered_by)]
     return percentile(values, 10)
 
 

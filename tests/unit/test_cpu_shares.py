@@ -10,21 +10,14 @@ from faultkit.containers import ContainerSpec, _spec_from_attrs, spec_from_json,
 from faultkit.faults.registry import make_fault
 from faultkit.faults.rollout import Rollout
 from faultkit.inventory import ServingConfig, config_hash, parse_inventory
+from tests.unit.inventory_text import one_node_inventory
 
-INVENTORY = """
-nodes:
-  - name: gw
-    engine: vllm
-    base_url: http://127.0.0.1:18004
-    model: m
-    docker: {host: unix:///var/run/docker.sock, container: gw}
-    serving_config: weighted
-    faults: [rollout]
-serving_configs:
-  weighted: {image: img, command: [serve], cpu_shares: 8192}
-  plain: {image: img, command: [serve, --other]}
-  lighter: {image: img, command: [serve], cpu_shares: 512}
-"""
+#: the CLI tests' one-node inventory (node ``n``), with configs that set a weight or do not
+INVENTORY = one_node_inventory() + (
+    "  weighted: {image: img, command: [serve], cpu_shares: 8192}\n"
+    "  plain: {image: img, command: [serve, --other]}\n"
+    "  lighter: {image: img, command: [serve], cpu_shares: 512}\n"
+)
 
 
 def test_docker_inspect_output_gives_the_weight_and_zero_means_the_default() -> None:
@@ -50,9 +43,9 @@ def test_a_rollout_candidate_runs_with_its_configs_weight_else_the_running_one(
     config: str, running: int | None, expected: int
 ) -> None:
     inventory = parse_inventory(INVENTORY)
-    rollout = make_fault("rollout", "gw", inventory=inventory, config=config)
+    rollout = make_fault("rollout", "n", inventory=inventory, config=config)
     assert isinstance(rollout, Rollout)
-    rollout._previous = ContainerSpec(name="gw", image="img", command=("serve",),
+    rollout._previous = ContainerSpec(name="faultkit-test-n", image="img", command=("serve",),
                                       cpu_shares=running)
     assert rollout._candidate().cpu_shares == expected
 
