@@ -58,6 +58,8 @@ API_PORT = 18100
 HOST2_URL = f"tcp://127.0.0.1:{API_PORT}"
 #: loopback ports published through to the second host, for the nodes that run there
 NODE_PORTS = range(18101, 18110)
+#: seconds a stop of the second host gives its engine to stop its containers and exit
+STOP_TIMEOUT_S = 20
 #: the inner engine's bridge, apart from the outer engine's 172.17.0.0/16
 INNER_BIP = "172.29.17.1/24"
 #: the lab network on the second host (a partition needs a network to cut)
@@ -202,6 +204,9 @@ def start_host(progress: Progress, *, timeout_s: float = 60.0) -> float:
         st = host.state(CONTAINER)
         if st.labels.get(LABEL_CONFIG_HASH) != wanted:  # another checkout, another command
             progress(f"recreating {CONTAINER} (its config changed; its data volume stays)")
+            # stopped first, so its engine stops its containers and records it; a forced
+            # removal while that engine restores them can leave it holding their ports
+            host.stop(CONTAINER, timeout_s=STOP_TIMEOUT_S)
             host.remove(CONTAINER)
         elif not st.running:
             host.start(CONTAINER)
@@ -289,16 +294,58 @@ def ensure_nodes(inventory: Inventory, progress: Progress,
     for node in nodes:
         spec = node_spec(inventory, node)
         (state_dir("host2") / "sim" / node.name).mkdir(parents=True, exist_ok=True)
-        if keep_existing(host, spec.name, wanted_hash=spec.labels[LABEL_CONFIG_HASH],
-                         network=INNER_NETWORK, memory=spec.memory,
-                         rebuild=node.name in rebuild, progress=progress):
-            continue
-        with step(progress, f"creating {spec.name} on the second host"):
-            host.create(spec)
+        try:
+            _ensure_node(host, spec, rebuild=node.name in rebuild, progress=progress)
+        except DockerError as exc:
+            if not is_held_port(exc):
+                raise
+            progress(f"the second host's engine holds a port {spec.name} publishes ({exc}); "
+                     "restarting that engine, which frees a port left by a container it did "
+                     "not shut down cleanly (its data and running containers stay)")
+            host = restart_engine()
+            _ensure_node(host, spec, rebuild=node.name in rebuild, progress=progress)
     for node in nodes:
         config = inventory.serving_config(node.serving_config or "")
         asyncio.run(wait_ready(node, timeout_s=config.ready_timeout_s))
     return nodes
+
+
+def _ensure_node(host: DockerHost, spec: ContainerSpec, *, rebuild: bool,
+                 progress: Progress) -> None:
+    """Keep (or start) the node's container when it matches ``spec``; else create it."""
+    if keep_existing(host, spec.name, wanted_hash=spec.labels[LABEL_CONFIG_HASH],
+                     network=INNER_NETWORK, memory=spec.memory, rebuild=rebuild,
+                     progress=progress):
+        return
+    with step(progress, f"creating {spec.name} on the second host"):
+        host.create(spec)
+
+
+def restart_engine() -> DockerHost:
+    """Restart the second host's engine gracefully (it stops its containers, its data
+    stays), then start again every container that ran before; a client of the new engine."""
+    running = inner().running_names()
+    restart_host(stop_timeout_s=STOP_TIMEOUT_S)
+    wait_engine()
+    engine = inner()
+    for name in running:
+        state = engine.state(name)
+        if not state.running and not state.restarting:
+            engine.start(name)
+    return engine
+
+
+def is_held_port(exc: DockerError) -> bool:
+    """Docker could not publish a node's port on the second host: its allocator still
+    counts it taken, or a process there listens on it. Seen after a machine reset: the
+    outer engine restarts the second host, which restores its containers, and a forced
+    removal then leaves the next engine with the port allocated and a stray
+    ``docker-proxy`` on it. Both go with a restart of that engine (:func:`restart_engine`).
+    Docker words a port another *container* publishes the same way; that one stays taken
+    after the restart, and the retry's error says so."""
+    text = str(exc)
+    return "port is already allocated" in text or (
+        "external connectivity" in text and "address already in use" in text)
 
 
 def up(inventory_path: Path = INVENTORY, progress: Progress = print,

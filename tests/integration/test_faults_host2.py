@@ -316,3 +316,52 @@ def test_a_helper_left_behind_is_swept(scratch, journal) -> None:
     line = undo.run_step({"op": "helpers_remove", "host": host2.HOST2_URL, "container": None,
                           "label": f"{HELPER_LABEL}=kill-fk-h2-deadbeef"})
     assert "removed 1" in line and "faultkit-helper-left-behind" not in _helpers(engine)
+
+
+
+#: a process of the second host (not a container) listening on a node port, as the
+#: ``docker-proxy`` a forced removal leaves behind does
+HOLDER = ("import socket, time; s = socket.socket(); s.bind(('0.0.0.0', {port})); "
+          "s.listen(); time.sleep(300)")
+
+
+def test_up_frees_a_port_a_stray_process_of_the_second_host_holds(
+        scratch, lab_inventory: Inventory) -> None:
+    """``testbed up`` meets a node port the second host cannot publish because a stray
+    process there holds it: it restarts that engine once, the node comes up, and every
+    container that ran there before runs again. Evidence from Docker and over HTTP."""
+    _inv, scratch_node = scratch
+    port = 18103  # one of host2.NODE_PORTS, used by no other node or test
+    base = lab_inventory.node("sim-vllm-h2")
+    assert base.docker is not None and scratch_node.docker is not None
+    node = base.model_copy(update={
+        "name": "fk-h2-held", "base_url": f"http://127.0.0.1:{port}", "prometheus": None,
+        "docker": base.docker.model_copy(update={"container": "faultkit-test-h2-held"}),
+    })
+    inventory = Inventory(nodes=[node], serving_configs=dict(lab_inventory.serving_configs),
+                          prometheus=lab_inventory.prometheus, source="<held port>")
+    outer, engine = host2.outer(), host2.inner()
+    if engine.exists("faultkit-test-h2-held"):
+        engine.remove("faultkit-test-h2-held")
+    outer.client.containers.get(host2.CONTAINER).exec_run(
+        ["python3", "-c", HOLDER.format(port=port)], detach=True)
+    deadline = time.monotonic() + 10
+    while outer.exec(host2.CONTAINER, ["ss", "-Hltn", f"sport = :{port}"])[1].strip() == "":
+        assert time.monotonic() < deadline, "the holder never listened"
+        time.sleep(0.1)
+    running_before = set(engine.running_names())
+    assert {base.docker.container, scratch_node.docker.container} <= running_before
+    engine_started = outer.state(host2.CONTAINER).started_at
+    lines: list[str] = []
+    try:
+        host2.ensure_nodes(inventory, progress=lines.append)
+        engine = host2.inner()
+        assert sum("restarting that engine" in line for line in lines) == 1, lines
+        assert outer.state(host2.CONTAINER).started_at != engine_started
+        assert engine.state("faultkit-test-h2-held").running
+        assert httpx.get(f"{node.base_url}/health", timeout=5).status_code == 200
+        assert running_before <= set(engine.running_names())
+    finally:
+        if engine.exists("faultkit-test-h2-held"):
+            engine.remove("faultkit-test-h2-held")
+        outer.exec(host2.CONTAINER, ["pkill", "-f", "s.listen"])  # if it outlived a failure
