@@ -204,8 +204,13 @@ def start_host(progress: Progress, *, timeout_s: float = 60.0) -> float:
         st = host.state(CONTAINER)
         if st.labels.get(LABEL_CONFIG_HASH) != wanted:  # another checkout, another command
             progress(f"recreating {CONTAINER} (its config changed; its data volume stays)")
-            # stopped first, so its engine stops its containers and records it; a forced
-            # removal while that engine restores them can leave it holding their ports
+            # stopped first, once its engine answers (it has restored its containers by
+            # then), so that it stops them and records it: a forced removal while it
+            # restores them can leave the next engine holding their ports. Before it
+            # answers, the engine ignores SIGTERM (PID 1 without a handler yet)
+            if st.running:
+                with contextlib.suppress(TestbedError):
+                    wait_engine(timeout_s=30.0)
             host.stop(CONTAINER, timeout_s=STOP_TIMEOUT_S)
             host.remove(CONTAINER)
         elif not st.running:
