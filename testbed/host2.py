@@ -207,7 +207,8 @@ def start_host(progress: Progress, *, timeout_s: float = 60.0) -> float:
             # stopped first, once its engine answers (it has restored its containers by
             # then), so that it stops them and records it: a forced removal while it
             # restores them can leave the next engine holding their ports. Before it
-            # answers, the engine ignores SIGTERM (PID 1 without a handler yet)
+            # answers, a stop waits its whole grace and ends in SIGKILL (measured: the
+            # engine, PID 1 there, does not act on SIGTERM yet; docs/architecture.md)
             if st.running:
                 with contextlib.suppress(TestbedError):
                     wait_engine(timeout_s=30.0)
