@@ -20,36 +20,32 @@ Published ports: the engine's API on :data:`API_PORT`, and :data:`NODE_PORTS` fo
 that run there (each node's container publishes its port on the inner engine; the outer
 container publishes the same number on 127.0.0.1). Nothing listens beyond loopback.
 
-:func:`up` and :func:`down` are idempotent. ``up`` builds the tools image (once, from
-packages ``apt-get download`` fetches through this machine's apt), starts the engine, copies
-the base and tools images into it, creates the inner lab network and starts the sim node(s)
-of the testbed inventory whose ``docker.host`` is :data:`HOST2_URL`.
+This module is the host: its container, engine and images. :func:`start_host` builds the
+tools image (once, from packages ``apt-get download`` fetches through this machine's apt)
+and starts the engine; :func:`ensure_images` copies the base and tools images into it;
+:func:`down` removes it all. Its nodes (the sim nodes of the testbed inventory whose
+``docker.host`` is :data:`HOST2_URL`) are :mod:`testbed.host2_nodes`', whose ``up`` brings
+host and nodes up. Both are idempotent.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
-import itertools
 import shutil
 import tempfile
 import time
-from collections.abc import Collection
 from pathlib import Path
 
-from faultkit.constants import LABEL_CONFIG_HASH, LABEL_NODE, LABEL_OWNER, LABEL_SERVING_CONFIG
-from faultkit.docker import ContainerSpec, DockerHost
+from faultkit.constants import LABEL_CONFIG_HASH, LABEL_OWNER
+from faultkit.docker import DockerHost
 from faultkit.errors import ContainerNotFound, DockerError
-from faultkit.health import wait_ready
-from faultkit.inventory import Inventory, Node, config_hash, load_inventory
 from faultkit.progress import step
 from testbed._shell import Progress, run
 from testbed.errors import TestbedError
 from testbed.images import BASE_IMAGE
 from testbed.images import SPEC as BASE_SPEC
-from testbed.paths import INVENTORY, cache_dir, state_dir
-from testbed.settle import keep_existing
+from testbed.paths import cache_dir, state_dir
 
 #: the container that is the second host, and its Docker data (a volume: survives restarts)
 CONTAINER = "faultkit-h2-docker"
@@ -93,12 +89,6 @@ def outer() -> DockerHost:
 
 def inner(timeout_s: float = 30.0) -> DockerHost:
     return DockerHost(HOST2_URL, timeout_s=timeout_s)
-
-
-def host2_nodes(inventory: Inventory) -> list[Node]:
-    """The inventory's nodes that live on the second host."""
-    return [n for n in inventory.nodes if n.docker is not None and n.docker.host == HOST2_URL
-            and n.serving_config]
 
 
 # tools image ------------------------------------------------------------------------------
@@ -255,78 +245,6 @@ def ensure_images(progress: Progress) -> None:
             src.copy_image(tag, dst)
 
 
-def node_spec(inventory: Inventory, node: Node) -> ContainerSpec:
-    """The container of a sim node on the second host (code and state from its mounts)."""
-    assert node.docker is not None and node.serving_config
-    if node.engine != "sim":
-        raise TestbedError(f"node {node.name!r}: the second host runs sim nodes only")
-    config = inventory.serving_config(node.serving_config)
-    port = node.base_url.rsplit(":", 1)[-1].rstrip("/")
-    if not port.isdigit() or int(port) not in NODE_PORTS:
-        raise TestbedError(f"node {node.name!r}: base_url {node.base_url} must use a port in "
-                           f"{NODE_PORTS.start}-{NODE_PORTS.stop - 1} (published to host 2)")
-    volumes = {INNER_REPO: {"bind": "/opt/faultkit", "mode": "ro"},
-               f"{INNER_STATE}/sim/{node.name}": {"bind": "/var/lib/simnode", "mode": "rw"}}
-    env = {**config.env, "PYTHONPATH": "/opt/faultkit"}
-    wanted = config_hash(config, [volumes, env, node.base_url, "host2"])
-    return ContainerSpec(
-        name=node.docker.container, image=BASE_IMAGE, command=tuple(config.command), env=env,
-        memory=config.memory, shm_size=config.shm_size, cpu_shares=config.cpu_shares,
-        restart_policy=config.restart,
-        restart_max_retries=config.restart_max_retries,
-        ports={_listen_port(config.command): int(port)}, bind_ip="0.0.0.0",
-        volumes=volumes, network=INNER_NETWORK,
-        labels={**LABELS, LABEL_NODE: node.name, LABEL_SERVING_CONFIG: node.serving_config,
-                LABEL_CONFIG_HASH: wanted},
-    )
-
-
-def _listen_port(command: list[str]) -> int:
-    """The port a sim node listens on inside its container (``--port N``; the simulator's
-    default 8000)."""
-    for flag, value in itertools.pairwise(command):
-        if flag == "--port":
-            return int(value)
-    return 8000
-
-
-def ensure_nodes(inventory: Inventory, progress: Progress,
-                 rebuild: Collection[str] = ()) -> list[Node]:
-    """Create (or keep, or start) every second-host node of ``inventory``; wait until ready.
-    The nodes named in ``rebuild`` are recreated whatever they are (:mod:`testbed.settle`)."""
-    host = inner()
-    host.ensure_network(INNER_NETWORK, LABELS)
-    nodes = host2_nodes(inventory)
-    for node in nodes:
-        spec = node_spec(inventory, node)
-        (state_dir("host2") / "sim" / node.name).mkdir(parents=True, exist_ok=True)
-        try:
-            _ensure_node(host, spec, rebuild=node.name in rebuild, progress=progress)
-        except DockerError as exc:
-            if not is_held_port(exc):
-                raise
-            progress(f"the second host's engine holds a port {spec.name} publishes ({exc}); "
-                     "restarting that engine, which frees a port left by a container it did "
-                     "not shut down cleanly (its data and running containers stay)")
-            host = restart_engine()
-            _ensure_node(host, spec, rebuild=node.name in rebuild, progress=progress)
-    for node in nodes:
-        config = inventory.serving_config(node.serving_config or "")
-        asyncio.run(wait_ready(node, timeout_s=config.ready_timeout_s))
-    return nodes
-
-
-def _ensure_node(host: DockerHost, spec: ContainerSpec, *, rebuild: bool,
-                 progress: Progress) -> None:
-    """Keep (or start) the node's container when it matches ``spec``; else create it."""
-    if keep_existing(host, spec.name, wanted_hash=spec.labels[LABEL_CONFIG_HASH],
-                     network=INNER_NETWORK, memory=spec.memory, rebuild=rebuild,
-                     progress=progress):
-        return
-    with step(progress, f"creating {spec.name} on the second host"):
-        host.create(spec)
-
-
 def restart_engine() -> DockerHost:
     """Restart the second host's engine gracefully (it stops its containers, its data
     stays), then start again every container that ran before; a client of the new engine."""
@@ -354,19 +272,6 @@ def is_held_port(exc: DockerError) -> bool:
         "external connectivity" in text and "address already in use" in text)
 
 
-def up(inventory_path: Path = INVENTORY, progress: Progress = print,
-       rebuild: Collection[str] = ()) -> float:
-    """Bring the second host and its nodes up (idempotent); the seconds it took."""
-    t0 = time.monotonic()
-    start_host(progress)
-    ensure_images(progress)
-    nodes = ensure_nodes(load_inventory(inventory_path), progress, rebuild)
-    took = time.monotonic() - t0
-    progress(f"second host up in {took:.1f} s at {HOST2_URL}: "
-             f"{', '.join(n.name for n in nodes) or 'no nodes'}")
-    return took
-
-
 def down(progress: Progress = print) -> None:
     """Remove the second host (its container and data volume); idempotent."""
     host = outer()
@@ -382,21 +287,3 @@ def down(progress: Progress = print) -> None:
 def restart_host(*, stop_timeout_s: int = 0) -> None:
     """The whole second host goes away and comes back (its container restarts)."""
     outer().restart(CONTAINER, timeout_s=stop_timeout_s)
-
-
-def main(argv: list[str] | None = None) -> int:
-    import sys
-
-    args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["up"]:
-        up()
-    elif args[:1] == ["down"]:
-        down()
-    else:
-        print("usage: python -m testbed.host2 up|down", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -94,7 +94,7 @@ class Lab:
         host = ensure_docker_engine(self.progress)
         image = ensure_base_image(host, self.progress)
         host.ensure_network(LAB_NETWORK, LAB_LABELS)
-        from testbed import host2
+        from testbed import host2, host2_nodes
 
         with_host2 = HOST2 not in skip
         if with_host2:  # its engine answers before the journal's undo steps run on it
@@ -106,8 +106,8 @@ class Lab:
             self._ensure_node(host, node, image, rebuild=node.name in rebuild)
         recreated = {n.name for n in nodes}
         if with_host2:
-            host2.up(self.inventory_path, self.progress, rebuild=rebuild)
-            recreated |= {n.name for n in host2.host2_nodes(self.inventory)}
+            host2_nodes.up(self.inventory_path, self.progress, rebuild=rebuild)
+            recreated |= {n.name for n in host2_nodes.host2_nodes(self.inventory)}
         supersede(self.inventory, rebuild & recreated, self.progress, journal)
         ensure_prometheus(self.inventory, self.progress)
         for node in nodes:

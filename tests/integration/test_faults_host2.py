@@ -32,7 +32,7 @@ from faultkit.health import wait_ready
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal
 from faultkit.platform import HELPER_LABEL
-from testbed import host2
+from testbed import host2, host2_nodes
 from testbed.scratch import TEST_LABELS, assert_restored, snapshot
 
 pytestmark = [pytest.mark.docker, pytest.mark.host2]
@@ -43,14 +43,14 @@ HOST_ACTIONS: list[str] = []
 
 @pytest.fixture(scope="module")
 def scratch(lab_inventory: Inventory) -> Iterator[tuple[Inventory, Node]]:
-    host2.up(progress=lambda _m: None)
+    host2_nodes.up(progress=lambda _m: None)
     base = lab_inventory.node("sim-vllm-h2")
     assert base.docker is not None
     node = base.model_copy(update={
         "name": "fk-h2", "base_url": f"http://127.0.0.1:{PORT}", "prometheus": None,
         "docker": base.docker.model_copy(update={"container": "faultkit-test-h2"}),
     })
-    spec = host2.node_spec(lab_inventory, node)
+    spec = host2_nodes.node_spec(lab_inventory, node)
     spec = type(spec)(**{**{f: getattr(spec, f) for f in spec.__dataclass_fields__},
                          "labels": {**TEST_LABELS, "faultkit.node": "fk-h2"}})
     engine = host2.inner()
@@ -354,7 +354,7 @@ def test_up_frees_a_port_a_stray_process_of_the_second_host_holds(
     engine_started = outer.state(host2.CONTAINER).started_at
     lines: list[str] = []
     try:
-        host2.ensure_nodes(inventory, progress=lines.append)
+        host2_nodes.ensure_nodes(inventory, progress=lines.append)
         engine = host2.inner()
         assert sum("restarting that engine" in line for line in lines) == 1, lines
         assert outer.state(host2.CONTAINER).started_at != engine_started
