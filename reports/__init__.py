@@ -4,14 +4,14 @@
 directory's files alone; ``render_gate`` / ``render_budget`` render the gate and budget JSON.
 """
 
-from reports.diagnosis import UNDIAGNOSED, Diagnosis, diagnose
+from reports.diagnosis import UNDIAGNOSED_KEY, Diagnosis, diagnose
 from reports.load import RunData, is_run_dir, load_run
-from reports.prevention import CATALOGUE, Change, changes_for
+from reports.prevention import RULES, Change, changes_for
 from reports.render import render_budget, render_gate, render_incident
 
 __all__ = [
-    "CATALOGUE",
-    "UNDIAGNOSED",
+    "RULES",
+    "UNDIAGNOSED_KEY",
     "Change",
     "Diagnosis",
     "RunData",

@@ -1,10 +1,17 @@
-"""Rule-based diagnosis: each rule looks at evidence in the run directory and, when it
-matches, says what it concluded and exactly which evidence it used.
+"""Rule-based diagnosis: what caused the incident, from this run's evidence only.
 
-Rules never guess: a rule matches only on concrete evidence (a container state field, a
-log line, a ledger record, a timeline event, a measurement field). When no rule matches,
-the diagnosis is :data:`UNDIAGNOSED`. Several rules may match one run (e.g. memory
-exhaustion *and* a monitoring gap); they are reported in rule order.
+Each rule looks at the run directory and, when it matches, says what it concluded and
+which evidence it used. The evidence a rule may use is scoped by
+:func:`reports.evidence.container_facts`: Docker's events inside the run's window about
+this container, with each death attributed to its actor — the harness's own acts (a
+revert, a rollback, a stop timeout, the fault's ``docker stop``) are never the engine's
+failure, and state flags left by an earlier run are ignored and said to be.
+
+:func:`diagnose` returns the **cause** first (the first cause rule that matches, in
+:data:`CAUSE_RULES` order: the candidate's defect, the engine's own death, the injected
+fault, a clean rejection, no incident), then every **finding** that also holds (a monitoring
+gap, a restart loop, an engine that ignored SIGTERM, one its supervision left down). When
+no cause rule matches, the cause is "undiagnosed" with the evidence that was missing.
 """
 
 from __future__ import annotations
@@ -13,15 +20,14 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
+from faultkit.containers import last_words
 from faultkit.events import EventKind
-from faultkit.faults import FAULTS, fault_class
+from faultkit.kinds import FAULTS, fault_phrase, spec_of
+from reports.evidence import ContainerFacts, Death, container_facts, fault_kind
 from reports.figures import no_outage
 from reports.load import RunData
 
-#: fault kinds that cut or slow the network path (the faults of family "network")
-NETWORK_FAULTS = frozenset(k for k in FAULTS if fault_class(k).family == "network")
 #: error classes that mean the client lost the connection or the answer (not a clean reject)
 DROP_CLASSES = frozenset(
     {
@@ -34,22 +40,23 @@ DROP_CLASSES = frozenset(
         "truncated",
     }
 )
+#: log lines that are routine traffic, never the engine's words about a failure
+ROUTINE_LOG_RE = re.compile(
+    r'"(?:GET|POST) /(?:health|metrics|v1/models|ready)|\b200 OK\b|GET /health', re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
 class Diagnosis:
-    """One conclusion: ``key`` indexes the prevention catalogue; ``evidence`` is why."""
+    """One conclusion: ``key`` indexes the prevention rules; ``evidence`` is why."""
 
     key: str
     title: str
     evidence: tuple[str, ...]
+    #: the config value, limit or gap behind the immediate cause, where the evidence shows it
+    underlying: str = ""
 
 
-UNDIAGNOSED = Diagnosis(
-    key="undiagnosed",
-    title="undiagnosed",
-    evidence=("no diagnosis rule matched the evidence in this run directory",),
-)
+UNDIAGNOSED_KEY = "undiagnosed"
 
 GPU_OOM_RE = re.compile(r"CUDA out of memory|OutOfMemoryError", re.IGNORECASE)
 CONTEXT_RE = re.compile(
@@ -64,21 +71,21 @@ STARTUP_KV_RE = re.compile(
 )
 
 
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return int(value)
+def _params(data: RunData) -> dict[str, object]:
+    return dict(data.run.fault.params) if data.run.fault is not None else {}
 
 
-def fault_kind(data: RunData) -> str | None:
-    """The injected fault's kind: run.json ``fault.kind``, else the first fault event's data."""
-    fault = data.run.fault
-    if fault is not None and fault.kind is not None:
-        return fault.kind
-    for ev in data.timeline:
-        if ev.source == "fault" and isinstance(ev.data.get("fault"), str):
-            return str(ev.data["fault"])
-    return None
+def _rel(data: RunData, t: float) -> str:
+    t0 = data.t0
+    return f"t={t:.3f}" if t0 is None else f"{t - t0:+.1f} s"
+
+
+def telling_lines(log: str | None, limit: int = 5) -> list[str]:
+    """The log's last lines that are not routine traffic (health checks, ``200 OK``)."""
+    if not log:
+        return []
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    return [ln for ln in lines if not ROUTINE_LOG_RE.search(ln)][-limit:]
 
 
 def _log_lines(data: RunData, pattern: re.Pattern[str]) -> list[str]:
@@ -88,69 +95,205 @@ def _log_lines(data: RunData, pattern: re.Pattern[str]) -> list[str]:
     return [line.strip() for line in tail.splitlines() if pattern.search(line)]
 
 
-def _rel(data: RunData, t: float) -> str:
-    t0 = data.t0
-    return f"t={t:.3f}" if t0 is None else f"{t - t0:+.1f} s"
+def _deaths(data: RunData, deaths: tuple[Death, ...]) -> list[str]:
+    return [d.words(_rel(data, d.t)) for d in deaths]
 
 
-#: faults that kill the engine's process themselves: an exit 137 after them is theirs
-KILL_KINDS = frozenset(k for k in FAULTS if fault_class(k).kills_the_engine)
+Rule = Callable[[RunData, ContainerFacts], "Diagnosis | None"]
 
 
-def _exit_evidence(data: RunData) -> tuple[list[str], list[str]]:
-    """(OOMKilled evidence, exit-137 evidence) from container.json and timeline event data."""
-    oom: list[str] = []
-    e137: list[str] = []
-    for name, state in (("before", data.container.before), ("after", data.container.after)):
-        if state.oom_killed is True:
-            oom.append(f"container.json {name}.oom_killed = true")
-        if state.exit_code == 137:
-            e137.append(f"container.json {name}.exit_code = 137 (SIGKILL)")
-    for out, hits, what in (
-        (oom, [e for e in data.timeline if e.data.get("oom_killed") is True], "oom_killed = true"),
-        (
-            e137,
-            [e for e in data.timeline if _int(e.data.get("exit_code")) == 137],
-            "exit_code = 137",
-        ),
-    ):
-        if hits:
-            first = hits[0]
-            where = f"{first.source}/{first.kind}"
-            times = ", ".join(_rel(data, e.t) for e in hits[:5])
-            more = "" if len(hits) <= 5 else f" and {len(hits) - 5} more"
-            out.append(f"{len(hits)} timeline event(s) {where} with {what} (at {times}{more})")
-    return oom, e137
+# ---- cause rules ------------------------------------------------------------------------
 
 
-def rule_memory_exhaustion(data: RunData) -> Diagnosis | None:
-    oom, e137 = _exit_evidence(data)
-    if oom:
-        return Diagnosis(
-            "memory_exhaustion", "memory exhaustion (container OOM-killed)", tuple(oom + e137)
-        )
-    if e137 and fault_kind(data) not in KILL_KINDS:
-        return Diagnosis(
-            "memory_exhaustion",
-            "memory exhaustion (SIGKILL with no injected kill)",
-            (*e137, f"injected fault was {fault_kind(data) or 'not recorded'}, not a kill"),
-        )
-    return None
+def rule_candidate(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
+    """A rollout: the candidate's own defect (its reason and last words), or that it served."""
+    if fault_kind(data) != "rollout":
+        return None
+    result = data.run.fault_result
+    config = str(_params(data).get("config") or result.get("config") or "the candidate")
+    reason = result.get("failed_reason")
+    failed = [e for e in data.timeline if e.kind in (
+        EventKind.CONFIG_FAILED, EventKind.READINESS_TIMEOUT, EventKind.ROLLOUT_FAILED)]
+    if (not isinstance(reason, str) or not reason) and failed:
+        reason = str(failed[0].data.get("reason") or f"{failed[0].source}/{failed[0].kind}")
+    if (not isinstance(reason, str) or not reason) and any(
+            e.kind == EventKind.ROLLBACK_START for e in data.timeline):
+        reason = "rolled back before it answered its readiness check"
+    if not isinstance(reason, str) or not reason:
+        if result.get("ready") is True:
+            return Diagnosis(
+                "rollout_served",
+                f"the candidate config {config} became ready and served",
+                (f"run.json fault_result.ready = true, time_to_ready_s = "
+                 f"{result.get('time_to_ready_s')}",),
+            )
+        return None
+    log = result.get("candidate_log_tail")
+    said = last_words(log) if isinstance(log, str) else None
+    rejected = said is not None and (STARTUP_KV_RE.search(said) or "max_model_len" in said
+                                     or "max-model-len" in said)
+    key = "config_rejected" if rejected else "failed_rollout"
+    evidence = [f"run.json fault_result.failed_reason: {reason}"]
+    evidence += [f"the candidate's log: {line}" for line in
+                 telling_lines(log if isinstance(log, str) else None, 3)]
+    candidate_deaths = [d for d in facts.engine_deaths]
+    evidence += _deaths(data, tuple(candidate_deaths[:2]))
+    if result.get("rolled_back"):
+        evidence.append("run.json fault_result.rolled_back = true: the previous config serves "
+                        "again")
+    title = f"the candidate config {config} never became ready: {reason}"
+    return Diagnosis(key, title, tuple(evidence), underlying=said or "")
 
 
-def rule_injected_kill(data: RunData) -> Diagnosis | None:
-    oom, e137 = _exit_evidence(data)
+def rule_oom_kill(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
+    """The kernel killed the engine for memory in this run (Docker's ``oom`` then ``die``)."""
+    kills = facts.oom_kills
+    if not kills:
+        return None
     kind = fault_kind(data)
-    if kind in KILL_KINDS and e137 and not oom:
-        return Diagnosis(
-            "injected_kill",
-            "engine process killed by the injected fault (SIGKILL)",
-            (f"run.json fault.kind = {kind}", *e137),
-        )
-    return None
+    if kind == "memory_squeeze":
+        title = (f"the engine was OOM-killed under the injected fault "
+                 f"({fault_phrase(kind, _params(data))})")
+    else:
+        title = "memory exhaustion: the kernel OOM-killed the engine"
+    return Diagnosis("memory_exhaustion", title, tuple(_deaths(data, kills)))
 
 
-def rule_never_restarted(data: RunData) -> Diagnosis | None:
+def rule_gpu_oom(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
+    """The engine's own words: CUDA out of memory (in this run's log or its answers)."""
+    lines = _log_lines(data, GPU_OOM_RE)
+    details = [
+        r.error_detail for r in data.ledger if r.error_detail and GPU_OOM_RE.search(r.error_detail)
+    ]
+    if not lines and not details:
+        return None
+    evidence = [f"container log: {line}" for line in lines[:3]]
+    if details:
+        evidence.append(f"{len(details)} ledger records carry a GPU OOM error, e.g.: {details[0]}")
+    evidence += _deaths(data, facts.engine_deaths[:2])
+    kind = fault_kind(data)
+    title = "GPU out of memory during prefill"
+    if kind == "oversized_context":
+        title += f" of the injected fault ({fault_phrase(kind, _params(data))})"
+    return Diagnosis("gpu_oom", title, tuple(evidence))
+
+
+def rule_engine_exit(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
+    """The engine ended by itself (no signal from Docker, the harness or the fault)."""
+    deaths = facts.engine_deaths
+    if not deaths:
+        return None
+    codes = Counter(d.exit_code for d in deaths)
+    code_words = ", ".join(f"exit {c}" + (f" × {n}" if n > 1 else "")
+                           for c, n in codes.items())
+    said = last_words(data.container.log_tail or "")
+    evidence = _deaths(data, deaths[:3])
+    if said:
+        evidence.append(f"the engine's last words (container log): {said}")
+    kind = fault_kind(data)
+    during = "" if kind is None else \
+        f" during the injected fault ({fault_phrase(kind, _params(data))})"
+    return Diagnosis("engine_exit", f"the engine exited by itself ({code_words}){during}",
+                     tuple(evidence), underlying=said or "")
+
+
+def rule_injected_fault(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
+    """The injected fault took effect and is the whole story (kill, stop, pause, partition…)."""
+    kind = fault_kind(data)
+    spec = FAULTS.get(kind or "")
+    m = data.measurement
+    if spec is None or m is None or spec.request_level:
+        return None
+    if kind == "rollout":
+        return None
+    evidence = [f"run.json fault.kind = {kind}: {fault_phrase(kind, _params(data))}",
+                f"measurement.json effect_evidence = {m.effect_evidence}"
+                + (f" ({m.effect_detail})" if m.effect_detail else "")]
+    own = [d for d in facts.deaths if d.actor == "fault"]
+    evidence += _deaths(data, tuple(own[:3]))
+    drops = _drops(data)
+    if drops:
+        evidence.append(f"client drops overlapping the fault: {drops}")
+    return Diagnosis(f"injected_{kind}", spec.cause, tuple(evidence))
+
+
+def rule_context_rejection(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
+    hits = [
+        r
+        for r in data.ledger
+        if r.http_status == 400 and r.error_detail and CONTEXT_RE.search(r.error_detail)
+    ]
+    if not hits:
+        return None
+    return Diagnosis(
+        "context_rejection",
+        "clean context-length rejection (HTTP 400): the node refused prompts longer than it "
+        "serves and kept serving",
+        (
+            f"{len(hits)} ledger records with http_status 400 and a context-length error, "
+            f"e.g. request {hits[0].id}: {hits[0].error_detail}",
+        ),
+    )
+
+
+def rule_failed_check(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
+    """A harness action's own finding (a soak's memory trend, preemptions): its failed check."""
+    kind = fault_kind(data)
+    spec = spec_of(kind)
+    if spec is None or spec.implementation is not None or data.verdict is None:
+        return None
+    failed = [c for c in data.verdict.checks if not c.passed and not c.inconclusive]
+    if not failed:
+        return None
+    first = failed[0]
+    return Diagnosis(
+        f"{kind}_{first.name}",
+        f"{first.name} under {fault_phrase(kind, _params(data))}: {first.why}",
+        tuple(f"verdict.json {c.name}: observed {c.observed}, expected {c.expected}"
+              for c in failed),
+    )
+
+
+def rule_served_through(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
+    """No incident: the node served through it (no loss, no signal, steady at the end)."""
+    kind = fault_kind(data)
+    m = data.measurement
+    if m is None or kind is None:
+        return None
+    if not (no_outage(kind, m) or (m.lost_total == 0 and m.t_detect is None
+                                   and m.t_recovered is not None and not facts.deaths
+                                   and (m.recovery_s or 0.0) == 0.0)):
+        return None
+    evidence = [
+        f"run.json fault.kind = {kind}",
+        f"measurement.json lost_total = 0 of {m.requests_total}, t_detect = null",
+    ]
+    if facts.policy_restarts is not None:
+        evidence.append(f"container.json restart_count unchanged: "
+                        f"{facts.policy_restarts} restarts in the run")
+    return Diagnosis(
+        "served_through",
+        f"no incident: the node kept serving through {fault_phrase(kind, _params(data))}",
+        tuple(evidence),
+    )
+
+
+# ---- findings ---------------------------------------------------------------------------
+
+
+def finding_stop_timeout(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
+    """The engine ignored SIGTERM: Docker's stop escalated to SIGKILL after its timeout."""
+    slow = [d for d in facts.deaths if d.stop_timeout]
+    if not slow:
+        return None
+    return Diagnosis(
+        "stop_timeout",
+        "the engine did not exit on SIGTERM: Docker's stop timeout killed it (SIGKILL)",
+        tuple(_deaths(data, tuple(slow[:2]))),
+    )
+
+
+def finding_never_restarted(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
     """The engine died and its container's restart policy left it down (kill_process)."""
     finding = data.run.fault_result.get("never_restarted")
     if not isinstance(finding, str) or not finding:
@@ -163,141 +306,19 @@ def rule_never_restarted(data: RunData) -> Diagnosis | None:
     )
 
 
-def rule_gpu_oom(data: RunData) -> Diagnosis | None:
-    lines = _log_lines(data, GPU_OOM_RE)
-    details = [
-        r.error_detail for r in data.ledger if r.error_detail and GPU_OOM_RE.search(r.error_detail)
-    ]
-    if not lines and not details:
-        return None
-    evidence = [f"container log: {line}" for line in lines[:3]]
-    if details:
-        evidence.append(f"{len(details)} ledger records carry a GPU OOM error, e.g.: {details[0]}")
-    return Diagnosis("gpu_oom", "GPU out of memory during prefill", tuple(evidence))
-
-
-def rule_context_rejection(data: RunData) -> Diagnosis | None:
-    hits = [
-        r
-        for r in data.ledger
-        if r.http_status == 400 and r.error_detail and CONTEXT_RE.search(r.error_detail)
-    ]
-    if not hits:
+def finding_restart_loop(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
+    deaths = facts.engine_deaths
+    if len(deaths) < 2:
         return None
     return Diagnosis(
-        "context_rejection",
-        "clean context-length rejection (HTTP 400)",
-        (
-            f"{len(hits)} ledger records with http_status 400 and a context-length error, "
-            f"e.g. request {hits[0].id}: {hits[0].error_detail}",
-        ),
+        "restart_loop",
+        f"restart loop: the engine died {len(deaths)} times in the run",
+        (f"{len(deaths)} docker_die events of the engine's own at "
+         + ", ".join(_rel(data, d.t) for d in deaths[:8]),),
     )
 
 
-def rule_config_rejected(data: RunData) -> Diagnosis | None:
-    lines = _log_lines(data, STARTUP_KV_RE)
-    if not lines:
-        return None
-    return Diagnosis(
-        "config_rejected",
-        "serving config rejected at startup (KV cache too small for max_model_len)",
-        tuple(f"container log: {line}" for line in lines[:3]),
-    )
-
-
-def rule_failed_rollout(data: RunData) -> Diagnosis | None:
-    rollout = [
-        e
-        for e in data.timeline
-        if e.source == "fault" and e.data.get("fault") == "rollout"
-        and e.kind in (EventKind.INJECT_START, EventKind.INJECT_END)
-    ]
-    if not rollout and fault_kind(data) == "rollout":
-        rollout = [
-            e for e in data.timeline if e.source == "fault" and e.kind == EventKind.INJECT_START
-        ]
-    if not rollout:
-        return None
-    t_roll = rollout[0].t
-    rollback = [
-        e
-        for e in data.timeline
-        if e.source in ("harness", "fault")
-        and e.kind in (EventKind.CONFIG_FAILED, EventKind.ROLLBACK_START,
-                       EventKind.READINESS_TIMEOUT, EventKind.ROLLOUT_FAILED)
-        and e.t >= t_roll
-    ]
-    if not rollback:
-        return None
-    t_stop = rollback[0].t
-    ready = [
-        e
-        for e in data.timeline
-        if e.source == "observer" and e.kind == EventKind.HEALTH_OK and t_roll <= e.t <= t_stop
-    ]
-    if ready:
-        return None
-    return Diagnosis(
-        "failed_rollout",
-        "failed rollout: the candidate config never became ready",
-        (
-            f"fault/{rollout[0].kind} (rollout) at {_rel(data, t_roll)}",
-            f"{rollback[0].source}/{rollback[0].kind} at {_rel(data, rollback[0].t)}, "
-            f"{rollback[0].t - t_roll:.1f} s after the rollout",
-            "no observer/health_ok between the rollout and the rollback",
-        ),
-    )
-
-
-def rule_restart_loop(data: RunData) -> Diagnosis | None:
-    b, a = data.container.before.restart_count, data.container.after.restart_count
-    seen = [e for e in data.timeline if e.kind == EventKind.RESTART_SEEN]
-    if b is not None and a is not None and a - b >= 2:
-        return Diagnosis(
-            "restart_loop",
-            "restart loop (the engine restarted repeatedly)",
-            (f"container.json restart_count {b} → {a}", f"{len(seen)} harness/restart_seen events"),
-        )
-    if len(seen) >= 2:
-        return Diagnosis(
-            "restart_loop",
-            "restart loop (the engine restarted repeatedly)",
-            (f"{len(seen)} harness/restart_seen events",),
-        )
-    return None
-
-
-def rule_injected_disruption(data: RunData) -> Diagnosis | None:
-    kind = fault_kind(data)
-    m = data.measurement
-    if kind not in NETWORK_FAULTS | {"pause"} or m is None:
-        return None
-    end = m.t_revert if m.t_revert is not None else m.t_window_end
-    drops = Counter(
-        r.error_class
-        for r in data.ledger
-        if r.status != "ok"
-        and r.error_class in DROP_CLASSES
-        and r.t_invoke <= end
-        and r.t_end >= m.t_effect
-    )
-    if not drops:
-        return None
-    classes = ", ".join(f"{c} {n}" for c, n in sorted(drops.items()))
-    key = "injected_pause" if kind == "pause" else "injected_network"
-    title = (
-        "engine hung by the injected pause"
-        if kind == "pause"
-        else f"network path disrupted by the injected {kind}"
-    )
-    return Diagnosis(
-        key,
-        title,
-        (f"run.json fault.kind = {kind}", f"client drops overlapping the fault window: {classes}"),
-    )
-
-
-def rule_monitoring_gap(data: RunData) -> Diagnosis | None:
+def finding_monitoring_gap(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
     m = data.measurement
     if m is None:
         return None
@@ -326,43 +347,74 @@ def rule_monitoring_gap(data: RunData) -> Diagnosis | None:
     return None
 
 
-def rule_served_through(data: RunData) -> Diagnosis | None:
-    """A request-level fault the node served through: no incident, and the report says so
-    instead of "undiagnosed"."""
-    kind = fault_kind(data)
+def _drops(data: RunData) -> str:
     m = data.measurement
-    if m is None or not no_outage(kind, m):
-        return None
-    evidence = [
-        f"run.json fault.kind = {kind} (a request-level fault: its requests are the fault)",
-        "measurement.json lost_total = 0, t_detect = null, probe_detection_s = null",
-    ]
-    b, a = data.container.before.restart_count, data.container.after.restart_count
-    if b is not None and a is not None:
-        evidence.append(f"container.json restart_count {b} → {a}")
-    return Diagnosis(
-        "served_through",
-        f"no incident: the node kept serving through the {kind} fault",
-        tuple(evidence),
+    if m is None:
+        return ""
+    end = m.t_revert if m.t_revert is not None else m.t_window_end
+    drops = Counter(
+        r.error_class
+        for r in data.ledger
+        if r.status != "ok" and r.error_class in DROP_CLASSES
+        and r.t_invoke <= end and r.t_end >= m.t_effect
     )
+    return ", ".join(f"{c} {n}" for c, n in sorted(drops.items()))
 
 
-RULES: tuple[Callable[[RunData], Diagnosis | None], ...] = (
-    rule_memory_exhaustion,
+#: the cause rules, most specific first: the first that matches is the report's cause
+CAUSE_RULES: tuple[Rule, ...] = (
+    rule_candidate,
+    rule_oom_kill,
     rule_gpu_oom,
-    rule_config_rejected,
-    rule_failed_rollout,
-    rule_restart_loop,
+    rule_engine_exit,
+    rule_injected_fault,
     rule_context_rejection,
-    rule_never_restarted,
-    rule_injected_kill,
-    rule_injected_disruption,
-    rule_monitoring_gap,
+    rule_failed_check,
     rule_served_through,
+)
+#: findings that hold beside the cause
+FINDING_RULES: tuple[Rule, ...] = (
+    finding_stop_timeout,
+    finding_never_restarted,
+    finding_restart_loop,
+    finding_monitoring_gap,
 )
 
 
+def undiagnosed(data: RunData, facts: ContainerFacts) -> Diagnosis:
+    """No cause rule matched: say which evidence was missing rather than guess."""
+    missing = []
+    if fault_kind(data) is None:
+        missing.append("no fault recorded in run.json")
+    if data.measurement is None:
+        missing.append("no measurement.json (the run ended before it was measured)")
+    if not any(e.kind.startswith("docker_") for e in data.timeline):
+        missing.append("no Docker event on the timeline (Docker's events were not readable)")
+    if data.container.log_tail is None:
+        missing.append("no container log")
+    missing += list(facts.stale)
+    return Diagnosis(UNDIAGNOSED_KEY, "undiagnosed",
+                     tuple(missing) or ("no diagnosis rule matched the evidence of this run",))
+
+
 def diagnose(data: RunData) -> list[Diagnosis]:
-    """Every matching diagnosis, in rule order; ``[UNDIAGNOSED]`` when none matches."""
-    found = [d for d in (rule(data) for rule in RULES) if d is not None]
-    return found or [UNDIAGNOSED]
+    """The cause first (or "undiagnosed" with what was missing), then each finding."""
+    facts = container_facts(data)
+    cause = next((d for d in (rule(data, facts) for rule in CAUSE_RULES) if d is not None),
+                 None)
+    if cause is None:
+        cause = undiagnosed(data, facts)
+    elif facts.stale:
+        cause = Diagnosis(cause.key, cause.title,
+                          (*cause.evidence, *(f"not used: {s}" for s in facts.stale)),
+                          cause.underlying)
+    findings = [d for d in (rule(data, facts) for rule in FINDING_RULES) if d is not None]
+    return [cause, *findings]
+
+
+#: the diagnosis keys the prevention rules know, besides one ``injected_<kind>`` per fault
+CAUSE_KEYS: frozenset[str] = frozenset(
+    {"rollout_served", "config_rejected", "failed_rollout", "memory_exhaustion", "gpu_oom",
+     "engine_exit", "context_rejection", "served_through", UNDIAGNOSED_KEY,
+     *(f"injected_{k}" for k in FAULTS)}
+)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeGuard
 
+from faultkit.kinds import spec_of
 from faultkit.rundir import MEASUREMENT_JSON, RUN_JSON
 from reports.load import RunData
 from slo.types import Measurement
@@ -22,8 +23,6 @@ from slo.types import Measurement
 NOT_CAPTURED = "not captured"
 NOT_APPLICABLE = "not applicable — request-level fault"
 
-#: fault kinds whose load *is* the fault: no outage is expected from them
-REQUEST_LEVEL = frozenset({"bad_input", "oversized_context", "flood"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,13 +78,15 @@ def probe_s(m: Measurement) -> float | None:
 
 
 def no_outage(kind: str | None, m: Measurement) -> bool:
-    """A request-level fault (:data:`REQUEST_LEVEL`) that, as expected, caused no outage:
-    no signal (monitoring or the harness's probe) showed it, no request was lost, and the
-    node was in steady state at the end. Detection and recovery do not apply to such a run.
+    """A request-level kind (:attr:`faultkit.kinds.FaultSpec.request_level`) that, as
+    expected, caused no outage: no signal (monitoring or the harness's probe) showed it,
+    no request was lost, and the node was in steady state at the end. Detection and
+    recovery do not apply to such a run.
     """
     signals = [v for v in m.detection_by_signal_s.values() if _is_num(v)]
     return (
-        kind in REQUEST_LEVEL
+        (spec := spec_of(kind)) is not None
+        and spec.request_level
         and m.t_detect is None
         and probe_s(m) is None
         and not signals

@@ -1,20 +1,30 @@
-"""Preventive changes, catalogued by diagnosis key.
+"""Preventive changes, each tied to a value of this run, for each diagnosis the evidence
+supports.
 
-Each change is typed as in the Google SRE postmortem action-item table:
+A change cites the flag, value or figure it comes from (``memory 256m``, ``12 of 40
+users lost``, the candidate's own words); a diagnosis the evidence does not support gets
+no change, and a report carries at most one change that could be written without reading
+it (:data:`GENERIC`). Each change is typed as in the SRE postmortem action-item table:
 
-- ``mitigate`` — makes the next occurrence hurt less or end sooner;
 - ``prevent`` — stops it from happening again;
+- ``detect`` — makes monitoring see it, or see it sooner;
+- ``mitigate`` — makes the next occurrence hurt less or end sooner;
 - ``process`` — changes how we work (gates, tests, runbooks) so it is caught earlier.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from faultkit.kinds import fault_phrase
 from reports.diagnosis import Diagnosis
+from reports.evidence import fault_kind
+from reports.figures import num
+from reports.load import RunData
 
-ChangeType = Literal["mitigate", "prevent", "process"]
+ChangeType = Literal["prevent", "detect", "mitigate", "process"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,174 +33,151 @@ class Change:
     text: str
 
 
-CATALOGUE: dict[str, tuple[Change, ...]] = {
-    "memory_exhaustion": (
-        Change(
-            "prevent",
-            "Size the container memory limit for weights + KV cache + worst-case "
-            "prefill activations; lower --max-model-len / --max-num-seqs until it fits.",
-        ),
-        Change(
-            "prevent",
-            "Cap --max-num-batched-tokens (enable chunked prefill) so one long "
-            "prompt cannot spike memory.",
-        ),
-        Change(
-            "mitigate",
-            "Keep a restart policy (on-failure / unless-stopped) so an OOM kill "
-            "is followed by a restart, and alert on restart-count increases.",
-        ),
-        Change(
-            "process",
-            "Run the OOM scenario in the pre-promotion gate for every serving-config change.",
-        ),
-    ),
-    "gpu_oom": (
-        Change(
-            "prevent",
-            "Cap --max-num-batched-tokens / enable chunked prefill so prefill "
-            "activations stay bounded.",
-        ),
-        Change(
-            "prevent",
-            "Lower --max-model-len or --gpu-memory-utilization to leave headroom "
-            "for worst-case prefill.",
-        ),
-        Change(
-            "mitigate",
-            "Reject prompts over a token limit at the gateway before they reach the engine.",
-        ),
-        Change("process", "Add an oversized-context scenario to the gate for this node."),
-    ),
-    "config_rejected": (
-        Change(
-            "prevent",
-            "Validate the serving config before rollout: the KV cache must hold "
-            "one max_model_len sequence (lower --max-model-len or give the KV cache "
-            "more memory).",
-        ),
-        Change("mitigate", "Keep automatic rollback on a readiness deadline for rollouts."),
-        Change("process", "Run `faultkit gate` on every candidate config before promotion."),
-    ),
-    "failed_rollout": (
-        Change(
-            "mitigate",
-            "Keep automatic rollback on the readiness deadline; shorten the "
-            "deadline to the config's measured cold-start time plus margin.",
-        ),
-        Change(
-            "prevent", "Gate candidate configs (`faultkit gate`) before they reach a serving node."
-        ),
-        Change("process", "Alert when a node stays unready after a rollout."),
-    ),
-    "restart_loop": (
-        Change(
-            "prevent",
-            "Size the restart policy and the KV cap for worst-case context so a "
-            "restart does not hit the same memory spike again.",
-        ),
-        Change(
-            "mitigate",
-            "Use a bounded restart policy (on-failure:N) with backoff so a crash "
-            "loop stops and becomes visible.",
-        ),
-        Change("process", "Alert on restarts (changes(process_start_time_seconds[10m]) > 1)."),
-    ),
-    "context_rejection": (
-        Change(
-            "mitigate",
-            "Count context-length 400s as client errors, not availability "
-            "failures, and return them to clients with the limit stated.",
-        ),
-        Change("prevent", "Truncate or reject over-long prompts client-side or at the gateway."),
-        Change("process", "Publish the node's max context length with its API."),
-    ),
-    "never_restarted": (
-        Change(
-            "prevent",
-            "Make the engine's death end the container with a non-zero status (an entrypoint "
-            "or supervisor that exits non-zero when the engine exits), or use the restart "
-            "policy `unless-stopped`: `on-failure` never restarts an exit 0.",
-        ),
-        Change(
-            "mitigate",
-            "Alert on the node being down for longer than its cold start; check the policy with "
-            "`docker inspect -f '{{.HostConfig.RestartPolicy.Name}}' CONTAINER`.",
-        ),
-        Change("process", "Gate every serving config with `kill_process` on the engine's "
-                          "worker, not only a kill of the container."),
-    ),
-    "injected_kill": (
-        Change(
-            "mitigate",
-            "Keep a restart policy that restarts the engine after a crash "
-            "(note: `docker kill` is a manual stop and is not restarted).",
-        ),
-        Change(
-            "prevent",
-            "Serve from two or more replicas behind a health-checked router so "
-            "one crash loses only its in-flight requests.",
-        ),
-        Change("process", "Track cold-start time per config; it bounds recovery after a crash."),
-    ),
-    "injected_pause": (
-        Change(
-            "prevent",
-            "Use a liveness check that generates a token (a hung engine keeps "
-            "its port open and may still answer /health).",
-        ),
-        Change(
-            "mitigate",
-            "Set a client time-to-first-token timeout so hung requests fail fast "
-            "and can be retried elsewhere.",
-        ),
-    ),
-    "injected_network": (
-        Change("mitigate", "Retry idempotent requests with backoff and short connect timeouts."),
-        Change("prevent", "Spread replicas across hosts/links with health-checked failover."),
-    ),
-    "monitoring_gap": (
-        Change(
-            "prevent",
-            "Add the missing alert: up == 0 / absent() on the node's job with a "
-            "short for:, plus a client-side or probe error-ratio alert (burn-rate "
-            "rules go empty when the server is dead).",
-        ),
-        Change("mitigate", "Run a synthetic probe against the node and alert on its failures."),
-        Change("process", "Keep this scenario in CI so the alert's recall is tested."),
-    ),
-    "no_alert": (
-        Change(
-            "prevent",
-            "Add an alert on the signal that did detect it (up == 0 / probe "
-            "failures) so someone is paged, not just a dashboard.",
-        ),
-        Change("process", "Keep this scenario in CI so the alert's recall is tested."),
-    ),
-    "served_through": (
-        Change(
-            "process",
-            "Keep this scenario in the pre-promotion gate so a serving config that cannot "
-            "take these requests is caught before it ships.",
-        ),
-    ),
-    "undiagnosed": (
-        Change(
-            "process",
-            "Investigate by hand: no rule matched this run's evidence. Once the "
-            "cause is known, add a diagnosis rule and catalogue entry.",
-        ),
-    ),
+#: the one change a report may carry that does not depend on its own figures
+GENERIC = Change("process", "Keep this scenario in the pre-promotion gate "
+                            "(`faultkit gate`) so a config that regresses here is caught.")
+
+
+def _mib(value: object) -> str | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return f"{value / 2**20:.0f} MiB"
+    return None
+
+
+def _lost(data: RunData) -> str:
+    m = data.measurement
+    if m is None:
+        return "users' requests"
+    return f"{m.lost_total} of {m.requests_total} requests"
+
+
+def _recovery(data: RunData) -> str:
+    m = data.measurement
+    if m is None or m.recovery_s is None:
+        return "the outage"
+    return f"the {num(m.recovery_s)} s outage"
+
+
+def _memory(d: Diagnosis, data: RunData) -> list[Change]:
+    limit = _mib(data.container.after.get("memory_limit"))
+    squeeze = data.run.fault.params.get("limit") if data.run.fault else None
+    where = f"the limit was {squeeze} (squeezed)" if squeeze else (
+        f"the limit is {limit}" if limit else "the limit is not recorded")
+    return [Change("prevent", f"Size the container's memory for weights + KV cache + peak "
+                              f"prefill: the kernel killed the engine when {where}; lower "
+                              "--max-model-len / --max-num-seqs or raise the limit until it "
+                              "fits with headroom."),
+            Change("detect", "Alert on container memory above 90 % of its limit "
+                             f"(cost of this kill: {_lost(data)} lost).")]
+
+
+def _gpu_oom(d: Diagnosis, data: RunData) -> list[Change]:
+    what = fault_phrase(fault_kind(data), data.run.fault.params if data.run.fault else {})
+    return [Change("prevent", f"Bound prefill memory: {what} exhausted GPU memory; cap "
+                              "--max-num-batched-tokens (chunked prefill) or lower "
+                              "--max-model-len so the largest admitted prompt fits."),
+            Change("mitigate", f"Reject prompts over the served length at the gateway: "
+                               f"{_lost(data)} were lost when the engine died.")]
+
+
+def _candidate(d: Diagnosis, data: RunData) -> list[Change]:
+    config = data.run.fault.params.get("config") if data.run.fault else None
+    said = f" (its words: {d.underlying})" if d.underlying else ""
+    changes = [Change("prevent", f"Fix serving config {config or 'the candidate'} before it "
+                                 f"ships{said}.")]
+    if data.run.fault_result.get("rolled_back"):
+        changes.append(Change("process", f"Keep the readiness deadline and automatic rollback: "
+                                         f"they restored the previous config; "
+                                         f"{_lost(data)} were lost on the way."))
+    return changes
+
+
+def _engine_exit(d: Diagnosis, data: RunData) -> list[Change]:
+    said = f" — its last words: {d.underlying}" if d.underlying else ""
+    return [Change("prevent", f"Find why the engine exited{said}; it is not something the "
+                              "harness did."),
+            Change("detect", "Alert on restarts: "
+                             "changes(process_start_time_seconds[10m]) > 0.")]
+
+
+def _kill(d: Diagnosis, data: RunData) -> list[Change]:
+    ttr = data.run.fault_result.get("time_to_ready_s")
+    cold = f" (the engine took {num(float(ttr))} s to be ready again)" \
+        if isinstance(ttr, int | float) else ""
+    return [Change("mitigate", f"Serve from two replicas behind a health-checked router: a "
+                               f"crash cost {_lost(data)} over {_recovery(data)}{cold}.")]
+
+
+def _pause(d: Diagnosis, data: RunData) -> list[Change]:
+    return [Change("detect", "Probe liveness with a generated token, not only /health: "
+                             f"{_recovery(data)} hung {_lost(data)}."),
+            Change("mitigate", "Set a client time-to-first-token timeout so hung requests "
+                               "fail fast and retry elsewhere.")]
+
+
+def _network(d: Diagnosis, data: RunData) -> list[Change]:
+    return [Change("mitigate", f"Fail over to a replica on another path: {_lost(data)} were "
+                               f"lost during {_recovery(data)}.")]
+
+
+def _stop_timeout(d: Diagnosis, data: RunData) -> list[Change]:
+    return [Change("prevent", "Make the engine exit on SIGTERM (an entrypoint that `exec`s "
+                              "the server, or `--init`): Docker waited out its stop timeout "
+                              "and SIGKILLed it, which every deploy and rollback pays.")]
+
+
+def _never_restarted(d: Diagnosis, data: RunData) -> list[Change]:
+    return [Change("prevent", "Make the engine's death end its container with a non-zero "
+                              "status, or use restart policy `unless-stopped`: "
+                              f"{d.evidence[0]}")]
+
+
+def _monitoring_gap(d: Diagnosis, data: RunData) -> list[Change]:
+    return [Change("detect", f"Add the missing alert: {_lost(data)} were lost and no alert "
+                             "fired (up == 0 / absent() on the node's job, plus a probe "
+                             "error-ratio alert).")]
+
+
+def _no_alert(d: Diagnosis, data: RunData) -> list[Change]:
+    m = data.measurement
+    seen = "" if m is None or m.detection_s is None else f" after {num(m.detection_s)} s"
+    signal = m.detect_signal if m is not None else "another signal"
+    return [Change("detect", f"Alert on the signal that saw it ({signal}{seen}) so someone "
+                             "is paged.")]
+
+
+#: diagnosis key → the changes it supports, built from the run's own values
+RULES: dict[str, Callable[[Diagnosis, RunData], list[Change]]] = {
+    "memory_exhaustion": _memory,
+    "gpu_oom": _gpu_oom,
+    "config_rejected": _candidate,
+    "failed_rollout": _candidate,
+    "engine_exit": _engine_exit,
+    "injected_kill": _kill,
+    "injected_kill_process": _kill,
+    "injected_pause": _pause,
+    "injected_partition": _network,
+    "injected_loss": _network,
+    "injected_bandwidth": _network,
+    "injected_latency": _network,
+    "stop_timeout": _stop_timeout,
+    "never_restarted": _never_restarted,
+    "monitoring_gap": _monitoring_gap,
+    "no_alert": _no_alert,
 }
 
 
-def changes_for(diagnoses: list[Diagnosis]) -> list[tuple[Diagnosis, Change]]:
-    """The catalogue's changes for each diagnosis, in order, without duplicates."""
+def changes_for(diagnoses: list[Diagnosis], data: RunData) -> list[tuple[Diagnosis, Change]]:
+    """Each diagnosis's changes from this run's values, in order, without duplicates, and at
+    most one :data:`GENERIC` change (for an incident no rule has changes for)."""
     out: list[tuple[Diagnosis, Change]] = []
     seen: set[str] = set()
     for diag in diagnoses:
-        for change in CATALOGUE.get(diag.key, CATALOGUE["undiagnosed"]):
+        rule = RULES.get(diag.key)
+        for change in rule(diag, data) if rule is not None else []:
             if change.text not in seen:
                 seen.add(change.text)
                 out.append((diag, change))
+    if not out and diagnoses and diagnoses[0].key not in {"served_through", "rollout_served"}:
+        out.append((diagnoses[0], GENERIC))
     return out

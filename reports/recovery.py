@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from faultkit.events import MANUAL_PREFIX, EventKind
-from faultkit.faults import kind_class
+from faultkit.kinds import fault_phrase, spec_of
 from faultkit.records import Event
-from reports.diagnosis import fault_kind
+from reports.evidence import Span, container_facts, fault_kind
 from reports.figures import NOT_APPLICABLE, no_outage
 from reports.load import RunData
 
@@ -52,6 +52,10 @@ def _first(events: list[Event], source: str, kind: str, after: float | None = No
     return None
 
 
+def _params(data: RunData) -> dict[str, object]:
+    return dict(data.run.fault.params) if data.run.fault is not None else {}
+
+
 def analyse(data: RunData) -> Recovery:
     tl = data.timeline
     mechanisms: list[str] = []
@@ -69,7 +73,6 @@ def analyse(data: RunData) -> Recovery:
                 "fault/inject_start → inject_end",
             )
         )
-    b, a = data.container.before.restart_count, data.container.after.restart_count
     # the fault acts from inject_start (e.g. a request fault's first requests), so evidence
     # of its effect counts from there, not from inject_end
     t_acting = first.t if first is not None else t_effect
@@ -84,40 +87,40 @@ def analyse(data: RunData) -> Recovery:
     def by_harness(event: Event) -> bool:
         return any(0 <= event.t - iv.t <= _HARNESS_START_S for iv in interventions)
 
-    restarts = [
-        e
-        for e in tl
-        if e.source == "harness"
-        and e.kind == EventKind.RESTART_SEEN
-        and (t_acting is None or e.t >= t_acting)
-        and not by_harness(e)
-    ]
-    if (b is not None and a is not None and a > b) or restarts:
-        counts = (
-            f"restart_count {b} → {a}"
-            if b is not None and a is not None
-            else (f"{len(restarts)} restarts seen")
+    facts = container_facts(data)
+    # who started the container after the effect: the restart policy only when the same
+    # container's restart count rose; a start inside the harness's or the fault's own act
+    # is theirs (a revert's docker start, a rollback, a docker restart)
+    starts = [e for e in tl if e.kind == EventKind.DOCKER_START
+              and (t_acting is None or e.t >= t_acting) and not by_harness(e)]
+    spec = spec_of(fault_kind(data))
+
+    def told_elsewhere(span: Span) -> bool:  # the rollback and a fixing revert have steps
+        return span.what == "the rollback" or (
+            span.what == "the fault's revert" and spec is not None and spec.revert_is_the_fix)
+
+    own_starts = [(e, span) for e in starts if (span := facts.acting_at(e.t)) is not None
+                  and not told_elsewhere(span)][:1]
+    if facts.policy_restarts:
+        restarts = [e for e in tl if e.kind == EventKind.RESTART_SEEN
+                    and (t_acting is None or e.t >= t_acting) and not by_harness(e)
+                    and not any(span.holds(e.t) for span in facts.actions)]
+        b, a = data.container.before.restart_count, data.container.after.restart_count
+        mechanisms.append(f"Docker's restart policy (the same container's restart_count "
+                          f"{b} → {a})")
+        steps.append(
+            Step("Docker restart policy restarted the container",
+                 restarts[0].t if restarts else None, restarts[-1].t if restarts else None,
+                 "container.json restart_count (same container ID)"
+                 + (", harness/restart_seen events" if restarts else ""))
         )
-        mechanisms.append(f"restart policy ({counts})")
-        if restarts:
-            steps.append(
-                Step(
-                    f"Docker restart policy restarted the container "
-                    f"({len(restarts)} restart(s) seen, first to last)",
-                    restarts[0].t,
-                    restarts[-1].t,
-                    "harness/restart_seen events",
-                )
-            )
-        else:
-            steps.append(
-                Step(
-                    "Docker restart policy restarted the container",
-                    None,
-                    None,
-                    "container.json restart_count (restart time not recorded)",
-                )
-            )
+    elif own_starts:
+        event, span = own_starts[0]
+        who = "the fault's own action" if span.actor == "fault" else span.what
+        if spec is not None and spec.restores_itself and span.actor == "fault":
+            who = f"the fault's own action ({fault_phrase(fault_kind(data), _params(data))})"
+        mechanisms.append(f"{who} started the container (docker start at "
+                          f"{event.t - (t_effect or event.t):+.1f} s)")
     rb_s = _first(tl, "fault", EventKind.ROLLBACK_START, t_acting) or _first(
         tl, "harness", EventKind.ROLLBACK_START, t_acting
     )
@@ -138,14 +141,14 @@ def analyse(data: RunData) -> Recovery:
     if rv_s is not None:
         rv_e = _first(tl, "fault", EventKind.REVERT_END, rv_s.t)
         kind = fault_kind(data) or ""
-        fault = kind_class(kind)
+        fault = spec_of(kind)
         word = (fault.revert_words if fault else "") or f"revert {kind or 'the fault'}"
         # reverting a kill, a rollout or a request fault is bookkeeping, not what fixed it
         if fault is not None and fault.revert_is_the_fix:
-            mechanisms.append(f"fault reverted ({word})")
+            mechanisms.append(f"the harness's revert of the fault ({word})")
             steps.append(
                 Step(
-                    f"fault reverted: {word}",
+                    f"the harness's revert: {word}",
                     rv_s.t,
                     rv_e.t if rv_e else None,
                     "fault/revert_start → revert_end",

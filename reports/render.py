@@ -30,14 +30,15 @@ from faultkit.rundir import (
 from reports import markup, text
 from reports.baseline import baseline_view
 from reports.chart import render_chart
-from reports.diagnosis import CONTEXT_RE, GPU_OOM_RE, STARTUP_KV_RE, diagnose, fault_kind
+from reports.diagnosis import CONTEXT_RE, GPU_OOM_RE, ROUTINE_LOG_RE, STARTUP_KV_RE, diagnose
+from reports.evidence import fault_kind
 from reports.figures import Figure, key_figures, no_outage, num, pct
 from reports.load import RUN_FILES, RunData, finite_points, load_run
 from reports.prevention import changes_for
 from reports.recovery import analyse
 from reports.steady import steady_view
-from reports.summary import summary
-from reports.timeline import mermaid, rows, signed, utc
+from reports.summary import judged_line, summary
+from reports.timeline import rows, signed, utc
 from reports.upstreams import route_around_lines, upstream_rows
 
 
@@ -148,10 +149,17 @@ def _errors_by_class(data: RunData) -> list[dict[str, Any]]:
 
 
 def _log_excerpt(data: RunData) -> str | None:
-    tail = data.container.log_tail
+    """The log of the container that failed — a failed rollout's candidate, else the node's
+    since the run began — without routine traffic (health checks, ``200 OK``), from a few
+    lines before the first line that says why."""
+    candidate = data.run.fault_result.get("candidate_log_tail")
+    tail = candidate if isinstance(candidate, str) and candidate.strip() else \
+        data.container.log_tail
     if tail is None or not tail.strip():
         return None
-    lines = tail.splitlines()
+    lines = [line for line in tail.splitlines() if not ROUTINE_LOG_RE.search(line)]
+    if not lines:
+        return None
     pattern = re.compile(
         "|".join(p.pattern for p in (GPU_OOM_RE, STARTUP_KV_RE, CONTEXT_RE))
         + r"|error|killed|Traceback",
@@ -222,6 +230,7 @@ def incident_context(data: RunData) -> dict[str, Any]:
         "path": data.path.name,
         "files": [name for name in LINKED_FILES if name in existing],
         "summary": summary(data),
+        "judged": judged_line(data),
         "fault": fault,
         "fault_kind": kind,
         "measurement": m,
@@ -236,7 +245,6 @@ def incident_context(data: RunData) -> dict[str, Any]:
             for f in key_figures(data, kind)
         ],
         "rows": timeline_rows,
-        "mermaid": mermaid(timeline_rows),
         "errors": _errors_by_class(data),
         "slis": [
             (name, m.slis[name])
@@ -250,7 +258,7 @@ def incident_context(data: RunData) -> dict[str, Any]:
         "states": _states(data),
         "log": _log_excerpt(data),
         "diagnoses": diagnoses,
-        "changes": changes_for(diagnoses),
+        "changes": changes_for(diagnoses, data),
         "recovery": analyse(data),
         "missing": data.missing,
         "problems": data.problems,

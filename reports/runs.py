@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from reports.diagnosis import fault_kind
+from reports.evidence import fault_kind
 from reports.figures import no_outage
 from reports.load import GateData, RunData, is_gate_dir, is_run_dir, load_gate, load_run_summary
 

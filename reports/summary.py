@@ -13,10 +13,9 @@ The sentence is plain text: the template escapes it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
-
-from reports.diagnosis import fault_kind
+from faultkit.events import EventKind
+from faultkit.kinds import fault_phrase, spec_of
+from reports.evidence import fault_kind
 from reports.figures import no_outage, num
 from reports.load import RunData
 from slo.types import Measurement
@@ -40,78 +39,6 @@ CLASS_WORDS: dict[str, tuple[str, str]] = {
                        "timeouts while the client was stalled"),
     "other": ("other error", "other errors"),
 }
-
-#: fault kind → (how the node fared, preposition before the fault's phrase)
-_IMPACT: dict[str, tuple[str, str]] = {
-    "pause": ("was hung for", "by"),
-    "partition": ("was unreachable for", "during"),
-    "loss": ("was degraded for", "under"),
-    "bandwidth": ("was degraded for", "under"),
-    "latency": ("was degraded for", "under"),
-    "flood": ("was impaired for", "under"),
-    "oversized_context": ("was impaired for", "by"),
-    "bad_input": ("was impaired for", "by"),
-}
-
-
-def _kill(p: Mapping[str, Any]) -> str:
-    return "a docker kill" if p.get("docker_kill") else f"a {p.get('signal') or 'SIGKILL'}"
-
-
-def _partition(p: Mapping[str, Any]) -> str:
-    mode = {"blackhole": " (packets dropped)", "refuse": " (disconnected)"}
-    return "a network partition" + mode.get(str(p.get("mode")), "")
-
-
-def _loss(p: Mapping[str, Any]) -> str:
-    if isinstance(p.get("percent"), int | float):
-        return f"{p['percent']:g} % packet loss"
-    if isinstance(p.get("probability"), int | float):
-        return f"{p['probability'] * 100:g} % packet loss"
-    return "packet loss"
-
-
-def _oversized(p: Mapping[str, Any]) -> str:
-    if p.get("requests") and p.get("input_tokens"):
-        return f"{p['requests']} prompts of {p['input_tokens']} tokens"
-    return "oversized prompts"
-
-
-def _with(template: str, key: str, fallback: str) -> Callable[[Mapping[str, Any]], str]:
-    return lambda p: template.format(p[key]) if p.get(key) else fallback
-
-
-_PHRASES: dict[str, Callable[[Mapping[str, Any]], str]] = {
-    "kill": _kill,
-    "kill_process": lambda p: (
-        f"a {p.get('signal') or 'SIGKILL'} to the engine's processes matching /{p['match']}/"
-        if p.get("match") else "the engine's death inside its container"),
-    "stop": lambda p: "a docker stop",
-    "restart": lambda p: "a docker restart",
-    "pause": lambda p: "a docker pause",
-    "node_restart": lambda p: (
-        "a restart of every container on its Docker host" if p.get("all_containers")
-        else "a restart of the inventory nodes' containers on its Docker host"),
-    "host_restart": lambda p: "a restart of its whole Docker host",
-    "partition": _partition,
-    "loss": _loss,
-    "bandwidth": _with("a bandwidth limit of {}", "rate", "a bandwidth limit"),
-    "latency": _with("{} ms of added latency", "delay_ms", "added latency"),
-    "memory_squeeze": _with("a memory squeeze to {}", "limit", "a memory squeeze"),
-    "oversized_context": _oversized,
-    "flood": _with("a request flood at {} req/s", "rate", "a request flood"),
-    "rollout": _with("rolling out {}", "config", "a rollout"),
-    "bad_input": lambda p: "malformed requests",
-}
-
-
-def fault_phrase(kind: str | None, params: Mapping[str, Any]) -> str:
-    """The fault in a few words: ``a SIGKILL``, ``30 % packet loss``, ``rolling out c``."""
-    if kind is None:
-        return "the fault"
-    phrase = _PHRASES.get(kind)
-    return phrase(params) if phrase is not None else f"the {kind} fault"
-
 
 def _count(n: int, cls: str) -> str:
     one, many = CLASS_WORDS.get(cls, (cls, cls))
@@ -152,7 +79,8 @@ def _impact_clause(node: str, kind: str | None, what: str, m: Measurement) -> st
     if m.recovery_s is None:
         return (f"{node} had not recovered {num(m.t_window_end - m.t_effect)} s after {what}, "
                 "when the observation ended")
-    fared, prep = _IMPACT.get(kind or "", ("was down for", "after"))
+    spec = spec_of(kind)
+    fared, prep = (spec.impact, spec.preposition) if spec else ("was down for", "after")
     clause = f"{node} {fared} {num(m.recovery_s)} s {prep} {what}"
     if m.harness_intervened:
         clause += " and came back only because the harness intervened"
@@ -170,8 +98,42 @@ def summary(data: RunData) -> str:
     if m is None:
         return (f"{lead}: no measurement of {what} on {node} was recorded "
                 "(the run ended before the fault took effect, or its files are missing).")
+    elsewhere = fault_node(data)
+    if elsewhere is not None and elsewhere != node:
+        what = f"{what} on {elsewhere} behind it"
     parts = [_impact_clause(node, kind, what, m)]
     if not no_outage(kind, m):
         parts.append(_detection_clause(m))
     parts.append(loss_clause(m))
+    if note := _loss_judged(data, m):
+        parts.append(note)
     return f"{lead}: " + "; ".join(parts) + "."
+
+
+def fault_node(data: RunData) -> str | None:
+    """The node the fault acted on, from its own events (an upstream behind a gateway)."""
+    for ev in data.timeline:
+        if ev.source == "fault" and ev.kind in (EventKind.INJECT_START, EventKind.ACT):
+            return ev.node
+    return None
+
+
+def _loss_judged(data: RunData, m: Measurement) -> str:
+    """Say so when the lost requests shown were not judged (no check on them)."""
+    if m.lost_total == 0 or data.verdict is None:
+        return ""
+    if any(c.name == "lost_requests" or "lost" in c.name or "drops" in c.name
+           for c in data.verdict.checks):
+        return ""
+    return "the lost requests were not judged: the node sets no lost_max"
+
+
+def judged_line(data: RunData) -> str:
+    """Each check of the verdict, observed vs expected, in one line."""
+    if data.verdict is None or not data.verdict.checks:
+        return ""
+    marks = []
+    for c in data.verdict.checks:
+        mark = "✓" if c.passed else ("?" if c.inconclusive else "✗")
+        marks.append(f"{mark} {c.name}: {c.observed} (expected {c.expected})")
+    return "; ".join(marks)

@@ -1,8 +1,8 @@
-"""Make untrusted text (server answers, logs, labels) safe to put in markdown and mermaid.
+"""Make untrusted text (server answers, logs, labels) safe to put in markdown.
 
 Everything that came from a server, a container log or Prometheus labels is untrusted: it
 may contain backticks that close a fence, pipes that split a table cell, HTML that GitHub
-would interpret, mermaid syntax, or secrets. Every helper here first **redacts** secrets
+would interpret, or secrets. Every helper here first **redacts** secrets
 and then escapes for its destination.
 
 What :func:`redact` replaces by ``[REDACTED]``:
@@ -237,13 +237,3 @@ def fenced(text: str, lang: str = "text", max_lines: int = 60) -> str:
 _MERMAID_OK = re.compile(r"[^A-Za-z0-9 .,+=/%-]")
 
 
-def mermaid_label(text: object, max_len: int = 60) -> str:
-    """Untrusted text for a mermaid label: only ``[A-Za-z0-9 .,+=/%-]`` survive.
-
-    Colons, semicolons, quotes, brackets, ``#`` and newlines all carry meaning in mermaid
-    syntax; they become spaces (underscores become spaces too). Never empty.
-    """
-    s = redact(str(text))
-    s = _MERMAID_OK.sub(" ", s)
-    s = " ".join(s.split())[:max_len].strip()
-    return s or "event"

@@ -1,4 +1,4 @@
-"""Timeline rows for the report table and a mermaid ``timeline`` diagram.
+"""Timeline rows for the report's one timeline table.
 
 Rows merge timeline.jsonl events with the measurement's own instants (first impact,
 detection, recovery). Times are epoch seconds; ``rel_s`` is seconds from the moment the
@@ -12,12 +12,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from reports.diagnosis import fault_kind
+from reports.evidence import fault_kind
 from reports.figures import no_outage
 from reports.load import RunData
-from reports.text import mermaid_label
-
-MAX_MERMAID_PERIODS = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,41 +77,6 @@ def rows(data: RunData) -> list[Row]:
     return sorted(out, key=lambda r: r.t)
 
 
-def _period(rel_s: float | None) -> str:
-    if rel_s is None:
-        return "T"
-    return f"T{signed(rel_s)} s"
-
-
 def signed(x: float) -> str:
     """``+1.2`` / ``-0.4``; values that round to zero print as ``+0.0`` (never ``-0.0``)."""
     return "+0.0" if abs(x) < 0.05 else f"{x:+.1f}"
-
-
-def mermaid(rows_: list[Row]) -> str:
-    """A mermaid ``timeline`` (renders on GitHub): one period per distinct +s, labels sanitised.
-
-    Consecutive repeats of the same event text are dropped; at most
-    :data:`MAX_MERMAID_PERIODS` periods are drawn (the table has every row).
-    """
-    lines = ["timeline", "    title Run timeline, seconds from the fault taking effect"]
-    periods: list[tuple[str, list[str]]] = []
-    last = None
-    for row in rows_:
-        label = mermaid_label(f"{row.source} {row.event}")
-        if label == last:
-            continue
-        last = label
-        period = _period(row.rel_s)
-        if periods and periods[-1][0] == period:
-            periods[-1][1].append(label)
-        else:
-            periods.append((period, [label]))
-    if len(periods) > MAX_MERMAID_PERIODS:
-        keep = MAX_MERMAID_PERIODS - 1
-        periods = [*periods[:keep], ("later", [f"{len(periods) - keep} more, see the table"])]
-    for period, labels in periods:
-        lines.append(f"    {period} : " + " : ".join(labels))
-    if not periods:
-        lines.append("    T : no events recorded")
-    return "\n".join(lines)

@@ -21,7 +21,8 @@ from typing import Any
 from faultkit.events import DOCKER_PREFIX, EventKind, docker_kind
 from faultkit.records import Event
 
-__all__ = ["Effect", "MeasurementInputError", "effect_of", "fault_events", "fault_time"]
+__all__ = ["Effect", "MeasurementInputError", "earliest_effect", "effect_of", "fault_events",
+           "fault_time"]
 
 
 class MeasurementInputError(ValueError):
@@ -116,3 +117,54 @@ def effect_of(timeline: Sequence[Event], node: str) -> Effect:
     if t_act is not None:
         return Effect(t_act, "call", f"the harness's call: {acts[0].data.get('what')}", tuple(gaps))
     return Effect(start.t, "call", "inject() called (no better evidence)", tuple(gaps))
+
+
+#: error classes that are the client's own doing, never evidence that the fault took effect
+_NOT_THE_FAULTS = frozenset({"shed_client", "client_exhausted", "client_stalled", "cancelled"})
+
+
+def earliest_effect(effect: Effect, timeline: Sequence[Event], node: str,
+                    failures: Sequence[tuple[float, str]]) -> Effect:
+    """``effect`` moved to the first sign of it after the harness's first act, when that
+    came earlier: a request of the node's clients that failed (``failures``: (t_end, what),
+    client-side errors excluded), the harness's probe failing (``health_fail``), or — for a
+    fault that kills the engine — Docker's ``die`` of the node's container.
+
+    Evidence of an effect can never come after the effect was observed (docs/definitions.md,
+    "t_effect"): Docker's ``die`` is emitted after the reap, and a remote host's
+    confirmation can lag by seconds, while the streams the kill cut ended at once. A fault
+    whose injection spans the outage already takes effect at its act and is returned as is.
+    """
+    if effect.evidence in ("act", "observed"):
+        return effect
+    from faultkit.kinds import spec_of
+
+    acts = fault_events(timeline, node, EventKind.ACT) or \
+        fault_events(timeline, node, EventKind.INJECT_START)
+    if not acts:
+        return effect
+    t_act = acts[0].t
+    starts = fault_events(timeline, node, EventKind.INJECT_START)
+    kind = str(starts[0].data.get("fault")) if starts else None
+    spec = spec_of(kind)
+    candidates: list[tuple[float, str]] = [
+        (t, f"the first request that failed after the act ({what})")
+        for t, what in failures if t_act <= t < effect.t]
+    candidates += [(e.t, "the harness's probe failed (health_fail)") for e in timeline
+                   if e.node == node and e.kind == EventKind.HEALTH_FAIL
+                   and t_act <= e.t < effect.t]
+    if spec is not None and spec.kills_the_engine:
+        candidates += [(e.t, "Docker's 'die' event") for e in timeline
+                       if e.node == node and e.kind == EventKind.DOCKER_DIE
+                       and t_act <= e.t < effect.t]
+    if not candidates:
+        return effect
+    t, what = min(candidates)
+    return Effect(t, "observed",
+                  f"{what}, {effect.t - t:.3f} s before {effect.detail}", effect.gaps)
+
+
+def client_failures(records: Sequence[Any]) -> list[tuple[float, str]]:
+    """(t_end, what) of each failed request that may show a fault's effect."""
+    return [(r.t_end, f"request {r.id}: {r.error_class or r.status}") for r in records
+            if r.status != "ok" and (r.error_class or "") not in _NOT_THE_FAULTS]

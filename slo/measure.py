@@ -54,7 +54,15 @@ from faultkit.events import EventKind
 from faultkit.load.stats import e2e_s, percentile, tpot_s, ttft_s
 from faultkit.records import CLIENT_SIDE, Event, RequestRecord, is_clean_rejection
 from slo.detection import detect
-from slo.effect import Effect, MeasurementInputError, effect_of, fault_events, fault_time
+from slo.effect import (
+    Effect,
+    MeasurementInputError,
+    client_failures,
+    earliest_effect,
+    effect_of,
+    fault_events,
+    fault_time,
+)
 from slo.types import Measurement, WindowSLIs
 
 #: events on the observer's readiness track
@@ -264,7 +272,8 @@ def measure(
     """
     requests = [r for r in ledger if r.node == node and r.kind != "probe"]
     faulted = effect_node or node
-    effect = effect_of(timeline, faulted)
+    effect = earliest_effect(effect_of(timeline, faulted), timeline, faulted,
+                             client_failures(requests))
     t_effect = effect.t
     t_revert = fault_time(timeline, faulted, EventKind.REVERT_END)
     times = [r.t_end for r in requests] + [e.t for e in timeline]
@@ -297,10 +306,11 @@ def measure(
                   for e in fault_events(timeline, faulted, EventKind.HARNESS_INTERVENED)]
 
     loss_end = t_recovered if t_recovered is not None else end
-    in_flight = [r for r in requests if r.t_invoke < t_effect < r.t_end]
+    # a request the effect itself ended (a stream cut at t_effect) was in flight at it
+    in_flight = [r for r in requests if r.t_invoke < t_effect <= r.t_end]
 
     def in_span(r: RequestRecord) -> bool:
-        return t_effect <= arrival(r) <= loss_end or r.t_invoke < t_effect < r.t_end
+        return t_effect <= arrival(r) <= loss_end or r.t_invoke < t_effect <= r.t_end
 
     lost = [r for r in requests if r.status != "ok" and in_span(r)]
     fault_end = max(loss_end, t_revert if t_revert is not None else t_effect)

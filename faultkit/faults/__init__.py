@@ -7,7 +7,7 @@ locks (one fault per node) in ``locks``, and the shielding of acts in ``acts``.
 """
 
 from faultkit.faults.base import Fault
-from faultkit.faults.registry import check_policy, fault_class, kind_class, make_fault
+from faultkit.faults.registry import check_policy, fault_class, make_fault
 from faultkit.kinds import FAULTS
 
-__all__ = ["FAULTS", "Fault", "check_policy", "fault_class", "kind_class", "make_fault"]
+__all__ = ["FAULTS", "Fault", "check_policy", "fault_class", "make_fault"]

@@ -79,18 +79,10 @@ class Fault(FaultLifecycle):
     from inject to the end of revert).
     """
 
+    #: the kind's name; its facts (family, words, what its revert does) are its
+    #: :class:`~faultkit.kinds.FaultSpec` in :data:`faultkit.kinds.FAULTS`
     kind: ClassVar[str] = ""
     PARAMS: ClassVar[ParamSpec] = {}
-    #: the module family it belongs to: process, engine, network, memory, requests, rollout
-    family: ClassVar[str] = ""
-    #: True when reverting the fault is what brings the node back (unpause, reconnect,
-    #: restore the limit); False when the revert is bookkeeping and the node recovers by
-    #: itself or not at all (a kill: the restart policy; a rollout; a request fault)
-    revert_is_the_fix: ClassVar[bool] = True
-    #: what the revert does, for a report's recovery steps ("unpause")
-    revert_words: ClassVar[str] = ""
-    #: True when the fault itself kills the engine's process (an exit 137 is its own doing)
-    kills_the_engine: ClassVar[bool] = False
     #: False when ``_after_undo`` does the undo's job itself on a normal revert (kill waits
     #: for the restart policy before starting anything); the sweep always runs the steps.
     revert_runs_undo: ClassVar[bool] = True

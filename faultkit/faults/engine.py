@@ -56,9 +56,6 @@ class KillProcess(_ReadyMixin):
     """Kill the container's processes whose command line matches ``match``."""
 
     kind: ClassVar[str] = "kill_process"
-    family: ClassVar[str] = "engine"
-    revert_is_the_fix: ClassVar[bool] = False
-    kills_the_engine: ClassVar[bool] = True
     revert_runs_undo: ClassVar[bool] = False  # wait for the node's own supervision first
     effect_required: ClassVar[str] = "mechanism"  # the signalled processes exited
     PARAMS: ClassVar[ParamSpec] = {

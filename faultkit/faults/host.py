@@ -40,9 +40,6 @@ from faultkit.inventory import Inventory, Node
 
 class HostRestart(Fault):
     kind: ClassVar[str] = "host_restart"
-    family: ClassVar[str] = "process"
-    revert_is_the_fix: ClassVar[bool] = False
-    revert_words: ClassVar[str] = "wait for the host and its nodes to come back"
     spans_outage: ClassVar[bool] = True
     effect_required: ClassVar[str] = "mechanism"  # the host's engine stopped answering
     PARAMS: ClassVar[ParamSpec] = {

@@ -58,8 +58,6 @@ def _size_at_least(minimum: int) -> Callable[[str], bool]:
 
 class MemorySqueeze(_ReadyMixin):
     kind: ClassVar[str] = "memory_squeeze"
-    family: ClassVar[str] = "memory"
-    revert_words: ClassVar[str] = "restore the memory limit"
     # in effect once Docker applied the lower limit (its "update" event), or once the kernel
     # OOM-killed the engine under it (its "oom" event), whichever Docker reports first:
     # Docker writes "update" when its call returns, and the call can last until the kernel

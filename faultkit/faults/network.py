@@ -120,8 +120,6 @@ class NetnsFault(Fault):
 
 class Loss(NetnsFault):
     kind: ClassVar[str] = "loss"
-    family: ClassVar[str] = "network"
-    revert_words: ClassVar[str] = "remove packet loss"
     PARAMS: ClassVar[ParamSpec] = {
         "percent": Param(float, 30.0, gt=0, le=100, unit="%"),
         "mode": Param(str, "auto", choices=("auto", "netem", "iptables")),
@@ -160,8 +158,6 @@ class Loss(NetnsFault):
 
 class Bandwidth(NetnsFault):
     kind: ClassVar[str] = "bandwidth"
-    family: ClassVar[str] = "network"
-    revert_words: ClassVar[str] = "remove the bandwidth limit"
     PARAMS: ClassVar[ParamSpec] = {
         "rate": Param(str, "1mbit", check=_positive(_TC_RATE),
                       hint="a tc rate above 0, such as 1mbit, 500kbit or 10mbps"),
@@ -192,8 +188,6 @@ class Bandwidth(NetnsFault):
 
 class Latency(NetnsFault):
     kind: ClassVar[str] = "latency"
-    family: ClassVar[str] = "network"
-    revert_words: ClassVar[str] = "remove added latency"
     PARAMS: ClassVar[ParamSpec] = {
         "delay_ms": Param(float, 200.0, gt=0, le=_DELAY_MAX_MS, unit="ms"),
         "jitter_ms": Param(float, 0.0, ge=0, le=_DELAY_MAX_MS, unit="ms"),

@@ -33,8 +33,6 @@ _WATCH_CUT_S = 1.0
 
 class Partition(NetnsFault):
     kind: ClassVar[str] = "partition"
-    family: ClassVar[str] = "network"
-    revert_words: ClassVar[str] = "reconnect / remove the partition"
     PARAMS: ClassVar[ParamSpec] = {"mode": Param(str, "refuse", choices=("refuse", "blackhole"))}
     effect_required: ClassVar[str] = "mechanism"
 

@@ -136,9 +136,6 @@ class Kill(_ReadyMixin):
     """SIGKILL the container's main process (a crash), or ``docker kill`` (a manual stop)."""
 
     kind: ClassVar[str] = "kill"
-    family: ClassVar[str] = "process"
-    revert_is_the_fix: ClassVar[bool] = False
-    kills_the_engine: ClassVar[bool] = True
     revert_runs_undo: ClassVar[bool] = False  # wait for the restart policy first
     effect_docker_actions: ClassVar[tuple[str, ...]] = ("die",)
     effect_required: ClassVar[str] = "docker"
@@ -207,8 +204,6 @@ class Stop(_ReadyMixin):
     """
 
     kind: ClassVar[str] = "stop"
-    family: ClassVar[str] = "process"
-    revert_words: ClassVar[str] = "start the container"
     spans_outage: ClassVar[bool] = True
     effect_docker_actions: ClassVar[tuple[str, ...]] = ("die",)
     effect_required: ClassVar[str] = "docker"
@@ -235,7 +230,6 @@ class Restart(_ReadyMixin):
     """``docker restart``; the injection lasts until the node is ready again (cold start)."""
 
     kind: ClassVar[str] = "restart"
-    family: ClassVar[str] = "process"
     spans_outage: ClassVar[bool] = True
     effect_docker_actions: ClassVar[tuple[str, ...]] = ("die",)
     effect_required: ClassVar[str] = "docker"
@@ -263,8 +257,6 @@ class Pause(Fault):
     """``docker pause``: the engine freezes with its port open (requests and scrapes hang)."""
 
     kind: ClassVar[str] = "pause"
-    family: ClassVar[str] = "process"
-    revert_words: ClassVar[str] = "unpause"
     effect_docker_actions: ClassVar[tuple[str, ...]] = ("pause",)
     effect_required: ClassVar[str] = "docker"
 
@@ -293,7 +285,6 @@ class NodeRestart(Fault):
     """
 
     kind: ClassVar[str] = "node_restart"
-    family: ClassVar[str] = "process"
     spans_outage: ClassVar[bool] = True
     effect_docker_actions: ClassVar[tuple[str, ...]] = ("die",)
     effect_required: ClassVar[str] = "docker"

@@ -30,18 +30,13 @@ def fault_class(kind: str) -> type[Fault]:
         hint = " (in the inventory's catalogue, not implemented)" if kind in FAULT_KINDS else ""
         raise FaultParamError(f"unknown fault {kind!r}{hint}; known faults: {known}",
                               param="kind", value=kind, allowed=known)
-    module, attr = FAULTS[kind].split(":")
+    implementation = FAULTS[kind].implementation
+    assert implementation is not None  # every fault has one; harness actions are not FAULTS
+    module, attr = implementation.split(":")
     cls = getattr(importlib.import_module(module), attr)
     assert isinstance(cls, type)
     assert issubclass(cls, Fault)
     return cls
-
-
-def kind_class(kind: str | None) -> type[Fault] | None:
-    """The class of fault ``kind`` (for its metadata: ``family``, ``revert_is_the_fix``,
-    ``revert_words``, ``kills_the_engine``); None for a harness action such as
-    ``bad_input``, an unknown kind or none."""
-    return fault_class(kind) if kind in FAULTS else None
 
 
 def check_policy(kind: str, node: Node, inventory: Inventory | None) -> None:

@@ -105,8 +105,6 @@ class _LoadFault(Fault):
 
 class OversizedContext(_LoadFault):
     kind: ClassVar[str] = "oversized_context"
-    family: ClassVar[str] = "requests"
-    revert_is_the_fix: ClassVar[bool] = False
     PARAMS: ClassVar[ParamSpec] = {
         "input_tokens": Param(int, 16384, ge=1, le=_MAX_INPUT_TOKENS, unit="tokens"),
         "concurrency": Param(int, 4, ge=1, le=_MAX_IN_FLIGHT, unit="workers"),
@@ -129,8 +127,6 @@ class OversizedContext(_LoadFault):
 
 class Flood(_LoadFault):
     kind: ClassVar[str] = "flood"
-    family: ClassVar[str] = "requests"
-    revert_is_the_fix: ClassVar[bool] = False
     PARAMS: ClassVar[ParamSpec] = {
         # what one client core can schedule (see MAX_RATE_RPS)
         "rate": Param(float, 50.0, gt=0, le=MAX_RATE_RPS, unit="req/s"),

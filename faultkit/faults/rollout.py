@@ -68,9 +68,6 @@ CANDIDATE_LOG_LINES = 60
 
 class Rollout(Fault):
     kind: ClassVar[str] = "rollout"
-    family: ClassVar[str] = "rollout"
-    revert_is_the_fix: ClassVar[bool] = False
-    revert_words: ClassVar[str] = "end of the rollout"
     spans_outage: ClassVar[bool] = True  # replacing the container is the outage
     PARAMS: ClassVar[ParamSpec] = {
         "config": (str, None),  # checked against the inventory's serving configs below

@@ -173,6 +173,9 @@ class RunLifecycle(RunEvidence):
                 else:
                     await asyncio.sleep(hold_s)
             self.fault_result = dict(getattr(fault, "result", {}) or {})
+            candidate_log = str(getattr(fault, "candidate_log", "") or "")
+            if candidate_log:  # the container that failed: its own words, redacted
+                self.fault_result["candidate_log_tail"] = self._redact(candidate_log)
             if isinstance(found, Mapping):  # a harness action's findings
                 self.fault_result.update(found)
             self._write_run_info(

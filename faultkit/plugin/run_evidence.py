@@ -93,12 +93,15 @@ class RunEvidence:
             return None
 
     def _log_tail(self) -> str:
-        """The container log's last 80 lines, secrets redacted: engines print their
-        arguments at start-up (vLLM's ``args: Namespace(api_key=...)``)."""
+        """The container log's last 80 lines written since the run began, secrets
+        redacted: engines print their arguments at start-up (vLLM's ``args:
+        Namespace(api_key=...)``), and a line from before the run is not this run's
+        evidence (a diagnosis quotes it)."""
         if self.node.docker is None:
             return ""
         try:
-            tail = docker_host(self.node.docker.host).logs(self.node.docker.container, tail=80)
+            tail = docker_host(self.node.docker.host).logs(
+                self.node.docker.container, tail=80, since=self.t_start)
             return str(self._redact(tail))
         except FaultkitError as exc:
             return f"(logs unavailable: {self._redact(str(exc))})"

@@ -143,19 +143,6 @@ def test_a_zombie_is_dead_and_a_live_process_is_not() -> None:
     assert not _running(child.pid)
 
 
-def test_every_fault_declares_its_family_and_what_its_revert_means() -> None:
-    """Reports read these class attributes (reports.recovery, reports.diagnosis): a new
-    fault without them would be reported as an unknown kind."""
-    from faultkit.faults import FAULTS, fault_class, kind_class
-
-    families = {kind: fault_class(kind).family for kind in FAULTS}
-    assert all(families.values()), families
-    assert {k for k in FAULTS if fault_class(k).kills_the_engine} == {"kill", "kill_process"}
-    assert {k for k in FAULTS if not fault_class(k).revert_is_the_fix} == {
-        "kill", "kill_process", "rollout", "oversized_context", "flood", "host_restart"}
-    assert kind_class("bad_input") is None and kind_class(None) is None
-
-
 def test_every_engine_has_a_worker_to_kill_and_the_inventory_overrides_it() -> None:
     """test_engine_death fails (never skips) on an engine node without a pattern: every
     engine but the gateway's has one."""

@@ -1,4 +1,9 @@
-"""Rule-based diagnosis and the prevention catalogue, on hand-built run directories."""
+"""Rule-based diagnosis and preventive changes, on hand-built run directories.
+
+The run directories hold what a run writes: run.json with its window (``t_start``,
+``t_end``), Docker's events on the timeline (``docker_kill`` with its signal, ``docker_oom``,
+``docker_die`` with its exit code, ``docker_start``, and the ``restart_seen`` that restates a
+die), container.json before and after."""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from reports import CATALOGUE, changes_for, diagnose, load_run
+from reports import RULES, changes_for, diagnose, load_run
 from reports.errors import NotARunDirectory
 from reports.recovery import analyse
 
@@ -41,11 +46,15 @@ def make_run(
     timeline: list[dict[str, Any]] | None = None,
     ledger: list[dict[str, Any]] | None = None,
     measurement: dict[str, Any] | None = None,
+    params: dict[str, Any] | None = None,
+    fault_result: dict[str, Any] | None = None,
 ) -> Path:
     d = tmp_path / "run"
     d.mkdir()
     (d / "run.json").write_text(
-        json.dumps({"scenario": "s", "node": "n1", "fault": {"kind": fault, "params": {}}})
+        json.dumps({"scenario": "s", "node": "n1", "t_start": T0 - 30, "t_end": T0 + 60,
+                    "fault": {"kind": fault, "params": params or {}},
+                    "fault_result": fault_result or {}})
     )
     if container is not None:
         (d / "container.json").write_text(json.dumps(container))
@@ -61,61 +70,6 @@ def _keys(d: Path) -> list[str]:
 
 def _state(**over: Any) -> dict[str, Any]:
     return {"status": "running", "exit_code": 0, "oom_killed": False, "restart_count": 0, **over}
-
-
-def test_oomkilled_is_memory_exhaustion_with_matching_changes(tmp_path: Path) -> None:
-    d = make_run(
-        tmp_path,
-        fault="memory_squeeze",
-        container={
-            "before": _state(),
-            "after": _state(status="exited", exit_code=137, oom_killed=True),
-        },
-    )
-    diags = diagnose(load_run(d))
-    assert diags[0].key == "memory_exhaustion"
-    assert any("oom_killed = true" in e for e in diags[0].evidence)
-    changes = changes_for(diags)
-    texts = [c.text for _, c in changes if _.key == "memory_exhaustion"]
-    assert texts == [c.text for c in CATALOGUE["memory_exhaustion"]]
-    assert {c.type for _, c in changes} <= {"mitigate", "prevent", "process"}
-    assert any("max-num-batched-tokens" in t for t in texts)
-
-
-def test_exit_137_without_injected_kill_is_memory_exhaustion(tmp_path: Path) -> None:
-    d = make_run(
-        tmp_path,
-        fault="oversized_context",
-        container={"before": _state(), "after": _state(exit_code=137)},
-    )
-    assert _keys(d)[0] == "memory_exhaustion"
-
-
-def test_exit_137_from_an_injected_kill_is_not_memory(tmp_path: Path) -> None:
-    d = make_run(
-        tmp_path,
-        fault="kill",
-        container={"before": _state(), "after": _state()},
-        timeline=[
-            {
-                "t": T0 + 1,
-                "source": "harness",
-                "kind": "restart_seen",
-                "data": {"exit_code": 137, "oom_killed": False},
-            }
-        ],
-    )
-    keys = _keys(d)
-    assert "memory_exhaustion" not in keys
-    assert "injected_kill" in keys
-
-
-def test_no_evidence_is_undiagnosed(tmp_path: Path) -> None:
-    d = make_run(tmp_path, fault="stop", container={"before": _state(), "after": _state()})
-    diags = diagnose(load_run(d))
-    assert [x.key for x in diags] == ["undiagnosed"]
-    assert diags[0].title == "undiagnosed"
-    assert [c.type for _, c in changes_for(diags)] == ["process"]
 
 
 def test_gpu_oom_from_log(tmp_path: Path) -> None:
@@ -164,78 +118,19 @@ def test_context_length_400_is_clean_rejection(tmp_path: Path) -> None:
     assert diag.evidence[0].startswith("2 ledger records")
 
 
-def test_startup_kv_error_is_config_rejected(tmp_path: Path) -> None:
-    log = (
-        "ValueError: To serve at least one request with the models's max seq len (32768), "
-        "(4.00 GiB KV cache is needed, which is larger than the available KV cache memory"
-    )
-    d = make_run(
-        tmp_path,
-        fault="rollout",
-        container={"before": _state(), "after": _state(), "log_tail": log},
-    )
-    assert "config_rejected" in _keys(d)
-
-
 def _ev(t: float, source: str, kind: str, **data: Any) -> dict[str, Any]:
     return {"t": t, "source": source, "kind": kind, "node": "n1", "data": data}
-
-
-def test_rollout_without_readiness_is_failed_rollout(tmp_path: Path) -> None:
-    tl = [
-        _ev(T0, "fault", "inject_end", fault="rollout", params={}),
-        _ev(T0 + 60, "harness", "rollback_start"),
-        _ev(T0 + 61, "harness", "rollback_done"),
-        _ev(T0 + 70, "observer", "health_ok"),
-    ]
-    d = make_run(tmp_path, fault="rollout", timeline=tl)
-    assert "failed_rollout" in _keys(d)
-    rec = analyse(load_run(d))
-    assert any("rollback" in m for m in rec.mechanisms)
-    step = next(s for s in rec.steps if s.what.startswith("rollback"))
-    assert step.duration_s == pytest.approx(1.0)
-
-
-def test_rollout_that_became_ready_is_not_failed(tmp_path: Path) -> None:
-    tl = [
-        _ev(T0, "fault", "inject_end", fault="rollout", params={}),
-        _ev(T0 + 20, "observer", "health_ok"),
-        _ev(T0 + 60, "harness", "rollback_start"),
-    ]
-    assert "failed_rollout" not in _keys(make_run(tmp_path, fault="rollout", timeline=tl))
 
 
 def test_not_detected_with_loss_is_monitoring_gap(tmp_path: Path) -> None:
     m = _measurement(
         t_detect=None, detect_signal=None, detection_s=None, lost_total=4, t_impact=T0 + 1
     )
-    diags = diagnose(load_run(make_run(tmp_path, fault="stop", measurement=m)))
+    d = make_run(tmp_path, fault="stop", measurement=m)
+    diags = diagnose(load_run(d))
     gap = next(x for x in diags if x.key == "monitoring_gap")
     assert any("t_detect = null" in e for e in gap.evidence)
-    assert any("missing alert" in c.text for _, c in changes_for(diags))
-
-
-def test_not_detected_without_impact_is_no_gap(tmp_path: Path) -> None:
-    m = _measurement(t_detect=None, detect_signal=None, detection_s=None, lost_total=0)
-    assert _keys(make_run(tmp_path, fault="stop", measurement=m)) == ["undiagnosed"]
-
-
-def test_restart_loop_from_restart_count(tmp_path: Path) -> None:
-    d = make_run(
-        tmp_path,
-        fault="stop",
-        container={"before": _state(restart_count=1), "after": _state(restart_count=4)},
-    )
-    assert "restart_loop" in _keys(d)
-    rec = analyse(load_run(d))
-    assert rec.mechanisms[0] == "restart policy (restart_count 1 → 4)"
-
-
-def test_every_catalogued_change_is_typed() -> None:
-    assert "undiagnosed" in CATALOGUE
-    for key, changes in CATALOGUE.items():
-        assert changes, key
-        assert all(c.type in ("mitigate", "prevent", "process") for c in changes), key
+    assert any("missing alert" in c.text for _, c in changes_for(diags, load_run(d)))
 
 
 def test_not_a_run_directory(tmp_path: Path) -> None:
@@ -243,21 +138,6 @@ def test_not_a_run_directory(tmp_path: Path) -> None:
         load_run(tmp_path)
     with pytest.raises(NotARunDirectory):
         load_run(tmp_path / "absent")
-
-
-def test_request_level_fault_without_outage_is_no_incident(tmp_path: Path) -> None:
-    m = _measurement(t_detect=None, detect_signal=None, detection_s=None, t_recovered=T0,
-                     recovery_s=0.0, lost_total=0)
-    d = make_run(tmp_path, fault="bad_input", measurement=m,
-                 container={"before": _state(), "after": _state()})
-    diags = diagnose(load_run(d))
-    assert [x.key for x in diags] == ["served_through"]
-    assert diags[0].title == "no incident: the node kept serving through the bad_input fault"
-    assert "container.json restart_count 0 → 0" in diags[0].evidence
-    assert [c.type for _, c in changes_for(diags)] == ["process"]
-    # the same numbers for an outage fault are not "no incident"
-    (tmp_path / "other").mkdir()
-    assert _keys(make_run(tmp_path / "other", fault="stop", measurement=m)) == ["undiagnosed"]
 
 
 def test_an_engine_left_down_is_diagnosed_never_restarted(tmp_path: Path) -> None:
@@ -272,9 +152,192 @@ def test_an_engine_left_down_is_diagnosed_never_restarted(tmp_path: Path) -> Non
     assert any("'on-failure' did not bring it back" in e for e in found["never_restarted"].evidence)
 
 
-def test_an_exit_137_after_kill_process_is_the_injected_kill(tmp_path: Path) -> None:
-    d = make_run(tmp_path, fault="kill_process",
-                 container={"before": {"exit_code": 0}, "after": {"exit_code": 137,
-                                                                  "restart_count": 1}})
-    keys = _keys(d)
-    assert "memory_exhaustion" not in keys
+# ---- evidence from this run, about this container ----------------------------------------
+
+
+def _died(t: float, code: int, **more: Any) -> list[dict[str, Any]]:
+    """A die as Docker reports it, and the restart_seen the harness derives from it."""
+    return [_ev(t, "harness", "docker_die", action="die", exit_code=code, **more),
+            _ev(t + 1, "harness", "docker_start", action="start"),
+            _ev(t + 1, "harness", "restart_seen", exit_code=code, oom_killed=False)]
+
+
+def _kill_events(t: float) -> list[dict[str, Any]]:
+    return [_ev(t - 0.05, "fault", "inject_start", fault="kill", params={}),
+            _ev(t - 0.01, "fault", "act", what="SIGKILL to host pid 4242"),
+            _ev(t + 0.02, "fault", "inject_end", fault="kill", params={})]
+
+
+def test_a_stale_oomkilled_flag_from_an_earlier_run_is_not_this_runs_cause(
+    tmp_path: Path,
+) -> None:
+    """memory_squeeze then pause on one container: Docker still says OOMKilled, but the
+    container's last stop predates this run and no oom/die event is in it."""
+    earlier = {"oom_killed": True, "exit_code": 0, "finished_at": T0 - 600,
+               "started_at": T0 - 590, "id": "abc"}
+    tl = [_ev(T0 - 0.1, "fault", "inject_start", fault="pause", params={}),
+          _ev(T0, "harness", "docker_pause", action="pause"),
+          _ev(T0 + 10, "fault", "revert_start", fault="pause", params={}),
+          _ev(T0 + 10.1, "harness", "docker_unpause", action="unpause"),
+          _ev(T0 + 10.2, "fault", "revert_end", fault="pause", params={})]
+    d = make_run(tmp_path, fault="pause", timeline=tl,
+                 container={"before": _state(**earlier), "after": _state(**earlier)},
+                 measurement=_measurement(lost_total=3, effect_evidence="docker_event"))
+    diags = diagnose(load_run(d))
+    assert diags[0].key == "injected_pause"
+    assert diags[0].title.startswith("the engine was frozen by the injected pause")
+    assert not any(x.key == "memory_exhaustion" for x in diags)
+    assert any("predates this run" in e for e in diags[0].evidence)
+    assert not any("memory" in c.text.lower() for _, c in changes_for(diags, load_run(d)))
+    rec = analyse(load_run(d))
+    assert rec.mechanisms[0] == "the harness's revert of the fault (unpause)"
+
+
+def test_an_oom_kill_in_this_run_is_memory_exhaustion_with_the_runs_limit(
+    tmp_path: Path,
+) -> None:
+    tl = [_ev(T0 - 1, "fault", "inject_start", fault="memory_squeeze", params={"limit": "256m"}),
+          _ev(T0 - 0.5, "harness", "docker_update", action="update"),
+          _ev(T0 - 0.01, "harness", "docker_oom", action="oom"),
+          *_died(T0, 137, oom_killed=True)]
+    d = make_run(tmp_path, fault="memory_squeeze", timeline=tl, params={"limit": "256m"},
+                 container={"before": _state(id="abc", restart_count=0),
+                            "after": _state(id="abc", restart_count=1)})
+    diags = diagnose(load_run(d))
+    assert diags[0].key == "memory_exhaustion"
+    assert diags[0].title == ("the engine was OOM-killed under the injected fault "
+                              "(a memory squeeze to 256m)")
+    assert len([e for e in diags[0].evidence if e.startswith("docker_die")]) == 1
+    changes = [c.text for _, c in changes_for(diags, load_run(d))]
+    assert any("256m" in text for text in changes)
+    rec = analyse(load_run(d))
+    assert rec.mechanisms[0].startswith("Docker's restart policy (the same container's "
+                                        "restart_count 0 → 1)")
+
+
+def test_an_injected_kill_is_the_fault_and_one_death_is_counted_once(tmp_path: Path) -> None:
+    tl = [*_kill_events(T0), *_died(T0, 137)]
+    d = make_run(tmp_path, fault="kill", timeline=tl,
+                 container={"before": _state(id="abc"), "after": _state(id="abc",
+                                                                        restart_count=1)})
+    diags = diagnose(load_run(d))
+    assert diags[0].key == "injected_kill"
+    assert [e for e in diags[0].evidence if e.startswith("docker_die")] == [
+        "docker_die at +0.0 s (exit 137): the injected kill (0.0 s after its act)"]
+    assert "restart_loop" not in [x.key for x in diags]
+
+
+def test_a_harness_stop_timeout_is_not_the_engines_failure(tmp_path: Path) -> None:
+    """cold start: docker stop sends SIGTERM, the engine ignores it, Docker SIGKILLs it 10 s
+    later: the exit 137 is the stop's, and that the engine ignored SIGTERM is a finding."""
+    tl = [_ev(T0 - 0.1, "fault", "inject_start", fault="stop", params={}),
+          _ev(T0, "fault", "act", what="docker stop"),
+          _ev(T0, "harness", "docker_kill", action="kill", signal="15"),
+          _ev(T0 + 10, "harness", "docker_kill", action="kill", signal="9"),
+          _ev(T0 + 10.1, "harness", "docker_die", action="die", exit_code=137),
+          _ev(T0 + 10.2, "fault", "inject_end", fault="stop", params={}),
+          _ev(T0 + 13, "fault", "revert_start", fault="stop", params={}),
+          _ev(T0 + 13.1, "harness", "docker_start", action="start"),
+          _ev(T0 + 20, "fault", "revert_end", fault="stop", params={})]
+    d = make_run(tmp_path, fault="stop", timeline=tl,
+                 container={"before": _state(id="abc"), "after": _state(id="abc")})
+    diags = diagnose(load_run(d))
+    assert diags[0].key == "injected_stop"
+    assert "memory_exhaustion" not in [x.key for x in diags]
+    assert "stop_timeout" in [x.key for x in diags]
+    rec = analyse(load_run(d))
+    assert "restart policy" not in " ".join(rec.mechanisms)
+    assert rec.mechanisms[0] == "the harness's revert of the fault (start the container)"
+
+
+def test_a_rollbacks_docker_kill_is_the_harness_and_the_candidates_exit_is_its_defect(
+    tmp_path: Path,
+) -> None:
+    """rollout of a config vLLM rejects at start-up (exit 1), then the rollback."""
+    log = ("INFO api_server.py: vLLM API server version 0.32\n"
+           "ValueError: User-specified max_model_len (100000) is greater than the derived "
+           "max_model_len (max_position_embeddings=2048)\n")
+    tl = [_ev(T0 - 0.5, "fault", "inject_start", fault="rollout", params={"config": "bad"}),
+          _ev(T0 - 0.4, "harness", "docker_kill", action="kill", signal="9"),
+          _ev(T0 - 0.3, "harness", "docker_die", action="die", exit_code=137),
+          _ev(T0 - 0.2, "harness", "docker_start", action="start"),
+          _ev(T0 + 8, "harness", "docker_die", action="die", exit_code=1),
+          _ev(T0 + 9, "fault", "config_failed", reason="the container exited 1"),
+          _ev(T0 + 9.1, "fault", "rollback_start", config="bad"),
+          _ev(T0 + 9.2, "harness", "docker_start", action="start"),
+          _ev(T0 + 30, "fault", "rollback_done", config="bad"),
+          _ev(T0 + 30.1, "fault", "inject_end", fault="rollout", params={"config": "bad"})]
+    d = make_run(tmp_path, fault="rollout", timeline=tl, params={"config": "bad"},
+                 fault_result={"failed_reason": "the container exited 1", "rolled_back": True,
+                               "candidate_log_tail": log},
+                 container={"before": _state(id="old", oom_killed=True, finished_at=T0 - 900),
+                            "after": _state(id="new")})
+    diags = diagnose(load_run(d))
+    assert diags[0].key == "config_rejected"
+    assert "the candidate config bad never became ready" in diags[0].title
+    assert "max_model_len (100000)" in diags[0].underlying
+    assert not any(x.key == "memory_exhaustion" for x in diags)
+    changes = [c.text for _, c in changes_for(diags, load_run(d))]
+    assert any("max_model_len (100000)" in text for text in changes)
+    rec = analyse(load_run(d))
+    assert "rollback to the previous config" in rec.mechanisms
+    assert not any("restart policy" in m for m in rec.mechanisms)
+
+
+def test_an_engine_that_exits_by_itself_is_quoted(tmp_path: Path) -> None:
+    tl = [_ev(T0 - 5, "fault", "inject_start", fault="flood", params={"rate": 50}),
+          *_died(T0, 3)]
+    log = "INFO ok\nRuntimeError: Engine core initialization failed\n"
+    d = make_run(tmp_path, fault="flood", timeline=tl, params={"rate": 50},
+                 container={"before": _state(id="a"), "after": _state(id="a", restart_count=1),
+                            "log_tail": log},
+                 measurement=_measurement(lost_total=5))
+    diags = diagnose(load_run(d))
+    assert diags[0].key == "engine_exit"
+    assert diags[0].title == ("the engine exited by itself (exit 3) during the injected fault (a "
+                              "request flood at 50 req/s)")
+    assert diags[0].underlying == "RuntimeError: Engine core initialization failed"
+
+
+def test_no_incident_when_a_request_level_fault_was_served(tmp_path: Path) -> None:
+    m = _measurement(t_detect=None, detect_signal=None, detection_s=None, t_recovered=T0,
+                     recovery_s=0.0, lost_total=0)
+    d = make_run(tmp_path, fault="bad_input", measurement=m,
+                 container={"before": _state(), "after": _state()})
+    diags = diagnose(load_run(d))
+    assert [x.key for x in diags] == ["served_through"]
+    assert diags[0].title == "no incident: the node kept serving through malformed requests"
+    assert changes_for(diags, load_run(d)) == []
+
+
+def test_undiagnosed_says_what_was_missing(tmp_path: Path) -> None:
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "run.json").write_text(json.dumps({"scenario": "s", "node": "n1"}))
+    diags = diagnose(load_run(d))
+    assert diags[0].key == "undiagnosed"
+    assert "no fault recorded in run.json" in diags[0].evidence
+    assert any("Docker event" in e for e in diags[0].evidence)
+
+
+def test_every_fault_kind_has_a_cause_the_diagnosis_names(tmp_path: Path) -> None:
+    """One home per fact: each kind's cause is its FaultSpec's, found by the rules from the
+    run's own evidence (the fault took effect, users dropped)."""
+    from faultkit.kinds import FAULTS
+
+    for kind, spec in FAULTS.items():
+        if spec.request_level or kind == "rollout":
+            continue
+        run = tmp_path / kind
+        run.mkdir()
+        tl = [_ev(T0 - 0.1, "fault", "inject_start", fault=kind, params={}),
+              _ev(T0, "fault", "act", what=kind)]
+        d = make_run(run, fault=kind, timeline=tl,
+                     container={"before": _state(id="a"), "after": _state(id="a")},
+                     measurement=_measurement(lost_total=2, effect_evidence="mechanism"))
+        first = diagnose(load_run(d))[0]
+        assert (first.key, first.title) == (f"injected_{kind}", spec.cause), kind
+
+
+def test_every_change_is_typed_and_cites_the_run(tmp_path: Path) -> None:
+    assert set(RULES) >= {"memory_exhaustion", "gpu_oom", "config_rejected", "monitoring_gap"}

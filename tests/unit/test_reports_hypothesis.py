@@ -234,7 +234,7 @@ def test_any_run_directory_renders_valid_markdown(files: dict[str, Any]) -> None
         _write(d, files)
         md = _ENV.get_template("incident.md.j2").render(**incident_context(load_run(d)))
     assert table_problems(md) == []
-    assert "```mermaid\ntimeline\n" in md
+    assert "\n## Timeline\n" in md and "```mermaid" not in md
     assert "sk-abcdefghijklmnop" not in md
     assert html(md) == []  # "<script>" may show, inside a code span, but never as HTML
     for rows in table_shapes(md):

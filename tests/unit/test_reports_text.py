@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reports.text import REDACTED, code, fenced, inline, mermaid_label, redact
+from reports.text import REDACTED, code, fenced, inline, redact
 from tests.unit.reports_helpers import cells
 
 
@@ -70,12 +68,6 @@ def test_fenced_keeps_the_last_lines() -> None:
     assert "line 90" in out
 
 
-def test_mermaid_label_strips_syntax() -> None:
-    out = mermaid_label('alert: "X"; #1 <b>{x}[y] --> z\nsecond')
-    assert re.fullmatch(r"[A-Za-z0-9 .,+=/%-]+", out)
-    assert mermaid_label(":::") == "event"
-
-
 @given(st.text())
 def test_inline_is_always_one_safe_cell(text: str) -> None:
     out = inline(text)
@@ -83,8 +75,3 @@ def test_inline_is_always_one_safe_cell(text: str) -> None:
     assert "<" not in out
     assert ">" not in out
     assert len(cells(f"| {out} | tail |")) == 2
-
-
-@given(st.text())
-def test_mermaid_label_is_always_safe(text: str) -> None:
-    assert re.fullmatch(r"[A-Za-z0-9 .,+=/%-]+", mermaid_label(text))

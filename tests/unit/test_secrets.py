@@ -123,7 +123,7 @@ class _FakeHost:
             "labels": {"note": "started with node-key-123"},
         })
 
-    def logs(self, name: str, *, tail: int = 200) -> str:
+    def logs(self, name: str, *, tail: int = 200, since: float | None = None) -> str:
         return (f"INFO args: Namespace(model='m', api_key=['node-key-123'])\n"
                 f"loading with token hf-planted-1\nserving {name}\n")
 

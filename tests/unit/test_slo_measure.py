@@ -436,3 +436,25 @@ def test_requests_cancelled_soon_after_they_were_sent_do_not_break_recovery() ->
                                    output_tokens=None) for i in range(4)]
     m = measure(ledger, outage_timeline(), NODE, recovery_hold_s=5)
     assert m.t_recovered == pytest.approx(1015.2)
+
+
+def test_streams_a_kill_cut_before_dockers_die_move_t_effect_and_are_lost() -> None:
+    """The kill cuts streams at once; Docker's die comes after the reap. t_effect is the
+    first failure after the act, so the cut streams are lost and the headline, Key figures
+    and Symptoms count the same requests."""
+    ledger = outage_ledger()
+    cut = [req(2000 + i, 1009.5 + i * 0.01, "fail", "reset", dur=0.47 - i * 0.01)
+           for i in range(3)]  # each ends at 1009.97, between the act and the die
+    m = measure(ledger + cut, outage_timeline(), NODE, recovery_hold_s=5)
+    assert m.t_effect == pytest.approx(1009.97)
+    assert m.effect_evidence == "observed"
+    assert m.effect_detail.startswith("the first request that failed after the act")
+    assert "before Docker 'die' event" in m.effect_detail
+    failed = [r for r in ledger + cut if r.status != "ok" and r.t_end >= 1009.95]
+    assert m.lost_total == len(failed)
+
+
+def test_a_failure_before_the_act_does_not_move_t_effect() -> None:
+    early = req(3000, 1009.0, "fail", "reset", dur=0.5)  # ended at 1009.5, before the act
+    m = measure([*outage_ledger(), early], outage_timeline(), NODE, recovery_hold_s=5)
+    assert m.t_effect == 1010.0 and m.effect_evidence == "docker_event"
