@@ -16,7 +16,8 @@ Tree::
     │   ├── FaultParamError       unknown fault kind or a parameter out of range (nothing was done)
     │   ├── FaultRefused          blast-radius policy forbids it (nothing was done)
     │   ├── FaultAlreadyActive    a second inject of the same fault instance
-    │   └── FaultUnsupported      the kernel / engine lacks what the fault needs
+    │   ├── FaultUnsupported      the kernel / engine lacks what the fault needs
+    │   └── FaultNotApplied       an act of the fault failed after its retries (reverted)
     ├── JournalError              the fault journal is unreadable or locked
     └── LoadError                 the load generator could not run (e.g. endpoint unreachable)
         ├── LedgerInvariantError  a request lacks exactly one terminal record (a harness bug)
@@ -129,6 +130,30 @@ class FaultAlreadyActive(FaultError):
 
 class FaultUnsupported(FaultError):
     """The target lacks what the fault needs (e.g. the kernel has no sch_netem)."""
+
+
+class FaultNotApplied(FaultError):
+    """An act of the fault still failed after its retries; what was done has been reverted.
+
+    Raised by ``inject()`` from the error (``__cause__``), once the revert has finished.
+    ``error`` is that error's own words (Docker's, for a Docker call), ``attempts`` how
+    many times the failing act was tried (0: the error came from no act), ``steps_done``
+    the acts that had taken effect before it, and ``applied`` says which case it is:
+    ``"none"`` (no act took effect) or ``"partly"``. :attr:`reason` is the run's
+    INCONCLUSIVE reason: ``the fault could not be applied: <error> (…)``.
+    """
+
+    def __init__(self, describe: str, error: str, *, attempts: int,
+                 steps_done: list[str]) -> None:
+        self.error = error
+        self.attempts = attempts
+        self.steps_done = list(steps_done)
+        self.applied = "partly" if steps_done else "none"
+        tries = f"after {attempts} attempts; " if attempts > 1 else ""
+        done = (f"partly applied ({', '.join(steps_done)} done), then reverted" if steps_done
+                else "nothing was applied")
+        self.reason = f"the fault could not be applied: {error} ({tries}{done})"
+        super().__init__(f"{describe}: {self.reason}")
 
 
 class JournalError(FaultkitError):

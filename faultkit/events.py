@@ -32,6 +32,7 @@ class EventKind(StrEnum):
     ACT = "act"  # just before the fault's first disruptive act
     EFFECT = "effect"  # the fault's mechanism is confirmed in place
     NO_EFFECT = "no_effect"  # the mechanism demonstrably did nothing (INCONCLUSIVE)
+    NOT_APPLIED = "not_applied"  # an act failed after its retries; reverted (INCONCLUSIVE)
     HARNESS_INTERVENED = "harness_intervened"  # the harness brought the node back
     INJECT_END = "inject_end"
     GUARD_TRIPPED = "guard_tripped"  # a guard ended the injection early

@@ -22,7 +22,14 @@ Contract:
   through :meth:`act` (a worker thread) and awaits any other act that must not be cut
   short through :meth:`shielded`. A cancellation mid-act waits for the act to end, then
   goes on, and revert first waits for every act still running: the undo never races an
-  act.
+  act. An act whose Docker call fails transiently is tried again with the undo steps'
+  bound (:func:`faultkit.faults.undo.retry_policy`), each retry logged; :meth:`act_once`
+  is for the act that must not run twice.
+- An act of ``_apply`` that still fails (a :class:`~faultkit.errors.FaultkitError`:
+  Docker's refusal after the retries, an unsupported kernel) makes ``inject()`` emit
+  ``not_applied`` (``error``, ``attempts``, ``applied``: ``"none"`` or ``"partly"``,
+  ``steps_done``), revert what was done and raise :class:`~faultkit.errors.FaultNotApplied`
+  from it: the run is INCONCLUSIVE, "the fault could not be applied: …".
 - ``revert()`` (``__aexit__``, always: exceptions, test failures, cancellation) emits
   ``revert_start``, runs the undo steps (the same ones the sweep runs after a crash), waits
   for whatever the fault defines as "back" and emits ``revert_end``; the node locks are
@@ -49,12 +56,15 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
+from tenacity import AsyncRetrying
+
 from faultkit.docker import docker_host
 from faultkit.errors import FaultError, FaultUnsupported
+from faultkit.faults import undo
 from faultkit.faults.acts import Acts
 from faultkit.faults.lifecycle import FaultLifecycle, Guard
 from faultkit.faults.locks import HeldLocks
-from faultkit.faults.noting import Emit
+from faultkit.faults.noting import Emit, log
 from faultkit.faults.params import Param, ParamSpec, as_param, parse_params
 from faultkit.inventory import DockerRef, Inventory, Node
 from faultkit.journal import FaultJournal, JournalRecord
@@ -132,6 +142,8 @@ class Fault(FaultLifecycle):
         self._state_before_revert = "idle"
         self._locks: HeldLocks | None = None
         self._acts = Acts()  # acts still running (revert waits for them)
+        self._acts_done: list[str] = []  # acts of _apply that returned, in order
+        self._acts_failed: list[tuple[BaseException, int]] = []  # (error, attempts)
 
     # parameters ---------------------------------------------------------------------
     @classmethod
@@ -195,13 +207,51 @@ class Fault(FaultLifecycle):
     # acts ---------------------------------------------------------------------------
     async def act(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """Run one blocking act, ``fn(*args, **kwargs)``, in a worker thread, shielded: a
-        cancellation meanwhile waits for ``fn`` to return, then goes on (:mod:`.acts`)."""
-        return await self._acts.shielded(asyncio.to_thread(fn, *args, **kwargs))
+        cancellation meanwhile waits for ``fn`` to return, then goes on (:mod:`.acts`).
+
+        A transient Docker error (``DockerError.transient``) is tried again with the undo
+        steps' policy (:func:`.undo.retry_policy`: up to 5 attempts within about 10 s), each
+        retry logged with its attempt count; a cancellation between attempts ends it.
+        """
+        return await self._act(fn, args, kwargs, retry=True)
+
+    async def act_once(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Like :meth:`act`, never tried again: for an act that must not run twice (an
+        exec that writes a file), or whose transient-looking refusal the fault answers
+        itself (cgroup v1 refusing a memory limit)."""
+        return await self._act(fn, args, kwargs, retry=False)
+
+    async def _act(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any],
+                   *, retry: bool) -> T:
+        name = _act_name(fn, args)
+        tries = 0
+
+        async def attempt() -> T:
+            nonlocal tries
+            tries += 1
+            return await self._acts.shielded(asyncio.to_thread(fn, *args, **kwargs))
+
+        try:
+            if retry:
+                result: T = await AsyncRetrying(
+                    **undo.retry_policy(f"{self.id}: act {name}", log))(attempt)
+            else:
+                result = await attempt()
+        except BaseException as exc:
+            self._acts_failed.append((exc, tries))
+            raise
+        if tries > 1:
+            log.info("%s: act %s succeeded (attempt %d of %d)", self.id, name, tries,
+                     undo.UNDO_ATTEMPTS)
+        self._acts_done.append(name)
+        return result
 
     async def shielded(self, act: Awaitable[T]) -> T:
         """Await any other act to its end, even if the caller is cancelled meanwhile; until
         then revert waits for it."""
-        return await self._acts.shielded(act)
+        result = await self._acts.shielded(act)
+        self._acts_done.append(getattr(act, "__qualname__", type(act).__name__))
+        return result
 
     # journal ------------------------------------------------------------------------
     async def drop_undo(self, op: str) -> None:
@@ -219,3 +269,8 @@ class Fault(FaultLifecycle):
         self._record.undo.append(step)
         await self.journal_io(self.journal.update, self._record)
 
+
+def _act_name(fn: Callable[..., Any], args: tuple[Any, ...]) -> str:
+    """``pause vllm-a``: the act's function and, when it is a name, what it acts on."""
+    name = str(getattr(fn, "__name__", type(fn).__name__))
+    return f"{name} {args[0]}" if args and isinstance(args[0], str) else name

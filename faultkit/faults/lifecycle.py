@@ -3,11 +3,12 @@
 :class:`FaultLifecycle` is a part of :class:`faultkit.faults.base.Fault` (which sets the
 attributes declared here); the contract it keeps is in :mod:`faultkit.faults.base`. In
 short: ``inject()`` takes the node locks, refuses a blocked node or an unproven container
-(:mod:`.admission`), journals the undo steps, then acts; ``revert()`` (idempotent, survives
-a second cancellation) waits for running acts, runs the undo steps, emits ``revert_end``
-and releases the locks; guards are checked every ``guard_interval_s`` while applied and
-the first reason reverts the fault. The state goes idle → injecting → applied →
-reverting → reverted (``dry-run``: nothing is done).
+(:mod:`.admission`), journals the undo steps, then acts; an act that still fails after
+its retries emits ``not_applied``, is reverted and raises :class:`FaultNotApplied`;
+``revert()`` (idempotent, survives a second cancellation) waits for running acts, runs the
+undo steps, emits ``revert_end`` and releases the locks; guards are checked every
+``guard_interval_s`` while applied and the first reason reverts the fault. The state goes
+idle → injecting → applied → reverting → reverted (``dry-run``: nothing is done).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
-from faultkit.errors import FaultAlreadyActive, FaultError
+from faultkit.errors import FaultAlreadyActive, FaultError, FaultkitError, FaultNotApplied
 from faultkit.events import EventKind
 from faultkit.faults import admission, undo
 from faultkit.faults.acts import Acts
@@ -54,6 +55,8 @@ class FaultLifecycle(FaultNotes):
     _state_before_revert: str
     _locks: HeldLocks | None
     _acts: Acts
+    _acts_done: list[str]
+    _acts_failed: list[tuple[BaseException, int]]
 
     if TYPE_CHECKING:
 
@@ -121,6 +124,7 @@ class FaultLifecycle(FaultNotes):
             raise
         self._state = "injecting"
         self.emit(EventKind.INJECT_START, effect=self.effect_spec())
+        applying = False
         try:
             steps = [*await self._prepare(), *self._sweep_steps()]
             self._record = JournalRecord(
@@ -128,19 +132,48 @@ class FaultLifecycle(FaultNotes):
                 params=dict(self.params), undo=list(steps), node_locks=self._locks.node_keys,
             )
             await self.journal_io(self.journal.begin, self._record)
+            self._acts_done.clear()  # a probe of _prepare (netem's) is not the fault's act
+            applying = True
             await self._apply()
+            applying = False
             self._record.state = "applied"
             await self.journal_io(self.journal.update, self._record)
         except BaseException as exc:
             log.warning("%s: inject failed (%s); reverting what was done", self.id,
                         str(exc) or type(exc).__name__)
-            await self.revert()
+            not_applied = self._not_applied(exc) if applying else None
+            await self.revert()  # raises instead if the revert is incomplete: sweep it
+            if not_applied is not None:
+                raise not_applied from exc
             raise
         self._state = "applied"
         self._locks.release(until="inject")
         self.emit(EventKind.INJECT_END)
         if self.guards:
             self._guard_task = asyncio.ensure_future(self._watch_guards())
+
+    def _not_applied(self, exc: BaseException) -> FaultNotApplied | None:
+        """For an error of ``_apply`` the harness raises on purpose (Docker's refusal after
+        the retries, an unsupported kernel; not a bug, not a cancellation): emit
+        ``not_applied`` and return the error ``inject()`` raises once reverted."""
+        if not isinstance(exc, FaultkitError):
+            return None
+        attempts = self._attempts_of(exc)
+        done = list(self._acts_done)
+        self.emit(EventKind.NOT_APPLIED, error=str(exc), attempts=attempts,
+                  applied="partly" if done else "none", steps_done=done)
+        return FaultNotApplied(self.describe(), str(exc), attempts=attempts, steps_done=done)
+
+    def _attempts_of(self, exc: BaseException) -> int:
+        """How many times the act that raised ``exc`` (or the error it wraps: a fault may
+        raise a clearer one from Docker's) was tried; 0 when no act raised it."""
+        seen: BaseException | None = exc
+        chain: list[BaseException] = []
+        while seen is not None and not any(seen is e for e in chain):
+            chain.append(seen)
+            seen = seen.__cause__ or seen.__context__
+        return next((tries for e in chain for failed, tries in self._acts_failed
+                     if failed is e), 0)
 
     async def journal_io(self, fn: Callable[..., T], /, *args: Any) -> T:
         """Run one journal read or write, ``fn(*args)``, in a worker thread, shielded like an

@@ -102,7 +102,8 @@ class MemorySqueeze(_ReadyMixin):
         self.mode = "under_usage"
         self.acting(f"lower the memory limit to {limit} bytes")
         try:
-            await self.act(self.platform.set_memory_limits, self.container, limit, limit)
+            # once: cgroup v1's refusal is a 5xx that the walk below answers, not a retry
+            await self.act_once(self.platform.set_memory_limits, self.container, limit, limit)
         except DockerError as exc:
             if "unable to set memory limit" not in str(exc):
                 raise
@@ -119,7 +120,8 @@ class MemorySqueeze(_ReadyMixin):
                 usage = await asyncio.to_thread(self.platform.memory_usage, self.container)
                 limit = max(_DOCKER_MIN, usage - 4 * step + attempt * step)
                 try:
-                    await self.act(self.platform.set_memory_limits, self.container, limit, limit)
+                    await self.act_once(self.platform.set_memory_limits, self.container, limit,
+                                        limit)
                     break
                 except DockerError as again:
                     if "unable to set memory limit" not in str(again):
@@ -138,7 +140,7 @@ class MemorySqueeze(_ReadyMixin):
         size = max(0, limit - usage) + parse_bytes(self.params["pressure"])
         await self.add_undo(self.step("exec", command=["rm", "-f", _PRESSURE_FILE]))
         try:
-            code, output = await self.act(
+            code, output = await self.act_once(  # once: a retry could fill a restarted engine
                 self.platform.exec, self.container,
                 ["sh", "-c", f"head -c {size} /dev/zero > {_PRESSURE_FILE}"],
             )

@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 
 from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
 
-from faultkit.errors import FaultRefused, NodeNotReady
+from faultkit.errors import DockerError, FaultRefused, FaultUnsupported, NodeNotReady
 from faultkit.events import EventKind
 from faultkit.faults.base import Fault
 from faultkit.faults.locks import NodeLock
@@ -48,6 +48,9 @@ from faultkit.health import wait_ready
 from faultkit.inventory import Inventory, Node
 
 _LABEL = re.compile(r"[^=\s]+(=\S*)?")
+#: Docker's words when the container's cgroup freezer cannot freeze it (runc, cgroup v1:
+#: "OCI runtime pause failed: unable to freeze: unknown")
+_FREEZE_FAILED = re.compile(r"\bfreez", re.IGNORECASE)
 #: How long a revert may wait for the node to serve again: > 0 and at most an hour.
 READY_TIMEOUT = Param(float, None, gt=0, le=3600, unit="s")
 #: ``docker stop``/``restart`` grace before SIGKILL: 0 (kill at once) to 10 minutes.
@@ -268,7 +271,18 @@ class Pause(Fault):
 
     async def _apply(self) -> None:
         self.acting("docker pause")
-        await self.act(self.platform.pause, self.container)
+        try:
+            await self.act(self.platform.pause, self.container)
+        except DockerError as exc:
+            if not _FREEZE_FAILED.search(str(exc)):
+                raise
+            # the operator chooses another way to hang the engine: never a silent switch
+            raise FaultUnsupported(
+                f"{exc} — this host's cgroup freezer cannot freeze the container, so `pause` "
+                "cannot hang this node; choose another way to hang its engine in the "
+                "inventory (e.g. SIGSTOP of the engine's processes): faultkit never switches "
+                "by itself"
+            ) from exc
 
 
 class NodeRestart(Fault):

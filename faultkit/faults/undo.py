@@ -11,7 +11,8 @@ answer, the engine unreachable, a timeout) is run again, up to :data:`UNDO_ATTEM
 times within about :data:`UNDO_RETRY_S` seconds (waits 0.5, 1, 2, 4 s), each failure
 logged with the step; that is safe because every op is idempotent. A step that still
 fails raises, and its caller (the revert, the sweep) leaves the journal record
-unreverted, so the next sweep tries again.
+unreverted, so the next sweep tries again. :func:`retry_policy` is that policy, and a
+fault's acts (:meth:`faultkit.faults.base.Fault.act`) are retried by it too.
 
 Ops (``host`` is a Docker engine URL, ``container`` a container name):
 
@@ -60,7 +61,8 @@ StepRunner = Callable[[Mapping[str, Any]], str]
 
 #: op name → function; tests may register extra ops (a fake backend).
 OPS: dict[str, StepRunner] = {}
-#: how many times a step is tried when Docker fails transiently, and within how long (s)
+#: how many times a step (or a fault's act) is tried when Docker fails transiently, and
+#: within how long (s)
 UNDO_ATTEMPTS = 5
 UNDO_RETRY_S = 10.0
 #: the wait between two attempts (tests replace it with ``wait_none()``)
@@ -86,18 +88,7 @@ def run_step(step: Mapping[str, Any]) -> str:
     if fn is None:
         raise FaultError(f"unknown undo op {name!r} in the fault journal (known: {sorted(OPS)})")
     what = describe_step(step)
-
-    def log_failure(state: RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome is not None else None
-        log.warning("undo step %s failed (attempt %d of %d): %s; trying again in %.1f s",
-                    what, state.attempt_number, UNDO_ATTEMPTS, exc,
-                    state.next_action.sleep if state.next_action else 0.0)
-
-    retrying = Retrying(
-        stop=stop_after_attempt(UNDO_ATTEMPTS) | stop_after_delay(UNDO_RETRY_S),
-        wait=UNDO_WAIT, retry=retry_if_exception(_transient), before_sleep=log_failure,
-        reraise=True,
-    )
+    retrying = Retrying(**retry_policy(f"undo step {what}", log))
     try:
         line: str = retrying(fn, step)
     except DockerError as exc:
@@ -107,6 +98,32 @@ def run_step(step: Mapping[str, Any]) -> str:
         raise FaultError(f"{exc} (undo step {what}: still failing after {tries} attempts)") \
             from exc
     return line
+
+
+def retry_policy(what: str, logger: logging.Logger) -> dict[str, Any]:
+    """The one policy for a Docker call that changes something (an undo step, a fault's act),
+    as keyword arguments of a tenacity ``Retrying`` or ``AsyncRetrying``.
+
+    A transient :class:`DockerError` is tried again, up to :data:`UNDO_ATTEMPTS` times
+    within about :data:`UNDO_RETRY_S` seconds (waits :data:`UNDO_WAIT`), each failure
+    logged on ``logger`` as ``<what> failed (attempt n of N): <error>; trying again in
+    <s> s``; anything else, and the last failure, is raised as it is. Read at each call, so
+    a test that replaces :data:`UNDO_WAIT` replaces it everywhere.
+    """
+
+    def log_failure(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        logger.warning("%s failed (attempt %d of %d): %s; trying again in %.1f s",
+                       what, state.attempt_number, UNDO_ATTEMPTS, exc,
+                       state.next_action.sleep if state.next_action else 0.0)
+
+    return {
+        "stop": stop_after_attempt(UNDO_ATTEMPTS) | stop_after_delay(UNDO_RETRY_S),
+        "wait": UNDO_WAIT,
+        "retry": retry_if_exception(_transient),
+        "before_sleep": log_failure,
+        "reraise": True,
+    }
 
 
 def describe_step(step: Mapping[str, Any]) -> str:

@@ -120,6 +120,11 @@ class Experiment(RunLifecycle):
         stay on this experiment's node, t_effect is ``on``'s (``measure(effect_node=…)``).
         ``after_revert``: awaited after the revert, under the same load, before waiting for
         recovery (what else the scenario waits to see; its return value is ignored).
+
+        A fault that could not be applied (an act still failed after its retries: Docker
+        refused it) is reverted and the run measured all the same: it returns, its verdict
+        INCONCLUSIVE "the fault could not be applied: …" (already in ``verdict`` and
+        ``verdict.json``; ``check`` keeps it INCONCLUSIVE), never a traceback.
         """
         from faultkit.faults import make_fault
 

@@ -14,11 +14,16 @@
 5. Inject: ``fault`` is entered for ``hold_s`` or while ``during`` runs, then reverted;
    its ``result`` is kept. ``after_revert``, when given, then runs under the same load
    (what the scenario still wants to see after the revert, e.g. a gateway sending its
-   upstream traffic again).
+   upstream traffic again). A fault that could not be applied
+   (:class:`~faultkit.errors.FaultNotApplied`: an act still failed after its retries, and
+   what was done is reverted) does not end the run: its reason is noted as an
+   ``evidence_gap`` and the run goes on to be measured like any other.
 6. Recovery is awaited (the node recovered and held for ``recovery_hold_s``, or the
    deadline), the loads drain.
 7. Measure: Docker's events and Prometheus' series are captured, the measurement,
-   ``container.json`` and ``t_end`` written; the measurement is returned.
+   ``container.json`` and ``t_end`` written; the measurement is returned. After a fault
+   that could not be applied the verdict is already INCONCLUSIVE (``verdict.json``, no
+   check judged; the scenario's own ``check`` judges it again, still INCONCLUSIVE).
 
 The live status (``Experiment.live``) is moved through the phases preflight, baseline,
 inject, recovering, drain, measure.
@@ -33,7 +38,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from faultkit.errors import FaultkitError
+from faultkit.errors import FaultkitError, FaultNotApplied
 from faultkit.events import EventKind
 from faultkit.gcquiet import collector_frozen
 from faultkit.inventory import Node
@@ -52,7 +57,7 @@ from slo.evidence import preflight_gaps, steady_state_violations
 from slo.measure import MeasurementInputError, effect_of, measure, recovered_at
 from slo.observer import Observer
 from slo.prom import Prometheus
-from slo.types import Measurement
+from slo.types import Measurement, Verdict
 
 #: the logger the experiment has always written to (this code was part of its module)
 log = logging.getLogger("faultkit.plugin.experiment")
@@ -79,6 +84,7 @@ class RunLifecycle(RunEvidence):
         events: list[Event]
         fault_result: dict[str, Any]
         measurement: Measurement | None
+        verdict: Verdict | None
         load: BackgroundLoad | None
         _container_before: dict[str, Any] | None
         _clock_offset: float
@@ -123,6 +129,7 @@ class RunLifecycle(RunEvidence):
         clock = await asyncio.to_thread(self._docker_clock)
         for reason in await asyncio.to_thread(preflight_gaps, self.node, prom, running, clock):
             self.note(EventKind.EVIDENCE_GAP, reason=reason)
+        not_applied: FaultNotApplied | None = None
         async with contextlib.AsyncExitStack() as stack:
             stack.enter_context(collector_frozen())  # no GC pass walks the whole heap meanwhile
             self._loop_watch = await stack.enter_async_context(LoopWatch())
@@ -167,11 +174,15 @@ class RunLifecycle(RunEvidence):
                 raise self._abort(f"the node's container is not running ({status})")
             self.live.phase("inject")  # the fault's own events move it on: hold, revert
             found: Any = None
-            async with fault:
-                if during is not None:
-                    found = await during(self)
-                else:
-                    await asyncio.sleep(hold_s)
+            try:
+                async with fault:
+                    if during is not None:
+                        found = await during(self)
+                    else:
+                        await asyncio.sleep(hold_s)
+            except FaultNotApplied as exc:  # reverted already: measured all the same
+                not_applied = exc
+                self.note(EventKind.EVIDENCE_GAP, reason=exc.reason)
             self.fault_result = dict(getattr(fault, "result", {}) or {})
             candidate_log = str(getattr(fault, "candidate_log", "") or "")
             if candidate_log:  # the container that failed: its own words, redacted
@@ -187,7 +198,17 @@ class RunLifecycle(RunEvidence):
             await self._wait_recovered(deadline)
             self.live.phase("drain")
         self.note(EventKind.SCENARIO_END)
-        return self._finish(prom)
+        measurement = self._finish(prom)
+        if not_applied is not None:
+            self._not_applied_verdict(measurement)
+        return measurement
+
+    def _not_applied_verdict(self, measurement: Measurement) -> None:
+        """The verdict of a run whose fault could not be applied: INCONCLUSIVE with the
+        measurement's gaps (why it was not applied among them) and no check judged, written
+        to ``verdict.json`` at once: the run reads so even if the scenario never judges it."""
+        self.verdict = Verdict(checks=(), inconclusive=tuple(measurement.inconclusive))
+        self.run.write_model(self.run.verdict_json, self.verdict)
 
     def _write_loop_stalls(self) -> None:
         """``loop-stalls.json``: each stall of the run's event loop and what the process did

@@ -26,7 +26,7 @@ import pytest
 from faultkit import hostpid
 from faultkit.constants import LABEL_OWNER
 from faultkit.docker import DockerHost
-from faultkit.errors import FaultUnsupported
+from faultkit.errors import FaultNotApplied
 from faultkit.faults import FAULTS, make_fault
 from faultkit.health import wait_ready
 from faultkit.inventory import Inventory, Node
@@ -191,7 +191,7 @@ async def test_bandwidth_installs_tbf(scratch, journal) -> None:
     try:
         async with fault:
             assert snapshot(node)["qdiscs"]  # the fa17: root qdisc, seen through a helper
-    except FaultUnsupported as exc:  # tbf works in a container's namespace here (README)
+    except FaultNotApplied as exc:  # tbf works in a container's namespace here (README)
         pytest.fail(f"bandwidth refused on the second host, where sch_tbf works: {exc}")
     await assert_restored(node, before)
 

@@ -12,7 +12,7 @@ import pytest
 from faultkit import netns
 from faultkit.constants import LOCAL_DOCKER
 from faultkit.docker import docker_host
-from faultkit.errors import FaultUnsupported
+from faultkit.errors import FaultNotApplied, FaultUnsupported
 from faultkit.faults import make_fault
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal
@@ -134,7 +134,8 @@ async def test_netem_mode_reports_unsupported_without_sch_netem(scratch, journal
         pytest.skip("this kernel has sch_netem")
     before = snapshot(node)
     fault = make_fault("latency", node, inventory=inv, journal=journal, mode="netem")
-    with pytest.raises(FaultUnsupported, match="sch_netem"):
+    with pytest.raises(FaultNotApplied, match="sch_netem") as raised:
         await fault.inject()
+    assert isinstance(raised.value.__cause__, FaultUnsupported)
     await assert_restored(node, before)
     assert journal.unreverted() == []
