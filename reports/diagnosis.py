@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from faultkit.containers import last_words
 from faultkit.events import EventKind
 from faultkit.kinds import FAULTS, fault_phrase, spec_of
-from reports.evidence import ContainerFacts, Death, container_facts, fault_kind
+from reports.evidence import ContainerFacts, Death, container_facts, fault_kind, fault_node
 from reports.figures import no_outage
 from reports.load import RunData
 
@@ -105,12 +105,41 @@ Rule = Callable[[RunData, ContainerFacts], "Diagnosis | None"]
 # ---- cause rules ------------------------------------------------------------------------
 
 
+def rule_not_applied(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
+    """The fault never took effect: the platform refused it, or its mechanism did nothing.
+    The run says nothing about the node's behaviour under it."""
+    refused = [e for e in data.timeline if e.source == "fault"
+               and e.kind in ("not_applied", EventKind.NO_EFFECT)]
+    if not refused:
+        return None
+    first = refused[0]
+    why = first.data.get("error") or first.data.get("why") or first.kind
+    kind = fault_kind(data)
+    return Diagnosis(
+        "fault_not_applied",
+        f"the fault could not be applied ({fault_phrase(kind, _params(data))}): {why}",
+        tuple(f"fault/{e.kind} at {_rel(data, e.t)}: "
+              + ", ".join(f"{k}={v}" for k, v in e.data.items() if k != "fault")
+              for e in refused[:3]),
+    )
+
+
+def rollout_result(data: RunData) -> dict[str, object] | None:
+    """What a rollout of a candidate config did: the fault's result when the run's fault is
+    the rollout, else the ``gateway_rollout`` event a scenario notes when it rolls a
+    candidate out before injecting another fault (test_gateway_rollout)."""
+    if fault_kind(data) == "rollout":
+        return dict(data.run.fault_result)
+    noted = [e for e in data.timeline if e.kind == "gateway_rollout"]
+    return dict(noted[0].data) if noted else None
+
+
 def rule_candidate(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
     """A rollout: the candidate's own defect (its reason and last words), or that it served."""
-    if fault_kind(data) != "rollout":
+    result = rollout_result(data)
+    if result is None:
         return None
-    result = data.run.fault_result
-    config = str(_params(data).get("config") or result.get("config") or "the candidate")
+    config = str(result.get("config") or _params(data).get("config") or "the candidate")
     reason = result.get("failed_reason")
     failed = [e for e in data.timeline if e.kind in (
         EventKind.CONFIG_FAILED, EventKind.READINESS_TIMEOUT, EventKind.ROLLOUT_FAILED)]
@@ -214,6 +243,31 @@ def rule_injected_fault(data: RunData, facts: ContainerFacts) -> Diagnosis | Non
     drops = _drops(data)
     if drops:
         evidence.append(f"client drops overlapping the fault: {drops}")
+    where = fault_node(data)
+    title = spec.cause if where in (None, data.run.node) else \
+        f"{spec.cause}, on {where} behind {data.run.node}"
+    return Diagnosis(f"injected_{kind}", title, tuple(evidence))
+
+
+def rule_request_fault(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
+    """A request-level fault that hurt users without killing the engine: the requests it
+    sent are the cause (a flood saturated the node: users waited or were turned away)."""
+    kind = fault_kind(data)
+    spec = FAULTS.get(kind or "")
+    m = data.measurement
+    if spec is None or m is None or not spec.request_level or no_outage(kind, m):
+        return None
+    if m.lost_total == 0 and m.slow_total == 0 and m.t_detect is None:
+        return None
+    hurt = []
+    if m.lost_total:
+        classes = ", ".join(f"{c} {n}" for c, n in sorted(m.lost_by_class.items()))
+        hurt.append(f"{m.lost_total} lost ({classes})")
+    if m.slow_total:
+        hurt.append(f"{m.slow_total} answered too slowly for users")
+    evidence = [f"run.json fault.kind = {kind}: {fault_phrase(kind, _params(data))}",
+                f"measurement.json: {'; '.join(hurt) or 'detected by ' + str(m.detect_signal)}",
+                "no death of the engine in the run (Docker's events)"]
     return Diagnosis(f"injected_{kind}", spec.cause, tuple(evidence))
 
 
@@ -248,7 +302,7 @@ def rule_failed_check(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
     first = failed[0]
     return Diagnosis(
         f"{kind}_{first.name}",
-        f"{first.name} under {fault_phrase(kind, _params(data))}: {first.why}",
+        f"{first.why} (check {first.name}, under {fault_phrase(kind, _params(data))})",
         tuple(f"verdict.json {c.name}: observed {c.observed}, expected {c.expected}"
               for c in failed),
     )
@@ -363,12 +417,14 @@ def _drops(data: RunData) -> str:
 
 #: the cause rules, most specific first: the first that matches is the report's cause
 CAUSE_RULES: tuple[Rule, ...] = (
+    rule_not_applied,
     rule_candidate,
     rule_oom_kill,
     rule_gpu_oom,
     rule_engine_exit,
     rule_injected_fault,
     rule_context_rejection,
+    rule_request_fault,
     rule_failed_check,
     rule_served_through,
 )
@@ -409,12 +465,8 @@ def diagnose(data: RunData) -> list[Diagnosis]:
                           (*cause.evidence, *(f"not used: {s}" for s in facts.stale)),
                           cause.underlying)
     findings = [d for d in (rule(data, facts) for rule in FINDING_RULES) if d is not None]
+    if cause.key in ("config_rejected", "failed_rollout", "rollout_served") and \
+            fault_kind(data) != "rollout":
+        also = rule_injected_fault(data, facts)  # the fault injected on what then served
+        findings = [*([also] if also is not None else []), *findings]
     return [cause, *findings]
-
-
-#: the diagnosis keys the prevention rules know, besides one ``injected_<kind>`` per fault
-CAUSE_KEYS: frozenset[str] = frozenset(
-    {"rollout_served", "config_rejected", "failed_rollout", "memory_exhaustion", "gpu_oom",
-     "engine_exit", "context_rejection", "served_through", UNDIAGNOSED_KEY,
-     *(f"injected_{k}" for k in FAULTS)}
-)

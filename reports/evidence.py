@@ -38,6 +38,10 @@ Actor = Literal["engine", "fault", "harness", "docker_api"]
 SIGNAL_TO_DIE_S = 15.0
 #: an action's effects (a start Docker reports, a die) may trail its end event this long
 ACTION_TAIL_S = 5.0
+#: Docker's ``oom`` (the kernel killed a process of the container) this long before a
+#: ``die`` with no start between them caused it: vLLM's API server exits 3 seconds after
+#: the kernel kills its engine core
+OOM_TO_DIE_S = 30.0
 #: the kinds whose inject phase acts on the container through Docker (stop, restart …)
 _DOCKER_ACTING = frozenset({"stop", "restart", "node_restart", "host_restart", "rollout"})
 
@@ -122,6 +126,14 @@ def fault_kind(data: RunData) -> str | None:
     for ev in data.timeline:
         if ev.source == "fault" and isinstance(ev.data.get("fault"), str):
             return str(ev.data["fault"])
+    return None
+
+
+def fault_node(data: RunData) -> str | None:
+    """The node the fault acted on, from its own events (an upstream behind a gateway)."""
+    for ev in data.timeline:
+        if ev.source == "fault" and ev.kind in (EventKind.INJECT_START, EventKind.ACT):
+            return ev.node
     return None
 
 
@@ -217,15 +229,20 @@ def container_facts(data: RunData) -> ContainerFacts:
     tl = sorted(data.timeline, key=lambda e: e.t)
     spans = _spans(data, kind)
     deaths: list[Death] = []
-    last_oom: float | None = None
+    last_oom: float | None = None  # since the container last started
     for ev in tl:
         if ev.kind == EventKind.DOCKER_OOM:
             last_oom = ev.t
+        if ev.kind == EventKind.DOCKER_START:
+            last_oom = None
         if ev.kind != EventKind.DOCKER_DIE:
             continue
         oom = ev.data.get("oom_killed") is True or (
-            last_oom is not None and 0 <= ev.t - last_oom < 2.0)
+            last_oom is not None and 0 <= ev.t - last_oom <= OOM_TO_DIE_S)
         actor, by, sent = _attribute(ev, tl, kind, spans, oom)
+        if oom and last_oom is not None and ev.t - last_oom > 1.0:
+            by += f" — the kernel killed a process of the container {ev.t - last_oom:.1f} s " \
+                "before it exited"
         code = ev.data.get("exit_code")
         deaths.append(Death(ev.t, code if isinstance(code, int) else None, oom, actor, by, sent))
     before, after = data.container.before, data.container.after
@@ -242,6 +259,7 @@ def container_facts(data: RunData) -> ContainerFacts:
     replaced = bool(before.get("id") and after.get("id") and before.get("id") != after.get("id"))
     policy_restarts = None
     if not replaced and before.restart_count is not None and after.restart_count is not None:
-        policy_restarts = after.restart_count - before.restart_count
+        # `docker restart` and a daemon restart reset the count: only a rise is the policy's
+        policy_restarts = max(0, after.restart_count - before.restart_count)
     return ContainerFacts(t_start, t_end, tuple(deaths), inside, tuple(stale), replaced,
                           policy_restarts, tuple(spans))

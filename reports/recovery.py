@@ -101,6 +101,10 @@ def analyse(data: RunData) -> Recovery:
 
     own_starts = [(e, span) for e in starts if (span := facts.acting_at(e.t)) is not None
                   and not told_elsewhere(span)][:1]
+    if own_starts and spec is not None and spec.restores_itself:
+        # a host or node restart's revert only waits: whatever started then, its act did
+        event, _span = own_starts[0]
+        own_starts = [(event, Span("fault", "the fault", event.t, event.t))]
     if facts.policy_restarts:
         restarts = [e for e in tl if e.kind == EventKind.RESTART_SEEN
                     and (t_acting is None or e.t >= t_acting) and not by_harness(e)

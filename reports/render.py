@@ -125,6 +125,8 @@ def _alert_rows(data: RunData) -> list[dict[str, Any]]:
 
 
 def _errors_by_class(data: RunData) -> list[dict[str, Any]]:
+    """Failed requests by class: how many were lost (the measurement's count, the one the
+    headline and Key figures give) and how many failed in the whole run."""
     counts: Counter[str] = Counter()
     statuses: dict[str, set[int]] = {}
     example: dict[str, str] = {}
@@ -137,9 +139,11 @@ def _errors_by_class(data: RunData) -> list[dict[str, Any]]:
             statuses.setdefault(cls, set()).add(r.http_status)
         if r.error_detail and cls not in example:
             example[cls] = r.error_detail
+    lost = data.measurement.lost_by_class if data.measurement is not None else {}
     return [
         {
             "cls": c,
+            "lost": lost.get(c, 0) if data.measurement is not None else None,
             "count": n,
             "http": ", ".join(map(str, sorted(statuses.get(c, ())))),
             "example": example.get(c, ""),

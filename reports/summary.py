@@ -13,9 +13,9 @@ The sentence is plain text: the template escapes it.
 
 from __future__ import annotations
 
-from faultkit.events import EventKind
 from faultkit.kinds import fault_phrase, spec_of
-from reports.evidence import fault_kind
+from reports.diagnosis import rollout_result
+from reports.evidence import fault_kind, fault_node
 from reports.figures import no_outage, num
 from reports.load import RunData
 from slo.types import Measurement
@@ -102,7 +102,10 @@ def summary(data: RunData) -> str:
     if elsewhere is not None and elsewhere != node:
         what = f"{what} on {elsewhere} behind it"
     parts = [_impact_clause(node, kind, what, m)]
-    if not no_outage(kind, m):
+    if (candidate := _candidate_clause(data)) is not None:
+        parts.insert(0, candidate)
+    served = no_outage(kind, m) or (m.lost_total == 0 and m.recovery_s == 0)
+    if not served or m.t_detect is not None:
         parts.append(_detection_clause(m))
     parts.append(loss_clause(m))
     if note := _loss_judged(data, m):
@@ -110,12 +113,18 @@ def summary(data: RunData) -> str:
     return f"{lead}: " + "; ".join(parts) + "."
 
 
-def fault_node(data: RunData) -> str | None:
-    """The node the fault acted on, from its own events (an upstream behind a gateway)."""
-    for ev in data.timeline:
-        if ev.source == "fault" and ev.kind in (EventKind.INJECT_START, EventKind.ACT):
-            return ev.node
-    return None
+def _candidate_clause(data: RunData) -> str | None:
+    """A candidate rolled out before the fault (test_gateway_rollout): what became of it."""
+    if fault_kind(data) == "rollout":
+        return None
+    result = rollout_result(data)
+    if result is None:
+        return None
+    config = result.get("config") or "the candidate"
+    if result.get("rolled_back"):
+        return (f"the candidate config {config} was detected ({result.get('failed_reason')}) "
+                "and rolled back")
+    return f"the candidate config {config} became ready and served"
 
 
 def _loss_judged(data: RunData, m: Measurement) -> str:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.e2e.kernel_log import KernelLog
 
 if TYPE_CHECKING:
     from testbed.lab import Lab
@@ -44,7 +47,16 @@ class SuiteRun:
 
 
 @pytest.fixture(scope="session")
-def suite_run(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> SuiteRun:
+def kernel_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelLog]:
+    """The kernel log for the session: the independent record of every OOM kill."""
+    log = KernelLog(tmp_path_factory.mktemp("kernel") / "dmesg.txt").start()
+    yield log
+    log.stop()
+
+
+@pytest.fixture(scope="session")
+def suite_run(lab: Lab, kernel_log: KernelLog,
+              tmp_path_factory: pytest.TempPathFactory) -> SuiteRun:
     """The scenario catalogue in its lanes (``scenario_suite.run_scenario_lanes``), then the
     known-good gate of ``sim-vllm`` (``known_good_gate``, planted secrets) — after the
     lanes, not beside the vLLM lane: beside it, vLLM's rollout recovery reached 152.7 s

@@ -396,7 +396,8 @@ def test_failed_rollouts_were_detected_and_rolled_back(
             assert result["rolled_back"] is True, (test_id, result)
             assert result["t_failed_detected"] is not None, (test_id, result)
             report = (outcome.run_dir / "incident.md").read_text()
-            assert "failed rollout" in report, f"{test_id}: diagnosis missing"
+            assert f"**Cause: the candidate config {config} never became ready" in report, \
+                f"{test_id}: diagnosis missing"
         else:
             assert result["rolled_back"] is False, (test_id, result)
     assert seen_failures >= 2

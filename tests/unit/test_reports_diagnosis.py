@@ -341,3 +341,73 @@ def test_every_fault_kind_has_a_cause_the_diagnosis_names(tmp_path: Path) -> Non
 
 def test_every_change_is_typed_and_cites_the_run(tmp_path: Path) -> None:
     assert set(RULES) >= {"memory_exhaustion", "gpu_oom", "config_rejected", "monitoring_gap"}
+
+
+def test_vllms_exit_3_seconds_after_the_kernel_killed_its_engine_core_is_an_oom(
+    tmp_path: Path,
+) -> None:
+    """The kernel kills VLLM::Worker (Docker's oom), the API server exits 3 s later."""
+    tl = [_ev(T0 - 11, "fault", "inject_start", fault="memory_squeeze", params={}),
+          _ev(T0 - 10, "fault", "act", what="lower the memory limit"),
+          _ev(T0 - 0.3, "harness", "docker_update", action="update"),
+          _ev(T0, "harness", "docker_oom", action="oom"),
+          _ev(T0 + 3.3, "harness", "docker_die", action="die", exit_code=3, oom_killed=False),
+          _ev(T0 + 4, "harness", "docker_start", action="start")]
+    d = make_run(tmp_path, fault="memory_squeeze", timeline=tl,
+                 container={"before": _state(id="a", restart_count=2),
+                            "after": _state(id="a", restart_count=3)})
+    diags = diagnose(load_run(d))
+    assert diags[0].key == "memory_exhaustion"
+    assert "the kernel killed a process of the container 3.3 s before it exited" in \
+        diags[0].evidence[0]
+
+
+def test_a_host_restart_brings_its_nodes_back_itself_and_a_reset_count_is_no_policy(
+    tmp_path: Path,
+) -> None:
+    tl = [_ev(T0 - 1, "fault", "inject_start", fault="host_restart", params={}),
+          _ev(T0, "fault", "act", what="restart the Docker host"),
+          _ev(T0 + 0.5, "harness", "docker_kill", action="kill", signal="15"),
+          _ev(T0 + 0.6, "harness", "docker_die", action="die", exit_code=0),
+          _ev(T0 + 2, "fault", "inject_end", fault="host_restart", params={}),
+          _ev(T0 + 2.1, "fault", "revert_start", fault="host_restart", params={}),
+          _ev(T0 + 9, "harness", "docker_start", action="start"),
+          _ev(T0 + 20, "fault", "revert_end", fault="host_restart", params={})]
+    d = make_run(tmp_path, fault="host_restart", timeline=tl,
+                 container={"before": _state(id="a", restart_count=1),
+                            "after": _state(id="a", restart_count=0)})
+    assert diagnose(load_run(d))[0].key == "injected_host_restart"
+    mechanisms = analyse(load_run(d)).mechanisms
+    assert mechanisms[0].startswith("the fault's own action (a restart of its whole Docker "
+                                    "host) started the container")
+    assert not any("restart policy" in m for m in mechanisms)
+
+
+def test_a_fault_that_could_not_be_applied_is_the_cause_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    why = "Cannot pause container x: OCI runtime pause failed: unable to freeze: unknown"
+    tl = [_ev(T0 - 1, "fault", "inject_start", fault="pause", params={}),
+          _ev(T0, "fault", "not_applied", error=why, attempts=5, applied="none")]
+    d = make_run(tmp_path, fault="pause", timeline=tl,
+                 container={"before": _state(id="a"), "after": _state(id="a")})
+    diags = diagnose(load_run(d))
+    assert diags[0].key == "fault_not_applied"
+    assert diags[0].title == f"the fault could not be applied (a docker pause): {why}"
+
+
+def test_a_candidate_rolled_back_before_another_fault_is_the_cause(tmp_path: Path) -> None:
+    """test_gateway_rollout: the bad candidate is detected and rolled back before the load,
+    then an upstream is killed on the restored config."""
+    result = {"config": "gateway-bad-upstream", "rolled_back": True, "ready": False,
+              "failed_reason": "the gateway cannot reach upstream sim-sglang"}
+    tl = [_ev(T0 - 30, "harness", "gateway_rollout", **result),
+          *_kill_events(T0)]
+    d = make_run(tmp_path, fault="kill", timeline=tl,
+                 container={"before": _state(id="a"), "after": _state(id="a")},
+                 measurement=_measurement(lost_total=2, effect_evidence="docker_event"))
+    keys = [x.key for x in diagnose(load_run(d))]
+    assert keys[:2] == ["failed_rollout", "injected_kill"]
+    from reports.summary import summary
+    assert "the candidate config gateway-bad-upstream was detected (the gateway cannot reach " \
+        "upstream sim-sglang) and rolled back" in summary(load_run(d))

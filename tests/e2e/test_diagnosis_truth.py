@@ -1,0 +1,35 @@
+"""Every incident report of the catalogue names the true cause (the diagnosis truth table,
+:mod:`tests.e2e.diagnosis_truth`): the first diagnosis, "What brought it back" and the count
+of lost requests, for every scenario × node the catalogue ran — 100 % required."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.conftest import SuiteRun
+from tests.e2e.diagnosis_truth import TABLE, judge, oom_kills_in, truth_of
+from tests.e2e.kernel_log import KernelLog
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(3600)]
+
+
+def test_every_report_of_the_catalogue_names_the_true_cause(suite_run: SuiteRun,
+                                                            kernel_log: KernelLog) -> None:
+    runs = [(test_id, o.run_dir) for test_id, o in suite_run.outcomes.items()]
+    rows = judge(runs, oom_kills_in(kernel_log))
+    faulted = {t for t, d in runs if d is not None and truth_of(t) is not None}
+    assert len(rows) == len(faulted) and len(rows) >= 60, (len(rows), sorted(faulted))
+    misses = [f"{r.test_id}: {'; '.join(r.problems)}" for r in rows if not r.matches]
+    assert not misses, f"{len(misses)} of {len(rows)} reports miss the truth:\n" + \
+        "\n".join(misses)
+
+
+def test_every_scenario_of_the_catalogue_has_a_truth() -> None:
+    """A new scenario must state its true cause here before CI can judge its reports."""
+    from tests.e2e.scenario_suite import catalogue_ids
+
+    smoke = ("test_is_scraped_by_prometheus[", "test_streams_a_completion[")
+    untold = sorted(t for t in catalogue_ids() if truth_of(t) is None
+                    and not t.startswith(smoke))
+    assert not untold, f"no truth in tests/e2e/diagnosis_truth.py TABLE for: {untold}"
+    assert all(t.causes for _, t in TABLE)
