@@ -78,7 +78,7 @@ case "$cmd" in
     rc=0
     if (($#)); then  # a selection of your own: exactly that, in one pytest process
       "$VENV/bin/pytest" scenarios "$@" || rc=$?
-    else  # the whole catalogue in lanes, as CI runs it (README, "CI"): about 10 minutes
+    else  # the whole catalogue in lanes, as CI runs it (docs/ci.md): about 10 minutes
       "$VENV/bin/faultkit" lanes --lanes 5 --run || rc=$?
     fi
     list_reports "$marker"

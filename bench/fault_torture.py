@@ -5,8 +5,8 @@ For each reversible fault kind (``testbed.torture.CASES``), ``--trials`` times: 
 its journal write and its revert (half of them in the first 0.5 s: before and during the
 act), run ``faultkit sweep``, and compare the node with a snapshot taken before (Docker's
 inspect, the iptables rules and qdiscs). Then ``--sigint-trials`` times Ctrl-C (SIGINT)
-mid-partition, with no sweep: the harness must revert by itself. Prints the README table
-and writes every trial to ``--json``. The lab must be up (``faultkit testbed up``).
+mid-partition, with no sweep: the harness must revert by itself. Prints the torture table of
+docs/faults.md and writes every trial to ``--json``. The lab must be up (``faultkit testbed up``).
 
     .venv/bin/python bench/fault_torture.py --trials 20 --sigint-trials 50 \\
         --json bench/results/fault-torture.json

@@ -25,7 +25,7 @@ from faultkit.constants import faultkit_home
 
 __all__ = ["GUIDELLM_REQUIREMENT", "guidellm_bench", "guidellm_cli"]
 
-#: the version measured in the README's table
+#: the version measured in docs/load-client.md's table
 GUIDELLM_REQUIREMENT = "guidellm==0.8.1"
 #: the CPU torch the lab's vLLM uses; pip finds it through its configured find-links
 TORCH_REQUIREMENT = "torch==2.13.0+cpu"

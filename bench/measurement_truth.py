@@ -3,7 +3,8 @@
 Runs each trial of ``testbed.truth.TRIALS`` ``--runs`` times on the testbed's sim-vllm node
 (the lab must be up: ``faultkit testbed up``) and compares t_effect, t_recovered, detection
 and lost requests with the simulator's truth file, Docker's events and Prometheus' ALERTS
-series. Writes every trial to ``--json`` and prints the README table (max |error| per kind).
+series. Writes every trial to ``--json`` and prints the table of docs/measurement-truth.md
+(max |error| per kind).
 
     .venv/bin/python bench/measurement_truth.py --runs 5 --json bench/results/truth.json
     .venv/bin/python bench/measurement_truth.py --from test-results/measurement-truth.jsonl

@@ -11,7 +11,7 @@ never run at once either: they take the machine lock ``flood`` (:mod:`faultkit.m
 :func:`plan_lanes` packs the groups into at most ``lanes`` lanes, heaviest first onto the
 lightest lane (longest-processing-time first). The weight of a node is how long its share
 of the catalogue takes, relative to a simulated node (:data:`ENGINE_WEIGHT`, measured on
-the testbed: README, "CI time"). Each lane is one ``pytest scenarios --node A,B -m "not
+the testbed: docs/ci.md). Each lane is one ``pytest scenarios --node A,B -m "not
 exclusive"`` process.
 
 :func:`plan_passes` plans a whole catalogue run. There a gateway does not share a lane with
@@ -179,7 +179,7 @@ def plan_passes(
 
     Which engines must run alone is a property of the machine, not of the engines: on the
     2-core testbed vLLM's, llama.cpp's and LiteLLM's figures are CPU-bound, and which of
-    them may share the machine is measured (README, "CI")."""
+    them may share the machine is measured (docs/ci.md)."""
     alone = tuple(n.name for n in inventory.nodes if n.engine in alone_engines)
     together = [n for n in inventory.nodes if n.engine not in alone_engines]
     engines = [n.name for n in together if not n.upstreams]
@@ -209,7 +209,7 @@ def _with_whole_hosts(inventory: Inventory, lane: Lane) -> Lane:
 
 #: seconds between the starts of two lanes: five pytest processes that import, collect and
 #: start their first scenario at the same instant starved each other's load clients on two
-#: cores (a request sent 0.44 s late, the scenario INCONCLUSIVE: README, "CI")
+#: cores (a request sent 0.44 s late, the scenario INCONCLUSIVE: docs/ci.md)
 LANE_STAGGER_S = 4.0
 
 

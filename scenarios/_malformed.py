@@ -142,7 +142,7 @@ def send_malformed(base_url: str, model: str) -> list[Answer]:
     # One client, a new connection per request (no keep-alive): a malformed request never
     # shares a connection with the next one. ``httpx.post`` would build a client, and with
     # it an SSL context (the CA bundle parsed), per request: 40 of them took 35 s with the
-    # five catalogue lanes starting together, against 1.2 s alone (2026-12-05, README "CI").
+    # five catalogue lanes starting together, against 1.2 s alone (2026-12-05, docs/ci.md).
     with httpx.Client(timeout=10, limits=httpx.Limits(max_keepalive_connections=0)) as client:
         probe()
     return answers

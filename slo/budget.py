@@ -133,7 +133,7 @@ def chaos_runs(runs_dir: Path, since: float, until: float) -> list[dict[str, Any
 
 def review(inventory: Inventory, prom: Prometheus, *, window: str | None = None,
            runs_dir: Path | None = None, now: float | None = None) -> dict[str, Any]:
-    """The budget review as JSON-ready data (schema in the module docstring and README)."""
+    """The budget review as JSON-ready data (schema in the module docstring; docs/slo.md)."""
     prom.require_ready()
     now = time.time() if now is None else now
     alerts = prom.alerts()

@@ -18,7 +18,7 @@ So ``testbed up``, before it keeps any container:
 3. recreates a kept container that still differs from its spec in what a fault changes
    (:func:`drift`), whoever changed it.
 
-The README (*The testbed*, "A lab left in a fault") says the same for users.
+docs/testbed.md ("A lab left in a fault") says the same for users.
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ phase the harness had reached when the signal landed, read from its own event li
 stderr, line-buffered) just before sending it: ``journalled`` (no ``inject_start`` yet),
 ``applying``, ``holding``, ``reverting`` or ``reverted``.
 
-``bench/fault_torture.py`` runs the README's table; ``tests/integration/test_fault_torture.py``
-runs a few trials per kind in CI.
+``bench/fault_torture.py`` runs the torture table of docs/faults.md;
+``tests/integration/test_fault_torture.py`` runs a few trials per kind in CI.
 """
 
 from __future__ import annotations

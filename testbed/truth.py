@@ -13,7 +13,7 @@ The evidence is independent of the code under test:
 :func:`run_trial` runs the real scenario path (:class:`faultkit.plugin.Experiment`) and
 returns a :class:`Trial` with the measured figures, the truth and the errors. The
 integration test (``tests/integration/test_measure_truth.py``) asserts the bounds;
-``bench/measurement_truth.py`` repeats trials and writes the table in the README.
+``bench/measurement_truth.py`` repeats trials and writes the table in docs/measurement-truth.md.
 """
 
 from __future__ import annotations

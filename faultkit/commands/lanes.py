@@ -37,7 +37,7 @@ def lanes(inventory_path: Path, count: int, alone: tuple[str, ...], run: bool,
     gateway's command when the lanes it names have ended (they test its upstreams); when
     every one has ended, run the rest one after the other. Lanes share the machine:
     CPU-bound engines side by side can change each other's latency figures, so measure
-    yours side by side and alone (README, "CI"), and keep an engine --alone if they
+    yours side by side and alone (docs/ci.md), and keep an engine --alone if they
     differ, or give the latency-critical one a CPU weight: on the 2-core testbed CI runs
     `--lanes 5`, its gateway beside vLLM's lane with 8× an engine's weight (without it,
     it lost more users there than its objective allows: docs/ci.md). `--run` runs the

@@ -36,7 +36,8 @@ RETRIES_HEADERS: Mapping[str, str] = {"litellm": "x-litellm-attempted-retries"}
 
 #: The highest open-loop rate (requests/s) a run may ask for. The generator is one asyncio
 #: event loop on one client core; on that core it completes about 2,900 req/s with a new
-#: connection per request against a zero-latency server (``bench/load_client.py``, README).
+#: connection per request against a zero-latency server (``bench/load_client.py``,
+#: docs/load-client.md).
 #: Above that it cannot keep the schedule, every arrival is sent late and the figures
 #: measure the client, not the node; 2,000 req/s leaves a third of that core for parsing
 #: the answers of a real server. A higher rate needs several client processes.

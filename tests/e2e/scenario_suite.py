@@ -173,7 +173,7 @@ def suite_exit_code(codes: list[int], outcomes: dict[str, Outcome]) -> int:
 
 
 def run_scenario_lanes(out: Path, inventory: Inventory) -> tuple[int, dict[str, Outcome], str]:
-    """The whole catalogue, in CI's time budget (README, "CI"): every engine node in a lane
+    """The whole catalogue, in CI's time budget (docs/ci.md): every engine node in a lane
     of its own, side by side (:func:`faultkit.lanes.plan_passes`; vLLM's, the longest,
     first), the gateway once its upstreams' lanes have ended, then the ``exclusive``
     scenarios alone. Exit code: the worst of the processes.
@@ -191,7 +191,7 @@ def run_scenario_lanes(out: Path, inventory: Inventory) -> tuple[int, dict[str, 
     ran after the lanes until its serving configs got the CPU weight of a latency-critical
     front (``cpu_shares: 8192``).
     Two ``test_overload`` floods never run at once (the machine lock ``flood``): two at once,
-    one per lane, stalled the background load's event loop 2.2 s on the lab (README, "CI").
+    one per lane, stalled the background load's event loop 2.2 s on the lab (docs/ci-history.md).
     """
     plan = plan_passes(inventory, SCENARIO_LANES, ALONE_ENGINES)
     passes = run_side_by_side(

@@ -1,4 +1,4 @@
-"""The harness torture, a few trials per fault kind (the README's table comes from
+"""The harness torture, a few trials per fault kind (docs/faults.md's table comes from
 ``bench/fault_torture.py``, 20 per kind): kill ``faultkit inject`` between its journal write
 and its revert, sweep, and find nothing left behind — judged by Docker's inspect and the
 kernel's rule tables (``testbed.scratch.snapshot``), not by what faultkit reports."""

@@ -191,7 +191,7 @@ async def test_bandwidth_installs_tbf(scratch, journal) -> None:
     try:
         async with fault:
             assert snapshot(node)["qdiscs"]  # the fa17: root qdisc, seen through a helper
-    except FaultNotApplied as exc:  # tbf works in a container's namespace here (README)
+    except FaultNotApplied as exc:  # tbf works in a container's namespace here (docs/faults.md)
         pytest.fail(f"bandwidth refused on the second host, where sch_tbf works: {exc}")
     await assert_restored(node, before)
 

@@ -3,12 +3,12 @@
 Each trial runs the real scenario path (``Experiment``) and compares what faultkit measured
 with evidence its measurement never reads: the simulator's truth file, Docker's container
 and network events (queried here directly) and Prometheus' own ``ALERTS`` series — see
-``testbed/truth.py``. Bounds (the promise in the README): |t_effect − truth| and
+``testbed/truth.py``. Bounds (the promise in docs/measurement-truth.md): |t_effect − truth| and
 |t_recovered − truth| ≤ 0.5 s at a 1 s scrape, detection by alert equal to the first
 ``ALERTS`` firing sample within one evaluation interval (1 s), lost requests equal to truth
 (give or take requests the server finished within 0.1 s before its process was killed:
 whether their bytes left the machine is undecidable from the server's record).
-``bench/measurement_truth.py`` runs the same trials and writes the README's table.
+``bench/measurement_truth.py`` runs the same trials and writes docs/measurement-truth.md's table.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ RUNS = 5
 BOUND_S = 0.5
 EVALUATION_INTERVAL_S = 1.0
 #: every trial is appended here (CI keeps it beside junit.xml); ``bench/measurement_truth.py
-#: --from FILE`` turns it into the README's table
+#: --from FILE`` turns it into docs/measurement-truth.md's table
 RESULTS = Path(__file__).resolve().parents[2] / "test-results" / "measurement-truth.jsonl"
 
 

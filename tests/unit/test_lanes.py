@@ -152,7 +152,7 @@ def test_five_lanes_run_every_engine_in_a_lane_and_the_gateway_after_its_upstrea
 
 
 def test_ci_runs_every_engine_node_in_a_lane_and_the_gateway_after_its_upstreams() -> None:
-    """What the e2e suite runs (README, "CI"): five lanes, vLLM's first, and the gateway as
+    """What the e2e suite runs (docs/ci.md): five lanes, vLLM's first, and the gateway as
     soon as the lanes of its three upstreams have ended — beside vLLM's, which is why the
     lab's gateway configs carry a CPU weight above an engine's (docs/ci.md)."""
     from tests.e2e.scenario_suite import ALONE_ENGINES, SCENARIO_LANES
