@@ -86,6 +86,7 @@ LINKED_FILES = (*RUN_FILES, TIMELINE_PNG)
 
 CONTAINER_FIELDS = (
     "status",
+    "id",
     "exit_code",
     "oom_killed",
     "restart_count",
@@ -97,8 +98,13 @@ LOG_EXCERPT_LINES = 20
 
 
 def _series_rows(data: RunData) -> list[dict[str, Any]]:
+    """The captured series, but ``ALERTS`` when the observer saw the alerts change state:
+    the alerts table says the same in one row per alert."""
     result = []
+    observed = bool(_alert_rows(data))
     for s in data.prometheus.series:
+        if observed and s.name == "alerts":
+            continue
         pts = finite_points(s.values)
         result.append(
             {
@@ -177,7 +183,10 @@ def _log_excerpt(data: RunData) -> str | None:
 
 
 def _states(data: RunData) -> list[dict[str, Any]]:
+    """The container's fields before and after the run: its status and identity, and every
+    other field only when it changed (an unchanged exit code or image says nothing)."""
     before, after = data.container.before, data.container.after
+    always = ("status", "id", "restart_count")
     return [
         {
             "field": f,
@@ -185,6 +194,7 @@ def _states(data: RunData) -> list[dict[str, Any]]:
             "after": after.get(f, "not captured"),
         }
         for f in CONTAINER_FIELDS
+        if f in always or before.get(f) != after.get(f)
     ]
 
 

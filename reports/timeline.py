@@ -39,7 +39,8 @@ def _describe(kind: str, data: dict[str, Any]) -> str:
     if "fault" in data:
         parts.append(str(data["fault"]))
         params = data.get("params")
-        if isinstance(params, dict) and params:
+        # the parameters once, where the fault begins; its later events name it only
+        if kind == "inject_start" and isinstance(params, dict) and params:
             parts.append(" ".join(f"{k}={v}" for k, v in sorted(params.items())))
     if "alertname" in data:
         parts.append(str(data["alertname"]))
