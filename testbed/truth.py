@@ -25,7 +25,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from faultkit.constants import LOCAL_DOCKER
 from faultkit.docker import DockerHost
+from faultkit.events import EventKind
 from faultkit.inventory import Inventory, Node
 from faultkit.load import LoadProfile
 from faultkit.loopwatch import LoopStall
@@ -40,6 +42,8 @@ from testbed.simnode.truth import parse_truth
 #: The experiments the truth table covers: name → (fault kind, params, hold seconds).
 TRIALS: dict[str, tuple[str, dict[str, Any], float]] = {
     "kill": ("kill", {}, 0.0),
+    # the engine's process killed inside the container (its pattern: the node's own)
+    "engine-death": ("kill_process", {}, 0.0),
     "pause": ("pause", {}, 4.0),
     "partition-refuse": ("partition", {"mode": "refuse"}, 4.0),
     "partition-blackhole": ("partition", {"mode": "blackhole"}, 4.0),
@@ -81,9 +85,18 @@ class Trial:
 # --------------------------------------------------------------------------- truth sources
 
 
+def truth_path(node: Node) -> Path:
+    """The simulator's truth file of ``node``: in this machine's state directory, or in the
+    second host's, which that host's containers mount (testbed/host2_nodes.py)."""
+    remote = state_dir("host2") / "sim" / node.name / "truth.jsonl"
+    if node.docker is not None and node.docker.host != LOCAL_DOCKER and remote.exists():
+        return remote
+    return state_dir(f"sim/{node.name}") / "truth.jsonl"
+
+
 def truth_events(node: Node, since: float) -> list[dict[str, Any]]:
     """The simulator's ground-truth lines written since ``since`` (epoch seconds)."""
-    path = state_dir(f"sim/{node.name}") / "truth.jsonl"
+    path = truth_path(node)
     # a line cut short by the process's death is its unfinished last event (parse_truth)
     events, _cut_short = parse_truth(path.read_text()) if path.exists() else ([], 0)
     return [e for e in events if e["t"] >= since]
@@ -140,7 +153,7 @@ def first_alert_firing(prom: Prometheus, node: Node, since: float, until: float,
 
 
 def _truth_moments(
-    name: str, node: Node, t0: float, t_end: float
+    name: str, node: Node, t0: float, t_end: float, t_act: float | None = None
 ) -> tuple[float | None, float | None, list[str]]:
     """(true t_effect, true t_recovered, problems) for trial ``name``."""
     docker = docker_events(node, t0, t_end)
@@ -161,9 +174,16 @@ def _truth_moments(
     accepted = sorted(e["t"] for e in truth if e["event"] == "request_accepted")
     effect: float | None
     recovered: float | None
-    if name == "kill":
-        effect = docker_first("container", ("die",))
-        recovered = ready_after(effect)
+    if name in ("kill", "engine-death"):
+        # The SIGKILL ends the server at once; Docker writes ``die`` after the reap, 70–160
+        # ms later on an idle machine and over 0.8 s later under load. The death lies
+        # between the act (what the trial injected, just before the signal) and ``die``:
+        # its truth is the server's last sign of life in between, else the act.
+        die = docker_first("container", ("die",))
+        alive = [e["t"] for e in truth if t_act is not None and die is not None
+                 and t_act <= e["t"] <= die]
+        effect = max([*alive, t_act]) if t_act is not None and die is not None else die
+        recovered = ready_after(die)
     elif name == "pause":
         effect = docker_first("container", ("pause",))
         # Docker's ``unpause`` lets the process run again; the node is back when it answers
@@ -273,6 +293,8 @@ async def run_trial(name: str, inventory: Inventory, runs_dir: Path, node_name: 
     """Run trial ``name`` (a key of :data:`TRIALS`) on ``node_name`` and compare with truth."""
     kind, params, hold = TRIALS[name]
     node = inventory.node(node_name)
+    if kind == "kill_process":
+        params = {**params, "match": node.engine_process_pattern}
     exp = Experiment(
         scenario=f"truth-{name}", node=node, inventory=inventory,
         run=RunDir.create(runs_dir, f"truth-{name}", node.name), load_profile=TRUTH_LOAD,
@@ -283,7 +305,8 @@ async def run_trial(name: str, inventory: Inventory, runs_dir: Path, node_name: 
     finally:
         exp.finalize()
     t_end = time.time()
-    effect, recovered, problems = _truth_moments(name, node, t0, t_end)
+    acts = [e.t for e in exp.run.timeline() if e.source == "fault" and e.kind == EventKind.ACT]
+    effect, recovered, problems = _truth_moments(name, node, t0, t_end, min(acts, default=None))
     prom = Prometheus(inventory.prometheus.url)
     alert = first_alert_firing(prom, node, effect or t0, t_end,
                                inventory.prometheus.slo_evaluation_interval_s)
