@@ -249,6 +249,27 @@ def rule_injected_fault(data: RunData, facts: ContainerFacts) -> Diagnosis | Non
     return Diagnosis(f"injected_{kind}", title, tuple(evidence))
 
 
+def rule_slow_service(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
+    """A harness action (malformed requests, prompts at the context limit) during which
+    users waited too long, with nothing lost and no death: the slowness is a finding of the
+    run, not something the action is shown to have caused."""
+    kind = fault_kind(data)
+    spec = spec_of(kind)
+    m = data.measurement
+    if spec is None or spec.implementation is not None or m is None or m.lost_total \
+            or not m.slow_total or facts.deaths:
+        return None
+    return Diagnosis(
+        "slow_service",
+        f"slow service: {m.slow_total} of {m.requests_total} requests were answered too "
+        f"slowly for users during {fault_phrase(kind, _params(data))}; none was lost and the "
+        "engine did not die",
+        (f"measurement.json slow_total = {m.slow_total}, lost_total = 0",
+         "no docker_die in the run's window",
+         "the action's own checks passed: the slowness is not shown to be its doing"),
+    )
+
+
 def rule_request_fault(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
     """A request-level fault that hurt users without killing the engine: the requests it
     sent are the cause (a flood saturated the node: users waited or were turned away)."""
@@ -426,6 +447,7 @@ CAUSE_RULES: tuple[Rule, ...] = (
     rule_context_rejection,
     rule_request_fault,
     rule_failed_check,
+    rule_slow_service,
     rule_served_through,
 )
 #: findings that hold beside the cause

@@ -82,16 +82,19 @@ TABLE: tuple[tuple[str, Truth], ...] = (
         "(memory_exhaustion, confirmed by Docker's oom event) or the engine serves on "
         "squeezed", "memory_exhaustion", "injected_memory_squeeze")),
     (r"test_oom\[.*\]", _t("the test sends prompts past the node's context: the default "
-                           "configs reject them cleanly or serve them",
-                           "served_through", "context_rejection", back=NOTHING)),
+                           "configs reject them cleanly or serve them, and may slow the "
+                           "node's other users meanwhile (vLLM tokenizes them first)",
+                           "served_through", "context_rejection",
+                           "injected_oversized_context", back=NOTHING)),
     (r"test_overload\[.*\]", _t("the test floods the node above its capacity: users wait "
                                 "or are turned away, the engine lives",
                                 "injected_flood", "served_through")),
     (r"test_bad_input\[llama\]", _t("malformed requests; llama.cpp answers some with 500 (the "
                                     "node's accepted finding)",
                                     "bad_input_malformed_rejected_4xx", back=NOTHING)),
-    (r"test_bad_input\[.*\]", _t("malformed requests, answered 4xx", "served_through",
-                                 back=NOTHING)),
+    (r"test_bad_input\[.*\]", _t("malformed requests, answered 4xx; a node still warming up "
+                                 "may answer its other users slowly meanwhile",
+                                 "served_through", "slow_service", back=NOTHING)),
     (r"test_limits\[.*\]", _t("prompts sized to the node's own context limit",
                               "served_through", "context_limits_kv_holds_declared_concurrency",
                               "context_rejection")),
