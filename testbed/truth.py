@@ -269,8 +269,9 @@ def truth_lost(
     finished = {e["id"]: e["t"] for e in events if e["event"] == "request_finished"}
     accepted = {e["id"]: e["t"] for e in events if e["event"] == "request_accepted"}
     ours = [r for r in ledger if r.node == node.name and r.kind != "probe"]
+    # in flight at ``effect`` includes a request the effect itself ended (t_end = effect)
     span = [r for r in ours
-            if effect <= _arrival(r) <= recovered or r.t_invoke < effect < r.t_end]
+            if effect <= _arrival(r) <= recovered or r.t_invoke < effect <= r.t_end]
 
     def cut_off(request_id: str) -> bool:
         """Accepted before a cut and finished only after it: its connection was gone."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from faultkit.commands.lanes_run import NOT_APPLICABLE
 from faultkit.inventory import Inventory
 from faultkit.lanes import plan_passes, run_side_by_side
 from tests.e2e.conftest import REPO
@@ -120,7 +121,7 @@ def catalogue_ids() -> set[str]:
 
 
 #: pytest's own skip of a scenario whose parameter set is empty in that process
-EMPTY_PARAMETERS = "got empty parameter set"
+EMPTY_PARAMETERS = NOT_APPLICABLE
 
 
 def merge_outcomes(runs: list[dict[str, Outcome]]) -> dict[str, Outcome]:

@@ -131,7 +131,9 @@ def test_the_passes_junit_files_merge_and_the_scenarios_that_did_not_pass_are_na
     junit.xml and names each FAIL and INCONCLUSIVE with why and where its run is."""
     cases = {
         "a": '<testcase name="test_kill[a]"/><testcase name="test_oom[a]"><skipped '
-             'message="no oom fault allowed"/></testcase>',
+             'message="no oom fault allowed"/></testcase><testcase name="test_gateway_'
+             'termination[a]"><skipped message="got empty parameter set for (node)"/>'
+             '</testcase>',
         "gw": '<testcase name="test_upstream_failure[gateway-kill]"><properties><property '
               'name="faultkit_verdict" value="FAIL"/><property name="faultkit_run_dir" '
               'value="runs/x-upstream_failure-gw"/></properties><failure message="AssertionError: '
@@ -152,14 +154,17 @@ def test_the_passes_junit_files_merge_and_the_scenarios_that_did_not_pass_are_na
     merged, outcomes = merged_outcomes(results, tmp_path)
     assert merged == tmp_path / "junit.xml" and merged.exists()
     assert sorted(o.name for o in outcomes) == [
-        "test_host_restart[h1]", "test_kill[a]", "test_oom[a]",
+        "test_gateway_termination[a]", "test_host_restart[h1]", "test_kill[a]", "test_oom[a]",
         "test_upstream_failure[gateway-kill]"]
     lines = outcome_lines(outcomes)
-    assert lines[0] == "1 pass, 1 fail, 1 inconclusive, 1 skipped", lines
+    # a combination that does not apply (pytest's empty parameter set) is not a skip
+    assert lines[0] == "3 scenario runs (scenario × node): 1 pass, 1 fail, 1 inconclusive, " \
+        "1 skipped", lines
     # no verdict.json in that run directory here: the reason is the JUnit message's
     assert sorted(lines[1:]) == [
         "  FAIL test_upstream_failure[gateway-kill] — AssertionError: FAIL: lost_requests: "
         "4 lost > 3 allowed (runs/x-upstream_failure-gw)",
         "  INCONCLUSIVE test_host_restart[h1] — clock skew",
+        "  SKIPPED test_oom[a] — no oom fault allowed",
     ], lines
     assert outcome_lines([]) == ["no scenario ran"]
