@@ -104,6 +104,8 @@ def summary(data: RunData) -> str:
     parts = [_impact_clause(node, kind, what, m)]
     if (candidate := _candidate_clause(data)) is not None:
         parts.insert(0, candidate)
+    if (upstream := _upstream_clause(data.route_around)) is not None:
+        parts.append(upstream)
     served = no_outage(kind, m) or (m.lost_total == 0 and m.recovery_s == 0)
     if not served or m.t_detect is not None:
         parts.append(_detection_clause(m))
@@ -111,6 +113,27 @@ def summary(data: RunData) -> str:
     if note := _loss_judged(data, m):
         parts.append(note)
     return f"{lead}: " + "; ".join(parts) + "."
+
+
+def _upstream_clause(route: dict[str, object]) -> str | None:
+    """Behind a gateway (route_around.json): the upstream's own outage, how fast the gateway
+    routed around it, and when it sent it users again."""
+    upstream = route.get("upstream")
+    outage, routed = route.get("outage_s"), route.get("route_around_s")
+    if not isinstance(upstream, str) or not isinstance(outage, int | float):
+        return None
+    text = f"{upstream} itself was out for {num(outage)} s"
+    if isinstance(routed, int | float):
+        text += f", and the gateway routed around it after {num(routed)} s"
+        retries = route.get("retries")
+        if isinstance(retries, int) and retries:
+            text += f" ({retries} request{'s' if retries > 1 else ''} retried on another upstream)"
+    elif route.get("routed_while_down") is False:
+        text += ", and the gateway kept sending it users while it was down"
+    back = route.get("back_in_rotation_s")
+    if isinstance(back, int | float):
+        text += f"; it served users again {num(back)} s after the fault took effect"
+    return text
 
 
 def _candidate_clause(data: RunData) -> str | None:

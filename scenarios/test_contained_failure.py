@@ -25,7 +25,8 @@ def neighbours_unaffected(experiment: Experiment, others: list[Node]) -> Checks:
             sli = window_slis([r for r in records if r.node == other.name], m.t_effect, end)
             failed += sli.failed
             rows.append(
-                f"{other.name}: {sli.failed}/{sli.requests} failed, ttft p95 {sli.ttft_p95_s}"
+                f"{other.name}: {sli.failed}/{sli.requests} failed, TTFT p95 "
+                f"{'—' if sli.ttft_p95_s is None else f'{sli.ttft_p95_s:.3f} s'}"
             )
         return CheckResult(
             name="neighbours_unaffected",

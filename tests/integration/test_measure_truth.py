@@ -31,8 +31,13 @@ EVALUATION_INTERVAL_S = 1.0
 RESULTS = Path(__file__).resolve().parents[2] / "test-results" / "measurement-truth.jsonl"
 
 
+#: on this machine's node; the engine-death trial runs on the second host's (below), and
+#: the catalogue's test_engine_death kills the engine inside every local node
+LOCAL_TRIALS = [name for name in TRIALS if name != "engine-death"]
+
+
 @pytest.mark.parametrize("run", range(RUNS), ids=lambda i: f"run{i + 1}")
-@pytest.mark.parametrize("name", list(TRIALS))
+@pytest.mark.parametrize("name", LOCAL_TRIALS)
 async def test_measurement_matches_ground_truth(
     name: str, run: int, lab_inventory: Inventory, tmp_path: Path
 ) -> None:

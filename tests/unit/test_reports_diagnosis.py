@@ -411,3 +411,19 @@ def test_a_candidate_rolled_back_before_another_fault_is_the_cause(tmp_path: Pat
     from reports.summary import summary
     assert "the candidate config gateway-bad-upstream was detected (the gateway cannot reach " \
         "upstream sim-sglang) and rolled back" in summary(load_run(d))
+
+
+def test_a_gateway_headline_says_the_upstreams_outage_and_the_route_around() -> None:
+    from reports.summary import _upstream_clause
+
+    route = {"upstream": "sim-vllm", "outage_s": 11.46, "route_around_s": 0.0, "retries": 4,
+             "routed_while_down": True, "back_in_rotation_s": 21.9}
+    assert _upstream_clause(route) == (
+        "sim-vllm itself was out for 11.5 s, and the gateway routed around it after 0.0 s "
+        "(4 requests retried on another upstream); it served users again 21.9 s after the "
+        "fault took effect")
+    hung = {"upstream": "sim-vllm", "outage_s": 8.2, "route_around_s": None,
+            "routed_while_down": False}
+    assert _upstream_clause(hung) == ("sim-vllm itself was out for 8.2 s, and the gateway kept "
+                                      "sending it users while it was down")
+    assert _upstream_clause({}) is None
