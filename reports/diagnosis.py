@@ -124,6 +124,20 @@ def rule_not_applied(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
     )
 
 
+#: a start-up line that names the config value the engine refused
+CONFIG_VALUE_RE = re.compile(r"max[_-]model[_-]len|Value ?error|invalid (?:argument|value)|"
+                             r"not found|No such file|does not exist", re.IGNORECASE)
+
+
+def _why_it_stopped(log: str) -> str | None:
+    """The candidate's own words on why it stopped: the last line naming the value it
+    refused (vLLM's ``Value error, User-specified max_model_len (100000) …``), else the
+    last exception line (:func:`faultkit.containers.last_words`)."""
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    named = [ln for ln in lines if STARTUP_KV_RE.search(ln) or CONFIG_VALUE_RE.search(ln)]
+    return named[-1][:400] if named else last_words(log)
+
+
 def rollout_result(data: RunData) -> dict[str, object] | None:
     """What a rollout of a candidate config did: the fault's result when the run's fault is
     the rollout, else the ``gateway_rollout`` event a scenario notes when it rolls a
@@ -158,9 +172,8 @@ def rule_candidate(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
             )
         return None
     log = result.get("candidate_log_tail")
-    said = last_words(log) if isinstance(log, str) else None
-    rejected = said is not None and (STARTUP_KV_RE.search(said) or "max_model_len" in said
-                                     or "max-model-len" in said)
+    said = _why_it_stopped(log) if isinstance(log, str) else None
+    rejected = said is not None and bool(STARTUP_KV_RE.search(said) or CONFIG_VALUE_RE.search(said))
     key = "config_rejected" if rejected else "failed_rollout"
     evidence = [f"run.json fault_result.failed_reason: {reason}"]
     evidence += [f"the candidate's log: {line}" for line in

@@ -178,7 +178,7 @@ def _spans(data: RunData, kind: str | None) -> list[Span]:
         what = spec.phrase(data.run.fault.params if data.run.fault else {}) if spec else "fault"
         spans += [Span("fault", f"the injected {kind} ({what})", a, b)
                   for a, b in pairs(EventKind.INJECT_START, EventKind.INJECT_END, ("fault",))]
-    spans += [Span("harness", "the fault's revert", a, b)
+    spans += [Span("harness", "the harness's revert of the fault", a, b)
               for a, b in pairs(EventKind.REVERT_START, EventKind.REVERT_END, ("fault",))]
     spans += [Span("harness", "the rollback", a, b)
               for a, b in pairs(EventKind.ROLLBACK_START, EventKind.ROLLBACK_DONE,

@@ -95,9 +95,14 @@ def analyse(data: RunData) -> Recovery:
               and (t_acting is None or e.t >= t_acting) and not by_harness(e)]
     spec = spec_of(fault_kind(data))
 
-    def told_elsewhere(span: Span) -> bool:  # the rollback and a fixing revert have steps
+    rolled_back = any(e.kind == EventKind.ROLLBACK_START for e in tl)
+
+    def told_elsewhere(span: Span) -> bool:
+        """The rollback and a fixing revert have steps of their own; a rollout that was
+        rolled back started its candidate, which is not what brought the node back."""
         return span.what == "the rollback" or (
-            span.what == "the fault's revert" and spec is not None and spec.revert_is_the_fix)
+            span.what == "the harness's revert of the fault" and spec is not None
+            and spec.revert_is_the_fix) or (span.actor == "fault" and rolled_back)
 
     own_starts = [(e, span) for e in starts if (span := facts.acting_at(e.t)) is not None
                   and not told_elsewhere(span)][:1]
@@ -120,8 +125,8 @@ def analyse(data: RunData) -> Recovery:
         )
     elif own_starts:
         event, span = own_starts[0]
-        who = "the fault's own action" if span.actor == "fault" else span.what
-        if spec is not None and spec.restores_itself and span.actor == "fault":
+        who = span.what
+        if span.actor == "fault":
             who = f"the fault's own action ({fault_phrase(fault_kind(data), _params(data))})"
         mechanisms.append(f"{who} started the container (docker start at "
                           f"{event.t - (t_effect or event.t):+.1f} s)")
