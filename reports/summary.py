@@ -73,12 +73,21 @@ def _detection_clause(m: Measurement) -> str:
     return f"Prometheus alerted after {num(m.detection_s)} s"
 
 
+#: a recovery this short is "at once": the steady state held from the effect on
+RECOVERED_AT_ONCE_S = 0.05
+
+
 def _impact_clause(node: str, kind: str | None, what: str, m: Measurement) -> str:
     if no_outage(kind, m) or (m.lost_total == 0 and m.recovery_s == 0):
         return f"{node} kept serving through {what}"
     if m.recovery_s is None:
         return (f"{node} had not recovered {num(m.t_window_end - m.t_effect)} s after {what}, "
                 "when the observation ended")
+    if m.recovery_s < RECOVERED_AT_ONCE_S and not m.harness_intervened:
+        # every request that arrived after the effect succeeded: only those in flight at
+        # it were lost, and "down for 0.0 s" would hide them
+        return (f"{node} answered every request that arrived after {what}, but requests in "
+                "flight at that moment were cut")
     spec = spec_of(kind)
     fared, prep = (spec.impact, spec.preposition) if spec else ("was down for", "after")
     clause = f"{node} {fared} {num(m.recovery_s)} s {prep} {what}"

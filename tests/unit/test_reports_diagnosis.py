@@ -427,3 +427,20 @@ def test_a_gateway_headline_says_the_upstreams_outage_and_the_route_around() -> 
     assert _upstream_clause(hung) == ("sim-vllm itself was out for 8.2 s, and the gateway kept "
                                       "sending it users while it was down")
     assert _upstream_clause({}) is None
+
+
+def test_a_recovery_at_once_with_streams_cut_is_not_down_for_zero_seconds(
+    tmp_path: Path,
+) -> None:
+    """Every arrival after the effect succeeded, one stream in flight was cut: the headline
+    says so instead of "down for 0.0 s"."""
+    from reports.summary import summary
+
+    m = _measurement(t_recovered=T0, recovery_s=0.0, lost_total=1, requests_total=94,
+                     lost_by_class={"stream_error": 1}, t_detect=None, detection_s=None,
+                     detect_signal=None)
+    d = make_run(tmp_path, fault="kill", timeline=_kill_events(T0), measurement=m)
+    assert summary(load_run(d)).startswith(
+        "Not judged: n1 answered every request that arrived after a SIGKILL of its main "
+        "process, but requests in flight at that moment were cut; monitoring did not detect "
+        "it; 1 of 94 requests was lost (1 stream error)")
