@@ -15,7 +15,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.timeout(3600)]
 
 def test_every_report_of_the_catalogue_names_the_true_cause(suite_run: SuiteRun,
                                                             kernel_log: KernelLog) -> None:
-    runs = [(test_id, o.run_dir) for test_id, o in suite_run.outcomes.items()]
+    # a skipped scenario may leave a run directory without a report: it ran no fault
+    runs = [(test_id, o.run_dir) for test_id, o in suite_run.outcomes.items() if not o.skipped]
     rows = judge(runs, oom_kills_in(kernel_log))
     faulted = {t for t, d in runs if d is not None and truth_of(t) is not None}
     assert len(rows) == len(faulted) and len(rows) >= 60, (len(rows), sorted(faulted))
