@@ -38,9 +38,9 @@ _T = TypeVar("_T")
 #: the marker of scenarios that never run beside another one
 EXCLUSIVE_MARK = "exclusive"
 
-#: how long a node's share of the catalogue takes relative to a simulated node (1.0):
-#: CI run K15 on the testbed, scenario time per node: vllm 398 s, llama 252 s, the
-#: simulated nodes 266-290 s (sim-vllm-h2 275 s), the gateway 119 s
+#: how long a node's share of the catalogue takes relative to a simulated node (1.0), from
+#: the scenario time per node on the testbed (docs/ci.md: vllm 398 s, llama 252 s, the
+#: simulated nodes 266-290 s, the gateway 119 s)
 ENGINE_WEIGHT: Mapping[str, float] = {"vllm": 1.45, "llamacpp": 0.9, "sim": 1.0, "litellm": 0.4}
 
 

@@ -35,8 +35,8 @@ ROUTE_AROUND_S_MAX = 15.0
 BACK_IN_ROTATION_WAIT_S = 20.0
 #: users lost per failed upstream beyond the streams it was serving that a gateway with
 #: retries may lose: a request whose every attempt landed on the dead upstream before its
-#: cooldown (LiteLLM picks each attempt anew). Seen in 1 of 12 kills on the lab
-#: (2026-12-03) and on loopback (docs/gateway.md); without retries it was 2-3 every time
+#: cooldown (LiteLLM picks each attempt anew): 1 in 12 kills on the lab and on loopback
+#: (docs/gateway.md); without retries it was 2-3 every time
 OTHER_LOST_MAX = 1
 #: users a gateway with 2 retries may lose per failed upstream: the worst measured (docs/
 #: gateway.md: 2-3 per kill at ~6 req/s over two upstreams; three share the load here)
@@ -64,7 +64,7 @@ UPSTREAM_FAULTS: dict[str, UpstreamFault] = {
     # that Docker's restart policy undoes: sim-vllm is back from that in 2.6-2.8 s, often
     # before the gateway's second failed attempt (its cooldown, allowed_fails 1), and no
     # 3 s stretch fits in such an outage, so whether it routed around cannot be judged
-    # (slo.routing, outage_s; CI run K12 judged it "kept sending users there", a false
+    # (slo.routing, outage_s: judging it would read "kept sending users there", a false
     # FAIL). Held shorter than the cooldown (10 s): an outage that outlasts it gets more
     # attempts once the cooldown ends (measured: 8 s held, down 10.8 s, a user lost at 8.4 s)
     "kill": UpstreamFault("kill", 5.0, (("docker_kill", True),)),
@@ -76,8 +76,7 @@ UPSTREAM_FAULTS: dict[str, UpstreamFault] = {
     # (a disconnect): that takes the name out of Docker's DNS at once, and a gateway that
     # resolves for each new connection (AIOHTTP_TTL_DNS_CACHE=0) fails those fast and cools
     # it down while its kept-alive connections hang: routed around or not by the state of
-    # its connection pool (the landing CI run of 2026-12-05: routed around; the lab's runs
-    # before it: not)
+    # its connection pool, which no run controls
     "partition": UpstreamFault("partition", 8.0, (("mode", "blackhole"),),
                                routes_around=False),
 }

@@ -7,7 +7,7 @@ gives the GIL up (each socket read), it waits up to a switch interval to get it 
 the load falls behind its schedule. Measured on the testbed beside the vLLM lane: requests
 sent up to 1.97 s after their arrival while the drawing ran in a thread, and one connect
 "timed out" after 2 s, where a loopback handshake takes microseconds: the client, not the
-node, was late, and CI on 2026-12-01 read it as a lost request. In a child process the
+node, was late, and a run read it as a lost request. In a child process the
 drawing no longer competes with the load's loop for the GIL.
 
 ``python -m scenarios._malformed BASE_URL MODEL`` prints the answers as JSON lines
@@ -142,7 +142,7 @@ def send_malformed(base_url: str, model: str) -> list[Answer]:
     # One client, a new connection per request (no keep-alive): a malformed request never
     # shares a connection with the next one. ``httpx.post`` would build a client, and with
     # it an SSL context (the CA bundle parsed), per request: 40 of them took 35 s with the
-    # five catalogue lanes starting together, against 1.2 s alone (2026-12-05, docs/ci.md).
+    # five catalogue lanes starting together, against 1.2 s alone (docs/ci.md).
     with httpx.Client(timeout=10, limits=httpx.Limits(max_keepalive_connections=0)) as client:
         probe()
     return answers

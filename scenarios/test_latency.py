@@ -8,16 +8,15 @@ the baseline (else the node is too slow for the delay to show), at or over it wh
 delay was in place (an undelayed stretch of requests — a revert that began early,
 connections that bypassed the delay — puts them under it). It is not read as a rise over
 the baseline's p10: that compares two windows, and CPU contention in either moves it.
-Run 4 of the five-lane catalogue (2026-12-05) had vLLM's baseline p10 at 0.070 s and its
-fault window's at 0.216 s: its fastest users past the floor (0.180 s), yet a rise of only
-0.146 s.
-The median carries queueing, which the delay itself changes — the busy vLLM node of CI
-run G1 queued less while its arrivals came 200 ms later, and its TTFT p50 rose 0.107 s.
+A five-lane catalogue has had vLLM's baseline p10 at 0.070 s and its fault window's at
+0.216 s: its fastest users past the floor (0.180 s), yet a rise of only 0.146 s.
+The median carries queueing, which the delay itself changes — a busy vLLM node queued less
+while its arrivals came 200 ms later, and its TTFT p50 rose only 0.107 s.
 
 "While the delay was in place" is the requests that arrived after ``t_effect`` and had
 their first token before the revert *began*. The measurement's fault window runs on to the
 revert's end, and a request sent once the redirect is gone goes straight to the node: a
-lab run with the gateway's lane beside vLLM's (2026-12-05) had eleven such requests
+lab run with the gateway's lane beside vLLM's had eleven such requests
 (scheduled ≤ 0.04 s before the revert began, sent as it began), TTFT 0.06–0.16 s, and a
 p10 of 0.162 s over that window. A request judged here cannot have been sent after the
 redirect was removed (its answer came before), so an undelayed answer among them is one

@@ -129,10 +129,9 @@ def first_alert_firing(prom: Prometheus, node: Node, since: float, until: float,
     *starts a firing run* at or after ``since``: a sample with none in the
     1.5 evaluation intervals before it. A run already under way when the fault took
     effect (an SLO burn alert from an earlier run) is not this fault's detection; a series
-    that fired, resolved and fires again for this fault is (CI run G3: `FaultkitNodeDown`
-    of the trial before resolved 2.7 s before t_effect and fired again 2.3 s after it, and
-    the old rule, which dropped any series with a sample in the 10 s before, compared the
-    measurement with a later alert)."""
+    that fired, resolved and fires again for this fault is (`FaultkitNodeDown` of the trial
+    before can resolve seconds before t_effect and fire again seconds after it: dropping
+    any series with a sample in the 10 s before would compare with a later alert)."""
     lookback = 10.0 + 2 * evaluation_interval_s
     window = max(1, int(until - since + lookback) + 2)
     series = prom.query_samples(
@@ -188,8 +187,8 @@ def _truth_moments(
         effect = docker_first("container", ("pause",))
         # Docker's ``unpause`` lets the process run again; the node is back when it answers
         # its readiness endpoint again, which on a busy machine comes after it has taken in
-        # the requests queued during the pause (CI run K5: 0.78 s after
-        # ``unpause`` the measurement dated the recovery by the first readiness answer it got)
+        # the requests queued during the pause (up to 0.78 s after ``unpause``: the
+        # measurement dates the recovery by the first readiness answer it gets)
         unpaused = docker_first("container", ("unpause",))
         answers = [e["t"] for e in truth if e["event"] == "health_ok"
                    and e["t"] >= (unpaused if unpaused is not None else math.inf)]

@@ -62,10 +62,10 @@ class Tolerance:
 
 
 #: detection and recovery in seconds, lost in requests (at the scenarios' load of ~10 req/s,
-#: 10 requests are a second of outage). Set from the same config gated twice on the lab's
-#: busy two cores (2026-12-03): vllm-good's test_kill recovered in 25.9 s, then 42.4 s
-#: (1.64x, lost 253 then 414) — vLLM's restart is CPU-bound — so a factor of 2; the margins
-#: keep quick figures (a sim node recovers in ~0.5 s, loses ~4) from ever tripping on noise.
+#: 10 requests are a second of outage). The factor of 2 covers the spread of one config gated
+#: twice on two busy cores (vLLM's CPU-bound restart: recovery 25.9 s then 42.4 s, 1.64×;
+#: docs/gate.md); the margins keep quick figures (a sim node recovers in ~0.5 s, loses ~4)
+#: from ever tripping on noise.
 TOLERANCES: Mapping[Figure, Tolerance] = {
     "detection_s": Tolerance(2.0, 5.0, " s"),
     "recovery_s": Tolerance(2.0, 15.0, " s"),

@@ -53,7 +53,7 @@ __all__ = [
     "split_scenarios",
 ]
 
-#: how long each gate scenario takes on a simulated node, in seconds (the lab, 2026-12-04,
+#: how long each gate scenario takes on a simulated node, in seconds (the lab,
 #: ``bench/gate_pool.py``: bad_input 12.8, limits 13.8, oom 14.0, kill 16.0, engine_death
 #: 17.0; a partition 21-31 — its 8 s cut, recovery, the hold, and draining the requests the
 #: cut left hanging). The split only needs their relative lengths.

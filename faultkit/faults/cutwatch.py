@@ -5,10 +5,9 @@ the daemon has finished the whole operation (the endpoint left the sandbox, the 
 mapping and the proxy went away), not when the node stopped answering. Measured on the
 testbed (``bench/partition_cut.py``): the published port stopped answering 4–7 ms after
 the API call began, and Docker's event came 115–135 ms after it on an idle machine — and
-0.74 s after the cut in CI run J, with the vLLM lane beside it. Dated by that event, a
-scrape that failed at the cut is stamped *before* ``t_effect``, and the run read "not
-detected" although monitoring saw the fault at once (CI, 2026-12-01,
-``test_partition[sim-vllm-refuse]``).
+0.74 s after the cut with the vLLM lane beside it. Dated by that event, a scrape that
+failed at the cut is stamped *before* ``t_effect``, and the run reads "not detected"
+although monitoring saw the fault at once.
 
 :class:`CutWatch` is the clients' view, taken directly. A thread of its own (so that the
 load generator's event loop cannot delay it) sends ``GET <health path> HTTP/1.0`` to the

@@ -61,8 +61,8 @@ class MemorySqueeze(_ReadyMixin):
     # in effect once Docker applied the lower limit (its "update" event), or once the kernel
     # OOM-killed the engine under it (its "oom" event), whichever Docker reports first:
     # Docker writes "update" when its call returns, and the call can last until the kernel
-    # has reclaimed or killed — CI run F2: the engine was killed, and monitoring saw it,
-    # 1.7 s before "update" (docs/definitions.md, "t_effect"). On cgroup v1 the kernel may
+    # has reclaimed or killed — the engine can be killed, and monitoring see it, seconds
+    # before "update" (docs/definitions.md, "t_effect"). On cgroup v1 the kernel may
     # refuse several limits first, which change nothing.
     effect_docker_actions: ClassVar[tuple[str, ...]] = ("update", "oom")
     effect_required: ClassVar[str] = "docker"
