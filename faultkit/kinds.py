@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 Family = Literal["process", "engine", "network", "memory", "requests", "rollout", "action"]
 Phrase = Callable[[Mapping[str, Any]], str]
@@ -102,6 +102,22 @@ def _node_restart(p: Mapping[str, Any]) -> str:
     return "a restart of the inventory nodes' containers on its Docker host"
 
 
+class _Fares(TypedDict, total=False):
+    """How a node fares under a family of kinds (the :class:`FaultSpec` fields they share)."""
+
+    impact: str
+    preposition: str
+    request_level: bool
+    revert_is_the_fix: bool
+
+
+#: a fault that slows the network path rather than cutting it
+_DEGRADED: _Fares = {"impact": "was degraded for", "preposition": "under"}
+#: requests that are the fault, or a harness action: no outage expected, nothing to revert
+_IMPAIRED_BY: _Fares = {"impact": "was impaired for", "preposition": "by",
+                        "request_level": True, "revert_is_the_fix": False}
+_IMPAIRED_UNDER: _Fares = {**_IMPAIRED_BY, "preposition": "under"}
+
 #: fault kind → its spec
 FAULTS: dict[str, FaultSpec] = {
     "kill": FaultSpec(
@@ -150,19 +166,17 @@ FAULTS: dict[str, FaultSpec] = {
     "loss": FaultSpec(
         "faultkit.faults.network:Loss", "network",
         cause="packets to and from the node were dropped by the injected loss",
-        phrase=_loss, impact="was degraded for", preposition="under",
-        revert_words="remove packet loss", kubernetes="tc/iptables in the pod's netns"),
+        phrase=_loss, **_DEGRADED, revert_words="remove packet loss",
+        kubernetes="tc/iptables in the pod's netns"),
     "bandwidth": FaultSpec(
         "faultkit.faults.network:Bandwidth", "network",
         cause="the node's bandwidth was limited by the injected fault",
-        phrase=_with("a bandwidth limit of {}", "rate", "a bandwidth limit"),
-        impact="was degraded for", preposition="under",
+        phrase=_with("a bandwidth limit of {}", "rate", "a bandwidth limit"), **_DEGRADED,
         revert_words="remove the bandwidth limit", kubernetes="tc tbf in the pod's netns"),
     "latency": FaultSpec(
         "faultkit.faults.network:Latency", "network",
         cause="latency was added to the node's network path by the injected fault",
-        phrase=_with("{} ms of added latency", "delay_ms", "added latency"),
-        impact="was degraded for", preposition="under",
+        phrase=_with("{} ms of added latency", "delay_ms", "added latency"), **_DEGRADED,
         revert_words="remove added latency", kubernetes="tc netem in the pod's netns"),
     "memory_squeeze": FaultSpec(
         "faultkit.faults.memory:MemorySqueeze", "memory",
@@ -172,15 +186,13 @@ FAULTS: dict[str, FaultSpec] = {
     "oversized_context": FaultSpec(
         "faultkit.faults.requests:OversizedContext", "requests",
         cause="prompts longer than the node serves were sent by the injected fault",
-        phrase=_oversized, impact="was impaired for", preposition="by",
-        request_level=True, revert_is_the_fix=False,
+        phrase=_oversized, **_IMPAIRED_BY,
         kubernetes="the same requests through the Service"),
     "flood": FaultSpec(
         "faultkit.faults.requests:Flood", "requests",
         cause="more requests than the node serves were sent by the injected flood",
         phrase=_with("a request flood at {} req/s", "rate", "a request flood"),
-        impact="was impaired for", preposition="under",
-        request_level=True, revert_is_the_fix=False,
+        **_IMPAIRED_UNDER,
         kubernetes="the same requests through the Service"),
     "rollout": FaultSpec(
         "faultkit.faults.rollout:Rollout", "rollout",
@@ -195,18 +207,15 @@ FAULTS: dict[str, FaultSpec] = {
 #: sized to the node's own context limit (:mod:`faultkit.context_probe`), ``soak``
 #: (``test_soak``) sustained load at the node's declared capacity.
 ACTIONS: dict[str, FaultSpec] = {
-    "bad_input": FaultSpec(
-        None, "action", cause="malformed requests were sent by the harness",
-        phrase=lambda p: "malformed requests", impact="was impaired for", preposition="by",
-        request_level=True, revert_is_the_fix=False),
+    "bad_input": FaultSpec(None, "action", cause="malformed requests were sent by the harness",
+                           phrase=lambda p: "malformed requests", **_IMPAIRED_BY),
     "context_limits": FaultSpec(
         None, "action", cause="prompts at and past the node's context limit were sent",
-        phrase=lambda p: "prompts at and past its context limit", impact="was impaired for",
-        preposition="by", request_level=True, revert_is_the_fix=False),
+        phrase=lambda p: "prompts at and past its context limit", **_IMPAIRED_BY),
     "soak": FaultSpec(
         None, "action", cause="sustained load at the node's declared capacity",
-        phrase=lambda p: "sustained load at its declared capacity", impact="was impaired for",
-        preposition="under", request_level=True, revert_is_the_fix=False),
+        phrase=lambda p: "sustained load at its declared capacity",
+        **_IMPAIRED_UNDER),
 }
 
 #: Scenario kinds that are harness actions (kept as a tuple: allowlists list them)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from reports import RULES, changes_for, diagnose, load_run
+from reports import RULES, Diagnosis, changes_for, diagnose, load_run
 from reports.errors import NotARunDirectory
 from reports.recovery import analyse
 
@@ -227,18 +227,27 @@ def test_an_injected_kill_is_the_fault_and_one_death_is_counted_once(tmp_path: P
     assert "restart_loop" not in [x.key for x in diags]
 
 
+def _stopped_then_started(kind: str, *, signals: dict[float, str], died: tuple[float, int],
+                          reverted: float, started: float) -> list[dict[str, Any]]:
+    """A fault that stops the container through Docker (its signals, the die), then a
+    revert during which Docker reports the container started."""
+    t_die, code = died
+    return [_ev(T0 - 0.1, "fault", "inject_start", fault=kind, params={}),
+            _ev(T0, "fault", "act", what=kind),
+            *(_ev(t, "harness", "docker_kill", action="kill", signal=sig)
+              for t, sig in signals.items()),
+            _ev(t_die, "harness", "docker_die", action="die", exit_code=code),
+            _ev(t_die + 0.1, "fault", "inject_end", fault=kind, params={}),
+            _ev(reverted, "fault", "revert_start", fault=kind, params={}),
+            _ev(started, "harness", "docker_start", action="start"),
+            _ev(T0 + 20, "fault", "revert_end", fault=kind, params={})]
+
+
 def test_a_harness_stop_timeout_is_not_the_engines_failure(tmp_path: Path) -> None:
     """cold start: docker stop sends SIGTERM, the engine ignores it, Docker SIGKILLs it 10 s
     later: the exit 137 is the stop's, and that the engine ignored SIGTERM is a finding."""
-    tl = [_ev(T0 - 0.1, "fault", "inject_start", fault="stop", params={}),
-          _ev(T0, "fault", "act", what="docker stop"),
-          _ev(T0, "harness", "docker_kill", action="kill", signal="15"),
-          _ev(T0 + 10, "harness", "docker_kill", action="kill", signal="9"),
-          _ev(T0 + 10.1, "harness", "docker_die", action="die", exit_code=137),
-          _ev(T0 + 10.2, "fault", "inject_end", fault="stop", params={}),
-          _ev(T0 + 13, "fault", "revert_start", fault="stop", params={}),
-          _ev(T0 + 13.1, "harness", "docker_start", action="start"),
-          _ev(T0 + 20, "fault", "revert_end", fault="stop", params={})]
+    tl = _stopped_then_started("stop", signals={T0: "15", T0 + 10: "9"}, died=(T0 + 10.1, 137),
+                               reverted=T0 + 13, started=T0 + 13.1)
     d = make_run(tmp_path, fault="stop", timeline=tl,
                  container={"before": _state(id="abc"), "after": _state(id="abc")})
     diags = diagnose(load_run(d))
@@ -340,7 +349,20 @@ def test_every_fault_kind_has_a_cause_the_diagnosis_names(tmp_path: Path) -> Non
 
 
 def test_every_change_is_typed_and_cites_the_run(tmp_path: Path) -> None:
-    assert set(RULES) >= {"memory_exhaustion", "gpu_oom", "config_rejected", "monitoring_gap"}
+    """Each rule's changes carry an action-item type and a value of the run they came from
+    (here: the run's lost count)."""
+    m = _measurement(lost_total=7, requests_total=70, t_detect=None, detection_s=None,
+                     detect_signal=None, t_impact=T0 + 1)
+    d = make_run(tmp_path, fault="memory_squeeze", measurement=m, params={"limit": "256m"})
+    data = load_run(d)
+    for key, rule in RULES.items():
+        diag = Diagnosis(key, key, ("run.json fault_result.never_restarted: exit 0",))
+        changes = rule(diag, data)
+        assert changes, key
+        assert all(c.type in ("prevent", "detect", "mitigate", "process") for c in changes), key
+    cited = [c.text for _, c in changes_for([Diagnosis("memory_exhaustion", "m", ()),
+                                             Diagnosis("monitoring_gap", "g", ())], data)]
+    assert any("256m" in t for t in cited) and any("7 of 70 requests" in t for t in cited)
 
 
 def test_vllms_exit_3_seconds_after_the_kernel_killed_its_engine_core_is_an_oom(
@@ -365,14 +387,8 @@ def test_vllms_exit_3_seconds_after_the_kernel_killed_its_engine_core_is_an_oom(
 def test_a_host_restart_brings_its_nodes_back_itself_and_a_reset_count_is_no_policy(
     tmp_path: Path,
 ) -> None:
-    tl = [_ev(T0 - 1, "fault", "inject_start", fault="host_restart", params={}),
-          _ev(T0, "fault", "act", what="restart the Docker host"),
-          _ev(T0 + 0.5, "harness", "docker_kill", action="kill", signal="15"),
-          _ev(T0 + 0.6, "harness", "docker_die", action="die", exit_code=0),
-          _ev(T0 + 2, "fault", "inject_end", fault="host_restart", params={}),
-          _ev(T0 + 2.1, "fault", "revert_start", fault="host_restart", params={}),
-          _ev(T0 + 9, "harness", "docker_start", action="start"),
-          _ev(T0 + 20, "fault", "revert_end", fault="host_restart", params={})]
+    tl = _stopped_then_started("host_restart", signals={T0 + 0.5: "15"}, died=(T0 + 0.6, 0),
+                               reverted=T0 + 2.1, started=T0 + 9)
     d = make_run(tmp_path, fault="host_restart", timeline=tl,
                  container={"before": _state(id="a", restart_count=1),
                             "after": _state(id="a", restart_count=0)})
