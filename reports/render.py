@@ -11,14 +11,11 @@ an incident report links its own files, a gate summary each scenario's run direc
 from __future__ import annotations
 
 import os
-import re
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from faultkit.events import ALERT_PREFIX
 from faultkit.rundir import (
     CANDIDATE_LOG,
     GATE_JSON,
@@ -30,14 +27,15 @@ from faultkit.rundir import (
 from reports import markup, text
 from reports.baseline import baseline_view
 from reports.chart import render_chart
-from reports.diagnosis import CONTEXT_RE, GPU_OOM_RE, ROUTINE_LOG_RE, STARTUP_KV_RE, diagnose
+from reports.diagnosis import diagnose
 from reports.evidence import fault_kind
 from reports.figures import Figure, key_figures, no_outage, num, pct
-from reports.load import RUN_FILES, RunData, finite_points, load_run
+from reports.load import RUN_FILES, RunData, load_run
 from reports.prevention import changes_for
 from reports.recovery import analyse
 from reports.steady import steady_view
 from reports.summary import judged_line, summary
+from reports.tables import alert_rows, container_states, errors_by_class, log_excerpt, series_rows
 from reports.timeline import rows, signed, utc
 from reports.upstreams import route_around_lines, upstream_rows
 
@@ -84,118 +82,6 @@ _ENV.filters.update(
 #: files an incident report links to, in this order (the run directory's own files)
 LINKED_FILES = (*RUN_FILES, TIMELINE_PNG)
 
-CONTAINER_FIELDS = (
-    "status",
-    "id",
-    "exit_code",
-    "oom_killed",
-    "restart_count",
-    "started_at",
-    "finished_at",
-    "image",
-)
-LOG_EXCERPT_LINES = 20
-
-
-def _series_rows(data: RunData) -> list[dict[str, Any]]:
-    """The captured series, but ``ALERTS`` when the observer saw the alerts change state:
-    the alerts table says the same in one row per alert."""
-    result = []
-    observed = bool(_alert_rows(data))
-    for s in data.prometheus.series:
-        if observed and s.name == "alerts":
-            continue
-        pts = finite_points(s.values)
-        result.append(
-            {
-                "name": s.name,
-                "promql": s.promql,
-                "labels": s.labels,
-                "samples": len(s.values),
-                "min": min((v for _, v in pts), default=None),
-                "max": max((v for _, v in pts), default=None),
-            }
-        )
-    return result
-
-
-def _alert_rows(data: RunData) -> list[dict[str, Any]]:
-    t0 = data.t0
-    alerts: dict[str, dict[str, Any]] = {}
-    for e in data.timeline:
-        if e.source == "observer" and e.kind.startswith(ALERT_PREFIX):
-            name = str(e.data.get("alertname", "?"))
-            entry = alerts.setdefault(name, {"name": name})
-            entry.setdefault(e.kind.removeprefix(ALERT_PREFIX), None if t0 is None else e.t - t0)
-    return list(alerts.values())
-
-
-def _errors_by_class(data: RunData) -> list[dict[str, Any]]:
-    """Failed requests by class: how many were lost (the measurement's count, the one the
-    headline and Key figures give) and how many failed in the whole run."""
-    counts: Counter[str] = Counter()
-    statuses: dict[str, set[int]] = {}
-    example: dict[str, str] = {}
-    for r in data.ledger:
-        if r.status == "ok":
-            continue
-        cls = r.error_class or r.status
-        counts[cls] += 1
-        if r.http_status is not None:
-            statuses.setdefault(cls, set()).add(r.http_status)
-        if r.error_detail and cls not in example:
-            example[cls] = r.error_detail
-    lost = data.measurement.lost_by_class if data.measurement is not None else {}
-    return [
-        {
-            "cls": c,
-            "lost": lost.get(c, 0) if data.measurement is not None else None,
-            "count": n,
-            "http": ", ".join(map(str, sorted(statuses.get(c, ())))),
-            "example": example.get(c, ""),
-        }
-        for c, n in counts.most_common()
-    ]
-
-
-def _log_excerpt(data: RunData) -> str | None:
-    """The log of the container that failed — a failed rollout's candidate, else the node's
-    since the run began — without routine traffic (health checks, ``200 OK``), from a few
-    lines before the first line that says why."""
-    candidate = data.run.fault_result.get("candidate_log_tail")
-    tail = candidate if isinstance(candidate, str) and candidate.strip() else \
-        data.container.log_tail
-    if tail is None or not tail.strip():
-        return None
-    lines = [line for line in tail.splitlines() if not ROUTINE_LOG_RE.search(line)]
-    if not lines:
-        return None
-    pattern = re.compile(
-        "|".join(p.pattern for p in (GPU_OOM_RE, STARTUP_KV_RE, CONTEXT_RE))
-        + r"|error|killed|Traceback",
-        re.IGNORECASE,
-    )
-    hits = [i for i, line in enumerate(lines) if pattern.search(line)]
-    if hits:
-        start = max(0, hits[0] - 5)
-        return "\n".join(lines[start : start + LOG_EXCERPT_LINES])
-    return "\n".join(lines[-LOG_EXCERPT_LINES:])
-
-
-def _states(data: RunData) -> list[dict[str, Any]]:
-    """The container's fields before and after the run: its status and identity, and every
-    other field only when it changed (an unchanged exit code or image says nothing)."""
-    before, after = data.container.before, data.container.after
-    always = ("status", "id", "restart_count")
-    return [
-        {
-            "field": f,
-            "before": before.get(f, "not captured"),
-            "after": after.get(f, "not captured"),
-        }
-        for f in CONTAINER_FIELDS
-        if f in always or before.get(f) != after.get(f)
-    ]
 
 
 def _missing_evidence(data: RunData) -> list[str]:
@@ -259,18 +145,18 @@ def incident_context(data: RunData) -> dict[str, Any]:
             for f in key_figures(data, kind)
         ],
         "rows": timeline_rows,
-        "errors": _errors_by_class(data),
+        "errors": errors_by_class(data),
         "slis": [
             (name, m.slis[name])
             for name in ("baseline", "fault", "after")
             if m is not None and name in m.slis
         ],
-        "series": _series_rows(data),
-        "alerts": _alert_rows(data),
+        "series": series_rows(data),
+        "alerts": alert_rows(data),
         "prom_alerts": list(data.prometheus.alerts),
         "container_captured": data.container.captured,
-        "states": _states(data),
-        "log": _log_excerpt(data),
+        "states": container_states(data),
+        "log": log_excerpt(data),
         "diagnoses": diagnoses,
         "changes": changes_for(diagnoses, data),
         "recovery": analyse(data),

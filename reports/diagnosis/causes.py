@@ -1,108 +1,32 @@
-"""Rule-based diagnosis: what caused the incident, from this run's evidence only.
-
-Each rule looks at the run directory and, when it matches, says what it concluded and
-which evidence it used. The evidence a rule may use is scoped by
-:func:`reports.evidence.container_facts`: Docker's events inside the run's window about
-this container, with each death attributed to its actor — the harness's own acts (a
-revert, a rollback, a stop timeout, the fault's ``docker stop``) are never the engine's
-failure, and state flags left by an earlier run are ignored and said to be.
-
-:func:`diagnose` returns the **cause** first (the first cause rule that matches, in
-:data:`CAUSE_RULES` order: the candidate's defect, the engine's own death, the injected
-fault, a clean rejection, no incident), then every **finding** that also holds (a monitoring
-gap, a restart loop, an engine that ignored SIGTERM, one its supervision left down). When
-no cause rule matches, the cause is "undiagnosed" with the evidence that was missing.
-"""
+"""The cause rules, most specific first (:data:`CAUSE_RULES`): the fault not applied, the
+candidate's own defect, the kernel's OOM kill, the engine's words "CUDA out of memory", the
+engine exiting by itself, the injected fault, a clean rejection, a request fault that hurt
+users, a harness action's failed check, slow service, no incident."""
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from faultkit.containers import last_words
 from faultkit.events import EventKind
 from faultkit.kinds import FAULTS, fault_phrase, spec_of
-from reports.evidence import ContainerFacts, Death, container_facts, fault_kind, fault_node
+from reports.diagnosis.base import (
+    CONTEXT_RE,
+    GPU_OOM_RE,
+    STARTUP_KV_RE,
+    Diagnosis,
+    Rule,
+    deaths_words,
+    drops,
+    log_lines,
+    params_of,
+    rel,
+    telling_lines,
+)
+from reports.evidence import ContainerFacts, fault_kind, fault_node
 from reports.figures import no_outage
 from reports.load import RunData
-
-#: error classes that mean the client lost the connection or the answer (not a clean reject)
-DROP_CLASSES = frozenset(
-    {
-        "refused",
-        "reset",
-        "timeout_connect",
-        "timeout_first_token",
-        "timeout_total",
-        "stream_error",
-        "truncated",
-    }
-)
-#: log lines that are routine traffic, never the engine's words about a failure
-ROUTINE_LOG_RE = re.compile(
-    r'"(?:GET|POST) /(?:health|metrics|v1/models|ready)|\b200 OK\b|GET /health', re.IGNORECASE)
-
-
-@dataclass(frozen=True, slots=True)
-class Diagnosis:
-    """One conclusion: ``key`` indexes the prevention rules; ``evidence`` is why."""
-
-    key: str
-    title: str
-    evidence: tuple[str, ...]
-    #: the config value, limit or gap behind the immediate cause, where the evidence shows it
-    underlying: str = ""
-
-
-UNDIAGNOSED_KEY = "undiagnosed"
-
-GPU_OOM_RE = re.compile(r"CUDA out of memory|OutOfMemoryError", re.IGNORECASE)
-CONTEXT_RE = re.compile(
-    r"maximum context length|maximum model length|exceed_context_size_error|"
-    r"exceeds the available context size|longer than the model's context length",
-    re.IGNORECASE,
-)
-STARTUP_KV_RE = re.compile(
-    r"KV cache is needed|(?:ValueError|Error).*max_model_len|max_model_len.*(?:too large|"
-    r"larger than|exceeds|cannot)|max seq len",
-    re.IGNORECASE,
-)
-
-
-def _params(data: RunData) -> dict[str, object]:
-    return dict(data.run.fault.params) if data.run.fault is not None else {}
-
-
-def _rel(data: RunData, t: float) -> str:
-    t0 = data.t0
-    return f"t={t:.3f}" if t0 is None else f"{t - t0:+.1f} s"
-
-
-def telling_lines(log: str | None, limit: int = 5) -> list[str]:
-    """The log's last lines that are not routine traffic (health checks, ``200 OK``)."""
-    if not log:
-        return []
-    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
-    return [ln for ln in lines if not ROUTINE_LOG_RE.search(ln)][-limit:]
-
-
-def _log_lines(data: RunData, pattern: re.Pattern[str]) -> list[str]:
-    tail = data.container.log_tail
-    if tail is None:
-        return []
-    return [line.strip() for line in tail.splitlines() if pattern.search(line)]
-
-
-def _deaths(data: RunData, deaths: tuple[Death, ...]) -> list[str]:
-    return [d.words(_rel(data, d.t)) for d in deaths]
-
-
-Rule = Callable[[RunData, ContainerFacts], "Diagnosis | None"]
-
-
-# ---- cause rules ------------------------------------------------------------------------
 
 
 def rule_not_applied(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
@@ -117,8 +41,8 @@ def rule_not_applied(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
     kind = fault_kind(data)
     return Diagnosis(
         "fault_not_applied",
-        f"the fault could not be applied ({fault_phrase(kind, _params(data))}): {why}",
-        tuple(f"fault/{e.kind} at {_rel(data, e.t)}: "
+        f"the fault could not be applied ({fault_phrase(kind, params_of(data))}): {why}",
+        tuple(f"fault/{e.kind} at {rel(data, e.t)}: "
               + ", ".join(f"{k}={v}" for k, v in e.data.items() if k != "fault")
               for e in refused[:3]),
     )
@@ -129,7 +53,7 @@ CONFIG_VALUE_RE = re.compile(r"max[_-]model[_-]len|Value ?error|invalid (?:argum
                              r"not found|No such file|does not exist", re.IGNORECASE)
 
 
-def _why_it_stopped(log: str) -> str | None:
+def why_it_stopped(log: str) -> str | None:
     """The candidate's own words on why it stopped: the last line naming the value it
     refused (vLLM's ``Value error, User-specified max_model_len (100000) …``), else the
     last exception line (:func:`faultkit.containers.last_words`)."""
@@ -153,7 +77,7 @@ def rule_candidate(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
     result = rollout_result(data)
     if result is None:
         return None
-    config = str(result.get("config") or _params(data).get("config") or "the candidate")
+    config = str(result.get("config") or params_of(data).get("config") or "the candidate")
     reason = result.get("failed_reason")
     failed = [e for e in data.timeline if e.kind in (
         EventKind.CONFIG_FAILED, EventKind.READINESS_TIMEOUT, EventKind.ROLLOUT_FAILED)]
@@ -172,14 +96,14 @@ def rule_candidate(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
             )
         return None
     log = result.get("candidate_log_tail")
-    said = _why_it_stopped(log) if isinstance(log, str) else None
+    said = why_it_stopped(log) if isinstance(log, str) else None
     rejected = said is not None and bool(STARTUP_KV_RE.search(said) or CONFIG_VALUE_RE.search(said))
     key = "config_rejected" if rejected else "failed_rollout"
     evidence = [f"run.json fault_result.failed_reason: {reason}"]
     evidence += [f"the candidate's log: {line}" for line in
                  telling_lines(log if isinstance(log, str) else None, 3)]
     candidate_deaths = [d for d in facts.engine_deaths]
-    evidence += _deaths(data, tuple(candidate_deaths[:2]))
+    evidence += deaths_words(data, tuple(candidate_deaths[:2]))
     if result.get("rolled_back"):
         evidence.append("run.json fault_result.rolled_back = true: the previous config serves "
                         "again")
@@ -195,15 +119,15 @@ def rule_oom_kill(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
     kind = fault_kind(data)
     if kind == "memory_squeeze":
         title = (f"the engine was OOM-killed under the injected fault "
-                 f"({fault_phrase(kind, _params(data))})")
+                 f"({fault_phrase(kind, params_of(data))})")
     else:
         title = "memory exhaustion: the kernel OOM-killed the engine"
-    return Diagnosis("memory_exhaustion", title, tuple(_deaths(data, kills)))
+    return Diagnosis("memory_exhaustion", title, tuple(deaths_words(data, kills)))
 
 
 def rule_gpu_oom(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
     """The engine's own words: CUDA out of memory (in this run's log or its answers)."""
-    lines = _log_lines(data, GPU_OOM_RE)
+    lines = log_lines(data, GPU_OOM_RE)
     details = [
         r.error_detail for r in data.ledger if r.error_detail and GPU_OOM_RE.search(r.error_detail)
     ]
@@ -212,11 +136,11 @@ def rule_gpu_oom(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
     evidence = [f"container log: {line}" for line in lines[:3]]
     if details:
         evidence.append(f"{len(details)} ledger records carry a GPU OOM error, e.g.: {details[0]}")
-    evidence += _deaths(data, facts.engine_deaths[:2])
+    evidence += deaths_words(data, facts.engine_deaths[:2])
     kind = fault_kind(data)
     title = "GPU out of memory during prefill"
     if kind == "oversized_context":
-        title += f" of the injected fault ({fault_phrase(kind, _params(data))})"
+        title += f" of the injected fault ({fault_phrase(kind, params_of(data))})"
     return Diagnosis("gpu_oom", title, tuple(evidence))
 
 
@@ -229,12 +153,12 @@ def rule_engine_exit(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
     code_words = ", ".join(f"exit {c}" + (f" × {n}" if n > 1 else "")
                            for c, n in codes.items())
     said = last_words(data.container.log_tail or "")
-    evidence = _deaths(data, deaths[:3])
+    evidence = deaths_words(data, deaths[:3])
     if said:
         evidence.append(f"the engine's last words (container log): {said}")
     kind = fault_kind(data)
     during = "" if kind is None else \
-        f" during the injected fault ({fault_phrase(kind, _params(data))})"
+        f" during the injected fault ({fault_phrase(kind, params_of(data))})"
     return Diagnosis("engine_exit", f"the engine exited by itself ({code_words}){during}",
                      tuple(evidence), underlying=said or "")
 
@@ -248,14 +172,13 @@ def rule_injected_fault(data: RunData, facts: ContainerFacts) -> Diagnosis | Non
         return None
     if kind == "rollout":
         return None
-    evidence = [f"run.json fault.kind = {kind}: {fault_phrase(kind, _params(data))}",
+    evidence = [f"run.json fault.kind = {kind}: {fault_phrase(kind, params_of(data))}",
                 f"measurement.json effect_evidence = {m.effect_evidence}"
                 + (f" ({m.effect_detail})" if m.effect_detail else "")]
     own = [d for d in facts.deaths if d.actor == "fault"]
-    evidence += _deaths(data, tuple(own[:3]))
-    drops = _drops(data)
-    if drops:
-        evidence.append(f"client drops overlapping the fault: {drops}")
+    evidence += deaths_words(data, tuple(own[:3]))
+    if dropped := drops(data):
+        evidence.append(f"client drops overlapping the fault: {dropped}")
     where = fault_node(data)
     title = spec.cause if where in (None, data.run.node) else \
         f"{spec.cause}, on {where} behind {data.run.node}"
@@ -275,7 +198,7 @@ def rule_slow_service(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
     return Diagnosis(
         "slow_service",
         f"slow service: {m.slow_total} of {m.requests_total} requests were answered too "
-        f"slowly for users during {fault_phrase(kind, _params(data))}; none was lost and the "
+        f"slowly for users during {fault_phrase(kind, params_of(data))}; none was lost and the "
         "engine did not die",
         (f"measurement.json slow_total = {m.slow_total}, lost_total = 0",
          "no docker_die in the run's window",
@@ -299,7 +222,7 @@ def rule_request_fault(data: RunData, facts: ContainerFacts) -> Diagnosis | None
         hurt.append(f"{m.lost_total} lost ({classes})")
     if m.slow_total:
         hurt.append(f"{m.slow_total} answered too slowly for users")
-    evidence = [f"run.json fault.kind = {kind}: {fault_phrase(kind, _params(data))}",
+    evidence = [f"run.json fault.kind = {kind}: {fault_phrase(kind, params_of(data))}",
                 f"measurement.json: {'; '.join(hurt) or 'detected by ' + str(m.detect_signal)}",
                 "no death of the engine in the run (Docker's events)"]
     return Diagnosis(f"injected_{kind}", spec.cause, tuple(evidence))
@@ -336,7 +259,7 @@ def rule_failed_check(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
     first = failed[0]
     return Diagnosis(
         f"{kind}_{first.name}",
-        f"{first.why} (check {first.name}, under {fault_phrase(kind, _params(data))})",
+        f"{first.why} (check {first.name}, under {fault_phrase(kind, params_of(data))})",
         tuple(f"verdict.json {c.name}: observed {c.observed}, expected {c.expected}"
               for c in failed),
     )
@@ -361,92 +284,9 @@ def rule_served_through(data: RunData, facts: ContainerFacts) -> Diagnosis | Non
                         f"{facts.policy_restarts} restarts in the run")
     return Diagnosis(
         "served_through",
-        f"no incident: the node kept serving through {fault_phrase(kind, _params(data))}",
+        f"no incident: the node kept serving through {fault_phrase(kind, params_of(data))}",
         tuple(evidence),
     )
-
-
-# ---- findings ---------------------------------------------------------------------------
-
-
-def finding_stop_timeout(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
-    """The engine ignored SIGTERM: Docker's stop escalated to SIGKILL after its timeout."""
-    slow = [d for d in facts.deaths if d.stop_timeout]
-    if not slow:
-        return None
-    return Diagnosis(
-        "stop_timeout",
-        "the engine did not exit on SIGTERM: Docker's stop timeout killed it (SIGKILL)",
-        tuple(_deaths(data, tuple(slow[:2]))),
-    )
-
-
-def finding_never_restarted(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
-    """The engine died and its container's restart policy left it down (kill_process)."""
-    finding = data.run.fault_result.get("never_restarted")
-    if not isinstance(finding, str) or not finding:
-        return None
-    return Diagnosis(
-        "never_restarted",
-        "the engine died and nothing brought it back: no restart by the node's own supervision",
-        (f"run.json fault_result.never_restarted: {finding}",
-         "the harness started the container after its ready timeout: that is not a recovery"),
-    )
-
-
-def finding_restart_loop(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
-    deaths = facts.engine_deaths
-    if len(deaths) < 2:
-        return None
-    return Diagnosis(
-        "restart_loop",
-        f"restart loop: the engine died {len(deaths)} times in the run",
-        (f"{len(deaths)} docker_die events of the engine's own at "
-         + ", ".join(_rel(data, d.t) for d in deaths[:8]),),
-    )
-
-
-def finding_monitoring_gap(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
-    m = data.measurement
-    if m is None:
-        return None
-    if m.t_detect is None and (m.lost_total > 0 or m.t_impact is not None):
-        return Diagnosis(
-            "monitoring_gap",
-            "monitoring gap: users were affected and no alert fired",
-            (
-                "measurement.json t_detect = null (not detected within the window)",
-                f"measurement.json lost_total = {m.lost_total}"
-                + ("" if m.t_impact is None else f", first failure at {_rel(data, m.t_impact)}"),
-            ),
-        )
-    fired = [
-        e for e in data.timeline if e.source == "observer" and e.kind == EventKind.ALERT_FIRING
-    ]
-    if m.t_detect is not None and m.detect_signal != "alert" and not fired:
-        return Diagnosis(
-            "no_alert",
-            f"no alert fired: detected only by the {m.detect_signal} signal",
-            (
-                f"measurement.json detect_signal = {m.detect_signal}",
-                "no observer/alert_firing event in timeline.jsonl",
-            ),
-        )
-    return None
-
-
-def _drops(data: RunData) -> str:
-    m = data.measurement
-    if m is None:
-        return ""
-    end = m.t_revert if m.t_revert is not None else m.t_window_end
-    drops = Counter(
-        r.error_class
-        for r in data.ledger
-        if r.status != "ok" and r.error_class in DROP_CLASSES
-        and r.t_invoke <= end and r.t_end >= m.t_effect
-    )
-    return ", ".join(f"{c} {n}" for c, n in sorted(drops.items()))
 
 
 #: the cause rules, most specific first: the first that matches is the report's cause
@@ -463,45 +303,3 @@ CAUSE_RULES: tuple[Rule, ...] = (
     rule_slow_service,
     rule_served_through,
 )
-#: findings that hold beside the cause
-FINDING_RULES: tuple[Rule, ...] = (
-    finding_stop_timeout,
-    finding_never_restarted,
-    finding_restart_loop,
-    finding_monitoring_gap,
-)
-
-
-def undiagnosed(data: RunData, facts: ContainerFacts) -> Diagnosis:
-    """No cause rule matched: say which evidence was missing rather than guess."""
-    missing = []
-    if fault_kind(data) is None:
-        missing.append("no fault recorded in run.json")
-    if data.measurement is None:
-        missing.append("no measurement.json (the run ended before it was measured)")
-    if not any(e.kind.startswith("docker_") for e in data.timeline):
-        missing.append("no Docker event on the timeline (Docker's events were not readable)")
-    if data.container.log_tail is None:
-        missing.append("no container log")
-    missing += list(facts.stale)
-    return Diagnosis(UNDIAGNOSED_KEY, "undiagnosed",
-                     tuple(missing) or ("no diagnosis rule matched the evidence of this run",))
-
-
-def diagnose(data: RunData) -> list[Diagnosis]:
-    """The cause first (or "undiagnosed" with what was missing), then each finding."""
-    facts = container_facts(data)
-    cause = next((d for d in (rule(data, facts) for rule in CAUSE_RULES) if d is not None),
-                 None)
-    if cause is None:
-        cause = undiagnosed(data, facts)
-    elif facts.stale:
-        cause = Diagnosis(cause.key, cause.title,
-                          (*cause.evidence, *(f"not used: {s}" for s in facts.stale)),
-                          cause.underlying)
-    findings = [d for d in (rule(data, facts) for rule in FINDING_RULES) if d is not None]
-    if cause.key in ("config_rejected", "failed_rollout", "rollout_served") and \
-            fault_kind(data) != "rollout":
-        also = rule_injected_fault(data, facts)  # the fault injected on what then served
-        findings = [*([also] if also is not None else []), *findings]
-    return [cause, *findings]
