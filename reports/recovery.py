@@ -104,12 +104,8 @@ def analyse(data: RunData) -> Recovery:
             span.what == "the harness's revert of the fault" and spec is not None
             and spec.revert_is_the_fix) or (span.actor == "fault" and rolled_back)
 
-    own_starts = [(e, span) for e in starts if (span := facts.acting_at(e.t)) is not None
-                  and not told_elsewhere(span)][:1]
-    if own_starts and spec is not None and spec.restores_itself:
-        # a host or node restart's revert only waits: whatever started then, its act did
-        event, _span = own_starts[0]
-        own_starts = [(event, Span("fault", "the fault", event.t, event.t))]
+    own_start = next(((e, span) for e in starts if (span := facts.acting_at(e.t)) is not None
+                      and not told_elsewhere(span)), None)
     if facts.policy_restarts:
         restarts = [e for e in tl if e.kind == EventKind.RESTART_SEEN
                     and (t_acting is None or e.t >= t_acting) and not by_harness(e)
@@ -123,11 +119,12 @@ def analyse(data: RunData) -> Recovery:
                  "container.json restart_count (same container ID)"
                  + (", harness/restart_seen events" if restarts else ""))
         )
-    elif own_starts:
-        event, span = own_starts[0]
-        who = span.what
-        if span.actor == "fault":
-            who = f"the fault's own action ({fault_phrase(fault_kind(data), _params(data))})"
+    elif own_start is not None:
+        event, span = own_start
+        # a host or node restart's revert only waits: whatever started then, its act did
+        by_the_fault = span.actor == "fault" or (spec is not None and spec.restores_itself)
+        who = (f"the fault's own action ({fault_phrase(fault_kind(data), _params(data))})"
+               if by_the_fault else span.what)
         mechanisms.append(f"{who} started the container (docker start at "
                           f"{event.t - (t_effect or event.t):+.1f} s)")
     rb_s = _first(tl, "fault", EventKind.ROLLBACK_START, t_acting) or _first(
@@ -150,10 +147,9 @@ def analyse(data: RunData) -> Recovery:
     if rv_s is not None:
         rv_e = _first(tl, "fault", EventKind.REVERT_END, rv_s.t)
         kind = fault_kind(data) or ""
-        fault = spec_of(kind)
-        word = (fault.revert_words if fault else "") or f"revert {kind or 'the fault'}"
+        word = (spec.revert_words if spec else "") or f"revert {kind or 'the fault'}"
         # reverting a kill, a rollout or a request fault is bookkeeping, not what fixed it
-        if fault is not None and fault.revert_is_the_fix:
+        if spec is not None and spec.revert_is_the_fix:
             mechanisms.append(f"the harness's revert of the fault ({word})")
             steps.append(
                 Step(

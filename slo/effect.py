@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from faultkit.events import DOCKER_PREFIX, EventKind, docker_kind
-from faultkit.records import Event
+from faultkit.kinds import spec_of
+from faultkit.records import Event, RequestRecord
 
 __all__ = ["Effect", "MeasurementInputError", "earliest_effect", "effect_of", "fault_events",
            "fault_time"]
@@ -137,8 +138,6 @@ def earliest_effect(effect: Effect, timeline: Sequence[Event], node: str,
     """
     if effect.evidence in ("act", "observed"):
         return effect
-    from faultkit.kinds import spec_of
-
     acts = fault_events(timeline, node, EventKind.ACT) or \
         fault_events(timeline, node, EventKind.INJECT_START)
     if not acts:
@@ -164,7 +163,7 @@ def earliest_effect(effect: Effect, timeline: Sequence[Event], node: str,
                   f"{what}, {effect.t - t:.3f} s before {effect.detail}", effect.gaps)
 
 
-def client_failures(records: Sequence[Any]) -> list[tuple[float, str]]:
+def client_failures(records: Sequence[RequestRecord]) -> list[tuple[float, str]]:
     """(t_end, what) of each failed request that may show a fault's effect."""
     return [(r.t_end, f"request {r.id}: {r.error_class or r.status}") for r in records
             if r.status != "ok" and (r.error_class or "") not in _NOT_THE_FAULTS]

@@ -102,8 +102,7 @@ def rule_candidate(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
     evidence = [f"run.json fault_result.failed_reason: {reason}"]
     evidence += [f"the candidate's log: {line}" for line in
                  telling_lines(log if isinstance(log, str) else None, 3)]
-    candidate_deaths = [d for d in facts.engine_deaths]
-    evidence += deaths_words(data, tuple(candidate_deaths[:2]))
+    evidence += deaths_words(data, facts.engine_deaths[:2])
     if result.get("rolled_back"):
         evidence.append("run.json fault_result.rolled_back = true: the previous config serves "
                         "again")

@@ -166,9 +166,7 @@ def check_run(test_id: str, run_dir: Path, truth: Truth, oom_kills: OomKills) ->
     m = re.search(r"^\*\*Cause: (.*?)\*\*", md, re.M)
     diagnosis = _section(md, "Diagnosis")
     row.cause = m.group(1) if m else "(no cause line)"
-    key = re.search(r"\| `([a-z_0-9]+)` \|", _section(md, "Preventive changes"))
-    keys = _cause_keys(run_dir)
-    cause_key = keys[0] if keys else (key.group(1) if key else "")
+    cause_key = _cause_keys(run_dir)[0]
     if cause_key not in truth.causes:
         row.problems.append(f"cause {cause_key!r} ({row.cause}), expected one of "
                             f"{sorted(truth.causes)}: {truth.why}")
