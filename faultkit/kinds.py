@@ -109,8 +109,14 @@ class _Fares(TypedDict, total=False):
     preposition: str
     request_level: bool
     revert_is_the_fix: bool
+    kills_the_engine: bool
+    restores_itself: bool
 
 
+#: the fault ends the engine's process; its revert only waits for the node's supervision
+_KILLS: _Fares = {"kills_the_engine": True, "revert_is_the_fix": False}
+#: the fault's own act brings the engine back (a restart); its revert only waits
+_RESTARTS: _Fares = {"revert_is_the_fix": False, "restores_itself": True}
 #: a fault that slows the network path rather than cutting it
 _DEGRADED: _Fares = {"impact": "was degraded for", "preposition": "under"}
 #: requests that are the fault, or a harness action: no outage expected, nothing to revert
@@ -123,12 +129,12 @@ FAULTS: dict[str, FaultSpec] = {
     "kill": FaultSpec(
         "faultkit.faults.process:Kill", "process",
         cause="the engine's main process was killed by the injected fault",
-        phrase=_kill, kills_the_engine=True, revert_is_the_fix=False,
+        phrase=_kill, **_KILLS,
         kubernetes="container crash, restarted in place (docker_kill: a pod delete)"),
     "kill_process": FaultSpec(
         "faultkit.faults.engine:KillProcess", "engine",
         cause="the engine's processes were killed inside the container by the injected fault",
-        phrase=_kill_process, kills_the_engine=True, revert_is_the_fix=False,
+        phrase=_kill_process, **_KILLS,
         kubernetes="the node agent signals the engine's processes in the pod"),
     "stop": FaultSpec(
         "faultkit.faults.process:Stop", "process",
@@ -138,7 +144,7 @@ FAULTS: dict[str, FaultSpec] = {
     "restart": FaultSpec(
         "faultkit.faults.process:Restart", "process",
         cause="the container was restarted by the injected fault (docker restart)",
-        phrase=lambda p: "a docker restart", revert_is_the_fix=False, restores_itself=True,
+        phrase=lambda p: "a docker restart", **_RESTARTS,
         kubernetes="a crash in place, or a pod delete"),
     "pause": FaultSpec(
         "faultkit.faults.process:Pause", "process",
@@ -149,13 +155,13 @@ FAULTS: dict[str, FaultSpec] = {
     "node_restart": FaultSpec(
         "faultkit.faults.process:NodeRestart", "process",
         cause="the node's containers were restarted by the injected node restart",
-        phrase=_node_restart, revert_is_the_fix=False, restores_itself=True,
+        phrase=_node_restart, **_RESTARTS,
         kubernetes="cordon + the Eviction API"),
     "host_restart": FaultSpec(
         "faultkit.faults.host:HostRestart", "process",
         cause="the whole Docker host was restarted by the injected host restart",
-        phrase=lambda p: "a restart of its whole Docker host", revert_is_the_fix=False,
-        revert_words="wait for the host and its nodes to come back", restores_itself=True,
+        phrase=lambda p: "a restart of its whole Docker host", **_RESTARTS,
+        revert_words="wait for the host and its nodes to come back",
         kubernetes="the cloud's or the BMC's reboot call"),
     "partition": FaultSpec(
         "faultkit.faults.partition:Partition", "network",
