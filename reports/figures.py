@@ -182,7 +182,7 @@ def _signals(m: Measurement) -> Figure | None:
         return None
     return Figure(
         "Monitoring signals, first seen",
-        ", ".join(f"{k} {num(v, 2)} s" for k, v in sorted(by_signal.items())),
+        "first seen: " + ", ".join(f"{k} {num(v, 2)} s" for k, v in sorted(by_signal.items())),
         (Source(MEASUREMENT_JSON, ("detection_by_signal_s",)),),
     )
 
@@ -238,42 +238,30 @@ def _impact(data: RunData, m: Measurement) -> list[Figure]:
     objective = f"first token more than {num(ttft)} s after arrival" if _is_num(ttft) else (
         "first token slower than the TTFT objective"
     )
-    slow_sources = (Source(MEASUREMENT_JSON, ("slow_total",)),) + (
-        (Source(RUN_JSON, ("slo.ttft_s",)),) if _is_num(ttft) else ()
-    )
+    objective_source = (Source(RUN_JSON, ("slo.ttft_s",)),) if _is_num(ttft) else ()
     consistent = m.affected_total >= m.lost_total + m.slow_total
     return [
         Figure(
             "Lost requests",
-            f"{m.lost_total} ({by_class})",
-            (Source(MEASUREMENT_JSON, ("lost_total", "lost_by_class")),),
+            f"{m.lost_total} of {m.requests_total} requests ({by_class}); {m.clean_rejections}"
+            f" of them clean rejections; {m.in_flight_at_effect} in flight when the fault took"
+            " effect",
+            (
+                Source(
+                    MEASUREMENT_JSON,
+                    ("lost_total", "requests_total", "lost_by_class", "clean_rejections",
+                     "in_flight_at_effect"),
+                ),
+            ),
         ),
         Figure(
-            "Clean rejections (counted in lost)",
-            str(m.clean_rejections),
-            (Source(MEASUREMENT_JSON, ("clean_rejections",)),),
-        ),
-        Figure(
-            "Slow requests (succeeded, too slow for users)",
-            f"{m.slow_total} ({objective})",
-            slow_sources,
-        ),
-        Figure(
-            "Affected users",
-            f"{m.affected_total} ({m.lost_total} lost + {m.slow_total} slow)"
+            "Affected users (lost + slow)",
+            f"{m.affected_total}: {m.lost_total} lost + {m.slow_total} slow ({objective})"
             if consistent
-            else "not recorded (this measurement.json predates affected_total)",
-            (Source(MEASUREMENT_JSON, ("affected_total", "lost_total", "slow_total")),),
-        ),
-        Figure(
-            "In flight when the fault took effect",
-            str(m.in_flight_at_effect),
-            (Source(MEASUREMENT_JSON, ("in_flight_at_effect",)),),
-        ),
-        Figure(
-            "Requests in the run",
-            str(m.requests_total),
-            (Source(MEASUREMENT_JSON, ("requests_total",)),),
+            else f"{m.slow_total} slow ({objective}); affected not recorded (this"
+            " measurement.json predates affected_total)",
+            (Source(MEASUREMENT_JSON, ("affected_total", "lost_total", "slow_total")),
+             *objective_source),
         ),
     ]
 
@@ -285,17 +273,23 @@ def key_figures(data: RunData, kind: str | None = None) -> list[Figure]:
     if m is None:
         missing = Source(MEASUREMENT_JSON, (), "missing or unreadable")
         return [Figure("Measurement", NOT_CAPTURED, (missing,))]
-    figs: list[Figure] = []
     quiet = no_outage(kind, m)
-    figs.append(_na("Detection time", m) if quiet else _detection(m))
-    signals = _signals(m)
-    if signals is not None:
-        figs.append(signals)
-    figs.append(_probe(m))
     if quiet:
-        figs += [_na("Recovery time", m), _na("Recovery relative to the revert", m)]
-    else:
-        figs += [_recovery(m), _recovery_after_revert(m)]
-    figs += _impact(data, m)
-    figs.append(budget_figure(data))
-    return figs
+        return [
+            _na("Detection time", m), _probe(m), _na("Recovery time", m), *_impact(data, m),
+            budget_figure(data),
+        ]
+    signals = _signals(m)
+    detection = _detection(m) if signals is None else _joined(_detection(m), signals)
+    return [
+        detection, _probe(m), _joined(_recovery(m), _recovery_after_revert(m)),
+        *_impact(data, m), budget_figure(data),
+    ]
+
+
+def _joined(first: Figure, then: Figure) -> Figure:
+    """Two figures about one thing as one row: ``first``'s label, both values and sources."""
+    return Figure(
+        first.label, f"{first.value}; {then.value}", first.sources + then.sources,
+        first.derived or then.derived,
+    )

@@ -87,6 +87,12 @@ def analyse(data: RunData) -> Recovery:
     def by_harness(event: Event) -> bool:
         return any(0 <= event.t - iv.t <= _HARNESS_START_S for iv in interventions)
 
+    refused = _first(tl, "fault", EventKind.NOT_APPLIED)
+    if refused is not None and refused.data.get("applied") == "none":
+        # nothing was done to the node, so nothing brought it back; the revert only ran the
+        # undo of a fault that never took hold
+        return Recovery(("nothing: the fault was never applied, so the node was not "
+                         "impaired by it",), tuple(steps), None)
     facts = container_facts(data)
     # who started the container after the effect: the restart policy only when the same
     # container's restart count rose; a start inside the harness's or the fault's own act

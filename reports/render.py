@@ -116,6 +116,11 @@ def _effect(data: RunData) -> str | None:
     return None if m.effect_evidence == "call" else kind
 
 
+def _flat(series: dict[str, Any]) -> bool:
+    """A series whose every sample had one value: its name and value say all a row would."""
+    return series["min"] is not None and series["min"] == series["max"]
+
+
 def incident_context(data: RunData) -> dict[str, Any]:
     """Everything ``incident.md.j2`` needs, computed from ``data`` alone."""
     diagnoses = diagnose(data)
@@ -125,6 +130,7 @@ def incident_context(data: RunData) -> dict[str, Any]:
     kind = fault_kind(data)
     m = data.measurement
     existing = {name for name in LINKED_FILES if (data.path / name).exists()}
+    series = series_rows(data)
     return {
         "run": data.run,
         "path": data.path.name,
@@ -151,7 +157,8 @@ def incident_context(data: RunData) -> dict[str, Any]:
             for name in ("baseline", "fault", "after")
             if m is not None and name in m.slis
         ],
-        "series": series_rows(data),
+        "series": [s for s in series if not _flat(s)],
+        "flat_series": [s for s in series if _flat(s)],
         "alerts": alert_rows(data),
         "prom_alerts": list(data.prometheus.alerts),
         "container_captured": data.container.captured,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from faultkit.events import ALERT_PREFIX
@@ -26,7 +27,7 @@ CONTAINER_FIELDS = (
     "image",
 )
 #: the log excerpt's length, from a few lines before the first that says why
-LOG_EXCERPT_LINES = 20
+LOG_EXCERPT_LINES = 12
 
 
 def series_rows(data: RunData) -> list[dict[str, Any]]:
@@ -90,28 +91,34 @@ def errors_by_class(data: RunData) -> list[dict[str, Any]]:
     ]
 
 
-def log_excerpt(data: RunData) -> str | None:
+@dataclass(frozen=True, slots=True)
+class LogExcerpt:
+    """What the report shows of a log: ``lines`` without routine traffic, and how many
+    routine lines (health checks, answered requests) were left out."""
+
+    lines: list[str]
+    routine: int
+
+
+def log_excerpt(data: RunData) -> LogExcerpt | None:
     """The log of the container that failed — a failed rollout's candidate, else the node's
-    since the run began — without routine traffic (health checks, ``200 OK``), from a few
-    lines before the first line that says why."""
+    since the run began — without routine traffic (:data:`ROUTINE_LOG_RE`), from a few lines
+    before the first line that says why; None when no log was captured."""
     candidate = data.run.fault_result.get("candidate_log_tail")
     tail = candidate if isinstance(candidate, str) and candidate.strip() else \
         data.container.log_tail
     if tail is None or not tail.strip():
         return None
-    lines = [line for line in tail.splitlines() if not ROUTINE_LOG_RE.search(line)]
-    if not lines:
-        return None
+    every = tail.splitlines()
+    lines = [line for line in every if not ROUTINE_LOG_RE.search(line)]
     pattern = re.compile(
         "|".join(p.pattern for p in (GPU_OOM_RE, STARTUP_KV_RE, CONTEXT_RE))
         + r"|error|killed|Traceback",
         re.IGNORECASE,
     )
     hits = [i for i, line in enumerate(lines) if pattern.search(line)]
-    if hits:
-        start = max(0, hits[0] - 5)
-        return "\n".join(lines[start : start + LOG_EXCERPT_LINES])
-    return "\n".join(lines[-LOG_EXCERPT_LINES:])
+    start = max(0, hits[0] - 5) if hits else max(0, len(lines) - LOG_EXCERPT_LINES)
+    return LogExcerpt(lines[start : start + LOG_EXCERPT_LINES], len(every) - len(lines))
 
 
 def container_states(data: RunData) -> list[dict[str, Any]]:

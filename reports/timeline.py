@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from faultkit.events import ALERT_PREFIX, EventKind
 from reports.evidence import fault_kind
 from reports.figures import no_outage
 from reports.load import RunData
@@ -54,11 +55,57 @@ def _describe(kind: str, data: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+#: same-source events this close to the first of their run share one row
+FOLD_WITHIN_S = 1.0
+#: sources whose events are anchors a reader looks for: they share a row only when they
+#: happened at the same instant (within this), like a fault's ``ready`` and ``revert_end``
+_ANCHORS = frozenset({"fault", "measurement"})
+SAME_INSTANT_S = 0.05
+
+
+#: harness events the report says elsewhere: the run's start and end (the Run table's
+#: run window) and ``restart_seen`` (the ``docker_die`` and ``docker_start`` it pairs)
+_SAID_ELSEWHERE = frozenset(
+    {EventKind.SCENARIO_START, EventKind.SCENARIO_END, EventKind.RESTART_SEEN}
+)
+
+
+def _listed_elsewhere(source: str, kind: str) -> bool:
+    """Events another part of the report already gives: observer alert changes (the Alerts
+    table has each alert's pending, firing and resolved instants; the timeline marks
+    detection itself) and :data:`_SAID_ELSEWHERE`."""
+    if source == "observer":
+        return kind.startswith(ALERT_PREFIX)
+    return kind in _SAID_ELSEWHERE
+
+
+def fold(rows: list[Row]) -> list[Row]:
+    """Consecutive rows of one source as one row, each later event with its own offset (a
+    kill's ``docker_kill · docker_die … (+0.5) · docker_start (+1.1)``), so a burst of
+    routine events reads as the one thing it was: within :data:`FOLD_WITHIN_S` of the
+    first, or :data:`SAME_INSTANT_S` for the :data:`_ANCHORS`. ``rows`` is in time order."""
+    out: list[Row] = []
+    for row in rows:
+        head = out[-1] if out else None
+        window = SAME_INSTANT_S if row.source in _ANCHORS else FOLD_WITHIN_S
+        if head is not None and row.source == head.source and row.t - head.t <= window:
+            offset = "" if row.rel_s is None or head.rel_s is None or (
+                abs(row.rel_s - head.rel_s) < SAME_INSTANT_S
+            ) else f" ({signed(row.rel_s)})"
+            out[-1] = Row(head.t, head.rel_s, head.source, f"{head.event} · {row.event}{offset}")
+        else:
+            out.append(row)
+    return out
+
+
 def rows(data: RunData) -> list[Row]:
+    """The report's timeline: every event but those :func:`_listed_elsewhere`, with the
+    measurement's instants, in time order and :func:`fold`-ed."""
     t0 = data.t0
     out = [
         Row(e.t, None if t0 is None else e.t - t0, e.source, _describe(e.kind, e.data))
         for e in data.timeline
+        if not _listed_elsewhere(e.source, e.kind)
     ]
     m = data.measurement
     if m is not None:
@@ -75,7 +122,7 @@ def rows(data: RunData) -> list[Row]:
             for t, text in marks
             if t is not None
         ]
-    return sorted(out, key=lambda r: r.t)
+    return fold(sorted(out, key=lambda r: r.t))
 
 
 def signed(x: float) -> str:

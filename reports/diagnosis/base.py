@@ -25,7 +25,13 @@ DROP_CLASSES = frozenset(
 )
 #: log lines that are routine traffic, never the engine's words about a failure
 ROUTINE_LOG_RE = re.compile(
-    r'"(?:GET|POST) /(?:health|metrics|v1/models|ready)|\b200 OK\b|GET /health', re.IGNORECASE)
+    r'"(?:GET|POST) /(?:health|metrics|v1/models|ready)|\b200 OK\b|GET /health'
+    # an answered request in an access log (uvicorn: vLLM, SGLang, the simulator)
+    r'|"POST /v1/(?:chat/)?completions HTTP/[\d.]+" 200\b'
+    # llama.cpp's per-request slot lines and vLLM's periodic throughput line
+    r"|\bslot\s+(?:print_timing|release|launch_slot_|get_availabl)|Avg prompt throughput",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,3 +34,28 @@ def test_every_scenario_of_the_catalogue_has_a_truth() -> None:
                     and not t.startswith(smoke))
     assert not untold, f"no truth in tests/e2e/diagnosis_truth.py TABLE for: {untold}"
     assert all(t.causes for _, t in TABLE)
+
+
+#: the line by which the chain a reader at 2 a.m. needs — verdict, diagnosis, what brought
+#: the node back, the preventive changes — has ended (one screen of a terminal or an editor)
+FIRST_SCREEN_LINES = 50
+#: a typical (median) report's length; telemetry follows the chain, never the other way
+TYPICAL_REPORT_LINES = 120
+
+
+def test_every_report_of_the_catalogue_reads_its_chain_on_the_first_screen(
+    suite_run: SuiteRun,
+) -> None:
+    reports = [o.run_dir / "incident.md" for o in suite_run.outcomes.values()
+               if o.run_dir is not None and (o.run_dir / "incident.md").exists()]
+    assert len(reports) >= 60, len(reports)
+    lengths = sorted(len(p.read_text(encoding="utf-8").splitlines()) for p in reports)
+    median = lengths[len(lengths) // 2]
+    assert median <= TYPICAL_REPORT_LINES, f"median report {median} lines: {lengths}"
+    late = []
+    for path in reports:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        chain_end = next((i for i, line in enumerate(lines) if line == "## Run"), len(lines))
+        if chain_end > FIRST_SCREEN_LINES or "## Preventive changes" not in lines[:chain_end]:
+            late.append(f"{path.parent.name}: the chain ends at line {chain_end}")
+    assert not late, "\n".join(late)

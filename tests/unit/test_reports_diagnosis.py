@@ -410,6 +410,13 @@ def test_a_fault_that_could_not_be_applied_is_the_cause_and_nothing_else(
     diags = diagnose(load_run(d))
     assert diags[0].key == "fault_not_applied"
     assert diags[0].title == f"the fault could not be applied (a docker pause): {why}"
+    # the undo that followed is not what brought the node back: nothing was done to it
+    tl += [_ev(T0 + 0.1, "fault", "revert_start"), _ev(T0 + 0.2, "fault", "revert_end")]
+    (tmp_path / "reverted").mkdir()
+    d = make_run(tmp_path / "reverted", fault="pause", timeline=tl,
+                 container={"before": _state(id="a"), "after": _state(id="a")})
+    assert analyse(load_run(d)).mechanisms == (
+        "nothing: the fault was never applied, so the node was not impaired by it",)
 
 
 def test_a_candidate_rolled_back_before_another_fault_is_the_cause(tmp_path: Path) -> None:

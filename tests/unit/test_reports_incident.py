@@ -70,7 +70,7 @@ def test_markdown_structure(rendered: dict[str, Path], name: str) -> None:
         "Diagnosis",
         "Recovery",
         "Preventive changes",
-        "Conditions",
+        "Run",
     ):
         assert f"\n## {title}\n" in md
     assert "```mermaid" not in md  # one timeline: the table
@@ -122,7 +122,9 @@ def test_every_key_figure_is_traceable(rendered: dict[str, Path], name: str) -> 
         for line in section(md, "Key figures").splitlines()
         if line.startswith("| ") and not line.startswith("| Figure")
     ]
-    assert len(rows) >= 8
+    assert [row[0] for row in rows][:5] == [
+        "Detection time", "Harness readiness probe (not detection)", "Recovery time",
+        "Lost requests", "Affected users (lost + slow)"]
     for label, value, source in rows:
         value = value.replace("\\", "")
         assert source, label
@@ -231,7 +233,7 @@ def test_hostile_text_is_escaped_and_redacted(tmp_path: Path) -> None:
     assert "<img" in md  # inside the fenced log, where it is inert text
     assert "<img" not in outside
     assert html(md) == []  # "<b>", "<i>" show inside code spans, never as HTML
-    assert "| evil\\|image\\`&lt;b> |" in md  # a container field: text, escaped where needed
+    assert "→ evil\\|image\\`&lt;b>." in md  # a container field: text, escaped where needed
     assert "| ``X\\|Y:`z`<i>; api_key=[REDACTED]`` |" in md  # an alert name: a code span
     assert table_problems(md) == []
     assert "````text" in md  # the log's ``` forced a longer fence
@@ -335,7 +337,7 @@ def test_ids_read_as_written(rendered: dict[str, Path], name: str) -> None:
     assert "<code>" not in md and "&#" not in md
     run = json.loads((RUNS / name / "run.json").read_text())
     assert f"| Scenario | `{run['scenario']}` |" in md
-    assert f"| Node | `{run['node']}` |" in md
+    assert f"| Node | `{run['node']}` (engine " in md
 
 
 def _figure(md: str, label: str) -> str:
@@ -348,10 +350,9 @@ def _figure(md: str, label: str) -> str:
 
 def test_recovery_before_the_revert_is_phrased_not_negative(rendered: dict[str, Path]) -> None:
     md = rendered["pass-kill"].read_text()
-    assert _figure(md, "Recovery relative to the revert") == (
-        "recovered 0.50 s before the revert ended"
+    assert _figure(md, "Recovery time") == (
+        "8.30 s after the fault took effect; recovered 0.50 s before the revert ended"
     )
-    assert _figure(md, "Recovery time") == "8.30 s after the fault took effect"
     assert "11.50 s after the revert ended" in rendered["fail-oom"].read_text()
 
 
@@ -359,14 +360,15 @@ def test_request_level_fault_without_outage_says_not_applicable(
     rendered: dict[str, Path],
 ) -> None:
     md = rendered["bad-input"].read_text()
-    for label in ("Detection time", "Recovery time", "Recovery relative to the revert"):
+    for label in ("Detection time", "Recovery time"):
         assert _figure(md, label) == NOT_APPLICABLE
     assert f"What brought it back: {NOT_APPLICABLE} (the node kept serving)." in md
     assert "recovered: steady state held" not in md
     # a request-level fault that did hurt users keeps its figures
     flood = rendered["flood"].read_text()
-    assert _figure(flood, "Detection time") == "6.00 s via alert (FaultkitErrorRatioHigh firing)"
-    assert _figure(flood, "Recovery time") == "9.70 s after the fault took effect"
+    assert _figure(flood, "Detection time").startswith(
+        "6.00 s via alert (FaultkitErrorRatioHigh firing); first seen: ")
+    assert _figure(flood, "Recovery time").startswith("9.70 s after the fault took effect; ")
 
 
 def test_effect_evidence_probe_and_impact_figures(rendered: dict[str, Path]) -> None:
@@ -378,13 +380,17 @@ def test_effect_evidence_probe_and_impact_figures(rendered: dict[str, Path]) -> 
     assert _figure(md, "Harness readiness probe (not detection)") == (
         "first failed probe 0.60 s after the fault took effect"
     )
-    assert _figure(md, "Monitoring signals, first seen") == "alert 4.00 s, up 1.00 s"
+    assert _figure(md, "Detection time").endswith("; first seen: alert 4.00 s, up 1.00 s")
     flood = rendered["flood"].read_text()
-    assert _figure(flood, "Slow requests (succeeded, too slow for users)") == (
-        "46 (first token more than 2.5 s after arrival)"
+    assert _figure(flood, "Affected users (lost + slow)") == (
+        "78: 32 lost + 46 slow (first token more than 2.5 s after arrival)"
     )
-    assert _figure(flood, "Affected users") == "78 (32 lost + 46 slow)"
-    assert _figure(flood, "Clean rejections (counted in lost)") == "16"
+    m = json.loads((RUNS / "flood" / "measurement.json").read_text())
+    by_class = ", ".join(f"{k} {v}" for k, v in sorted(m["lost_by_class"].items()))
+    assert _figure(flood, "Lost requests") == (
+        f"32 of {m['requests_total']} requests ({by_class}); 16 of them clean rejections; "
+        f"{m['in_flight_at_effect']} in flight when the fault took effect"
+    )
 
 
 def test_latency_table_has_user_facing_ttft(rendered: dict[str, Path]) -> None:
