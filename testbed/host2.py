@@ -49,6 +49,9 @@ from testbed.paths import cache_dir, state_dir
 
 #: the container that is the second host, and its Docker data (a volume: survives restarts)
 CONTAINER = "faultkit-h2-docker"
+#: how the second host restarts, as a power cut would take it: its engine and every
+#: container on it end at once (no grace), and the engine boots again
+RESTART_COMMAND = f"docker restart -t 0 {CONTAINER}"
 VOLUME = "faultkit-h2-data"
 API_PORT = 18100
 HOST2_URL = f"tcp://127.0.0.1:{API_PORT}"

@@ -36,6 +36,7 @@ from faultkit.records import RequestRecord
 from faultkit.rundir import RunDir
 from slo.prom import Prometheus
 from slo.types import Measurement
+from testbed import host2
 from testbed.paths import state_dir
 from testbed.simnode.truth import parse_truth
 
@@ -49,6 +50,8 @@ TRIALS: dict[str, tuple[str, dict[str, Any], float]] = {
     "partition-blackhole": ("partition", {"mode": "blackhole"}, 4.0),
     "rollout-never-ready": ("rollout", {"config": "sim-vllm-bad-maxlen"}, 0.0),
     "memory-squeeze": ("memory_squeeze", {}, 4.0),
+    # the second host's whole Docker engine, and every container on it, ends at once
+    "host-restart": ("host_restart", {"command": host2.RESTART_COMMAND}, 0.0),
 }
 
 #: Load of a trial: enough arrivals that the truth file pins each moment to ~40 ms.
@@ -119,6 +122,15 @@ def docker_events(node: Node, since: float, until: float) -> list[dict[str, Any]
     return sorted(out, key=lambda e: int(e["timeNano"]))
 
 
+def host_deaths(since: float, until: float) -> list[float]:
+    """When the second host died, by this machine's Docker (its container's ``die``): the
+    host's own engine died with it, and the events it kept went with it."""
+    host = DockerHost(LOCAL_DOCKER)
+    stream = host.client.events(since=int(since), until=int(until) + 1, decode=True,
+                                filters={"container": host2.CONTAINER, "event": "die"})
+    return sorted(_t(event) for event in stream)
+
+
 def _t(event: dict[str, Any]) -> float:
     return int(event["timeNano"]) / 1e9
 
@@ -173,12 +185,14 @@ def _truth_moments(
     accepted = sorted(e["t"] for e in truth if e["event"] == "request_accepted")
     effect: float | None
     recovered: float | None
-    if name in ("kill", "engine-death"):
+    if name in ("kill", "engine-death", "host-restart"):
         # The SIGKILL ends the server at once; Docker writes ``die`` after the reap, 70–160
         # ms later on an idle machine and over 0.8 s later under load. The death lies
         # between the act (what the trial injected, just before the signal) and ``die``:
-        # its truth is the server's last sign of life in between, else the act.
-        die = docker_first("container", ("die",))
+        # its truth is the server's last sign of life in between, else the act. A host's
+        # death is its container's ``die`` on this machine.
+        die = (min(host_deaths(t0, t_end), default=None) if name == "host-restart"
+               else docker_first("container", ("die",)))
         alive = [e["t"] for e in truth if t_act is not None and die is not None
                  and t_act <= e["t"] <= die]
         effect = max([*alive, t_act]) if t_act is not None and die is not None else die
@@ -314,7 +328,8 @@ async def run_trial(name: str, inventory: Inventory, runs_dir: Path, node_name: 
     lost: int | None = None
     racing = 0
     if m.t_recovered is not None:
-        deaths = death_moments(docker_events(node, t0, t_end))
+        deaths = (host_deaths(t0, t_end) if kind == "host_restart"
+                  else death_moments(docker_events(node, t0, t_end)))
         # a refuse tears the path down, not the server: what the server finished after the
         # cut went to a reset connection (a blackhole's streams may survive on TCP
         # retransmission, so its finishes stay the server's word)

@@ -32,8 +32,9 @@ RESULTS = Path(__file__).resolve().parents[2] / "test-results" / "measurement-tr
 
 
 #: on this machine's node; the engine-death trial runs on the second host's (below), and
-#: the catalogue's test_engine_death kills the engine inside every local node
-LOCAL_TRIALS = [name for name in TRIALS if name != "engine-death"]
+#: the catalogue's test_engine_death kills the engine inside every local node; a host
+#: restart is refused for this machine's own engine
+LOCAL_TRIALS = [name for name in TRIALS if name not in ("engine-death", "host-restart")]
 
 
 @pytest.mark.parametrize("run", range(RUNS), ids=lambda i: f"run{i + 1}")
@@ -69,7 +70,8 @@ async def check_trial(name: str, lab_inventory: Inventory, tmp_path: Path, node:
 #: the second Docker host's node (a Docker engine reached over TCP, its events and its
 #: confirmations later than this machine's): the faults that act on its container
 HOST2_NODE = "sim-vllm-h2"
-HOST2_TRIALS = ("kill", "engine-death", "pause", "partition-refuse", "partition-blackhole")
+HOST2_TRIALS = ("kill", "engine-death", "pause", "partition-refuse", "partition-blackhole",
+                "host-restart")
 HOST2_RUNS = 2
 
 
