@@ -24,9 +24,19 @@ two samples. One line through both sides would read a leak that reached its limi
 rising", so the series is cut there and each stretch is judged on its own (its own warm-up
 left out): the first stretch that reaches the limit decides, else the longest one.
 
-**Preemptions.** A counter's increase over the soak's second half against its first:
-rising when the second half counts at least :data:`MIN_RISING` and more than 1.5× the
-first. A steady rate is not "rising" (its cost shows in the TTFT objective instead).
+**Preemptions.** A counter's increase over the soak's second half against its first,
+decided by a test, not by the raw counts: under a steady rate each of the ``n`` events of
+the soak falls in either half with probability ½, so the second half's count is
+Binomial(n, ½). The rate is rising when all of:
+
+- the second half counts at least :data:`MIN_RISING` and more than 1.5× the first (a rise
+  worth a FAIL);
+- a count at least that large would come from a steady rate with probability below
+  :data:`RISING_ALPHA` (one-sided exact binomial test): a steady rate reads "rising" in at
+  most 1 % of soaks. "0 in the first half, 3 in the second" has p = 0.125: not rising;
+  0 and 7 (p = 0.008) is.
+
+A steady rate is not "rising" (its cost shows in the TTFT objective instead).
 """
 
 from __future__ import annotations
@@ -43,6 +53,8 @@ from slo.capture import counter_increase
 MIN_RISE_BYTES = 4 * 2**20
 #: the smallest second-half increase of a preemption counter that can count as rising
 MIN_RISING = 3.0
+#: the chance a steady preemption rate may have of reading "rising" (one-sided)
+RISING_ALPHA = 0.01
 #: the part of the soak left out of the memory fit
 WARMUP_FRACTION = 0.25
 #: the last third's slope over the first third's at or above which a rise counts as steady
@@ -210,10 +222,21 @@ def counter_trend(points: Sequence[tuple[float, float]], t_from: float, t_to: fl
     second = increase_within(points, mid, t_to)
     if first is None or second is None:
         return CounterTrend(first, second, False, "too few samples in one half of the soak")
-    rising = second >= MIN_RISING and second > 1.5 * first
-    why = (f"{first:g} in the first half, {second:g} in the second"
-           + (": rising" if rising else ""))
+    p = steady_chance(round(first), round(second))
+    rising = second >= MIN_RISING and second > 1.5 * first and p < RISING_ALPHA
+    why = (f"{first:g} in the first half, {second:g} in the second "
+           f"(p = {p:.3g} under a steady rate): " + ("rising" if rising else "not rising"))
     return CounterTrend(first, second, rising, why)
+
+
+def steady_chance(first: int, second: int) -> float:
+    """The chance that a steady rate puts at least ``second`` of the ``first + second``
+    events in the second of two equal halves: the one-sided exact binomial tail,
+    P(X ≥ second) for X ~ Binomial(n, ½)."""
+    n = first + second
+    if n <= 0 or second <= 0:
+        return 1.0
+    return sum(math.comb(n, k) for k in range(second, n + 1)) / 2**n
 
 
 def increase_within(points: Sequence[tuple[float, float]], a: float, b: float

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from faultkit.docker import MemoryStats
-from slo.trend import DAY_S, MIN_RISE_BYTES, counter_trend, memory_trend
+from slo.trend import DAY_S, MIN_RISE_BYTES, counter_trend, memory_trend, steady_chance
 
 MIB = 2**20
 
@@ -73,6 +73,38 @@ def test_a_rising_preemption_rate() -> None:
     assert found.second_half > 1.5 * found.first_half
     assert not counter_trend([(t0 + t, 0.0) for t in range(61)], t0, t1).rising
     assert "too few" in counter_trend([(t0, 0.0)], t0, t1).why
+
+
+@pytest.mark.parametrize(("first", "second", "rising"), [
+    (0, 3, False),   # the known-good config's soak: p = 0.125, noise
+    (0, 6, False),   # p = 0.016: not below 1 %
+    (0, 7, True),    # p = 0.0078
+    (2, 12, True),   # p = 0.0065
+    (5, 9, False),   # p = 0.21: a steady rate's spread
+    (40, 80, True),  # p < 0.001 and twice the first half
+    (100, 140, False),  # significant, but not 1.5× the first half
+])
+def test_rising_needs_a_rise_a_steady_rate_rarely_gives(first: int, second: int,
+                                                        rising: bool) -> None:
+    points = [(0.0, 0.0), (1.0, float(first)), (2.0, float(first + second))]
+    trend = counter_trend(points, 0.0, 2.0)
+    assert trend.rising is rising, trend.why
+    assert trend.why.endswith("rising")
+
+
+def test_the_steady_chance_is_the_binomial_tail() -> None:
+    assert steady_chance(0, 3) == 1 / 8
+    assert steady_chance(0, 0) == 1.0
+    assert steady_chance(3, 3) == 42 / 64  # P(X >= 3), X ~ Binomial(6, 1/2)
+    # a steady rate reads "rising" in at most 1 % of soaks: the test's false-alarm rate
+    rng = random.Random(7)
+    alarms = 0
+    for _ in range(2000):
+        n = rng.randint(3, 60)
+        second = sum(rng.random() < 0.5 for _ in range(n))
+        points = [(0.0, 0.0), (1.0, float(n - second)), (2.0, float(n))]
+        alarms += counter_trend(points, 0.0, 2.0).rising
+    assert alarms <= 0.01 * 2000
 
 
 def test_a_counter_reset_counts_as_a_restart_from_zero() -> None:
