@@ -130,6 +130,27 @@ def running(pid: int) -> bool:
     return bool(state) and state[0] not in ("Z", "X")
 
 
+def stopped(pid: int) -> bool:
+    """Whether ``pid`` is stopped by a signal (state ``T``; ``t`` when traced): a SIGSTOP
+    took hold, and the process runs nothing until a SIGCONT."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] in (["T"], ["t"])
+
+
+def wait_stopped(pids: Sequence[int], within_s: float) -> bool:
+    """Whether every process of ``pids`` is :func:`stopped` within ``within_s`` (polled
+    every 10 ms)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if all(stopped(pid) for pid in pids):
+            return True
+        time.sleep(0.01)
+    return all(stopped(pid) for pid in pids)
+
+
 def wait_gone(pids: Sequence[int], within_s: float) -> bool:
     """Whether every process of ``pids`` has exited within ``within_s`` (polled every 10 ms)."""
     deadline = time.monotonic() + within_s

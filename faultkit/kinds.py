@@ -77,6 +77,14 @@ def _kill_process(p: Mapping[str, Any]) -> str:
     return "the engine's death inside its container"
 
 
+def _stall(p: Mapping[str, Any]) -> str:
+    if p.get("whole"):
+        return "a SIGSTOP of every process of its container"
+    if p.get("match"):
+        return f"a SIGSTOP of the engine's processes matching /{p['match']}/"
+    return "a SIGSTOP of the engine's processes"
+
+
 def _partition(p: Mapping[str, Any]) -> str:
     mode = {"blackhole": " (packets dropped)", "refuse": " (disconnected)"}
     return "a network partition" + mode.get(str(p.get("mode")), "")
@@ -152,6 +160,12 @@ FAULTS: dict[str, FaultSpec] = {
         phrase=lambda p: "a docker pause", impact="was hung for", preposition="by",
         revert_words="unpause",
         kubernetes="no API: the node agent writes cgroup.freeze; liveness turns it into a kill"),
+    "stall": FaultSpec(
+        "faultkit.faults.stall:Stall", "engine",
+        cause="the engine's processes were stopped by the injected stall (SIGSTOP)",
+        phrase=_stall, impact="was hung for", preposition="by",
+        revert_words="SIGCONT the stopped processes",
+        kubernetes="no API: the node agent signals the engine's processes in the pod"),
     "node_restart": FaultSpec(
         "faultkit.faults.process:NodeRestart", "process",
         cause="the node's containers were restarted by the injected node restart",

@@ -236,7 +236,7 @@ def steady_chance(first: int, second: int) -> float:
     n = first + second
     if n <= 0 or second <= 0:
         return 1.0
-    return sum(math.comb(n, k) for k in range(second, n + 1)) / 2**n
+    return sum(math.comb(n, k) for k in range(second, n + 1)) / (1 << n)
 
 
 def increase_within(points: Sequence[tuple[float, float]], a: float, b: float

@@ -106,11 +106,32 @@ def snapshot(node: Node) -> dict[str, Any]:
         "limits": host.memory_limits(name),
         "paused": st.paused,
         "running": st.running,
+        "stopped_processes": stopped_processes(node) if st.running else 0,
         "netns_rules": netns.tagged_rules(pid, "filter") if pid is not None else None,
         "host_nat_rules": netns.tagged_rules(None, "nat"),
         "qdiscs": [dev for dev in netns.interfaces(pid) if netns.root_qdisc_is_ours(pid, dev)]
         if pid is not None else None,
     }
+
+
+def stopped_processes(node: Node) -> int:
+    """How many processes of the node's container are stopped by a signal (state ``T``),
+    read from this machine's ``/proc`` — where the second host's containers run too — by
+    the cgroup that names the container's id: evidence the fault code never produced."""
+    assert node.docker is not None
+    container_id = str(docker_host(node.docker.host).inspect(node.docker.container)["Id"])
+    count = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if container_id not in (entry / "cgroup").read_text():
+                continue
+            state = (entry / "stat").read_text().rpartition(")")[2].split()[:1]
+        except OSError:
+            continue
+        count += state == ["T"]
+    return count
 
 
 async def assert_restored(node: Node, before: dict[str, Any]) -> None:

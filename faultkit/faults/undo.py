@@ -28,12 +28,14 @@ Ops (``host`` is a Docker engine URL, ``container`` a container name):
 ``shell``           run ``command`` with ``sh -c`` (config rollout's command-pair mode)
 ``exec``            run ``command`` (argv) inside the container if it is running
 ``helpers_remove``  remove the helper containers labelled ``label`` on the node's host
+``resume``          SIGCONT every process of the container that a signal stopped
 ==================  ==========================================================================
 """
 
 from __future__ import annotations
 
 import logging
+import signal
 import subprocess
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -180,6 +182,21 @@ def _exec(step: Mapping[str, Any]) -> str:
         return f"{step['container']} not running: nothing to run in it"
     code, _ = _host(step).exec(str(step["container"]), [str(a) for a in step["command"]])
     return f"ran {' '.join(map(str, step['command']))} in {step['container']} (exit {code})"
+
+
+@op("resume")
+def _resume(step: Mapping[str, Any]) -> str:
+    """SIGCONT every process of the container: those a SIGSTOP stopped run again, and to a
+    running one the signal does nothing. Every one, not only those the fault stopped, so a
+    crash between its SIGSTOPs leaves none behind."""
+    name = str(step["container"])
+    if _running_pid(step) is None:
+        return f"{name} not running: nothing to resume"
+    platform = platform_for(str(step.get("host") or LOCAL_DOCKER), _host(step))
+    fault_id = str(step.get("fault_id") or "sweep")
+    _, processes = platform.processes(name, fault_id)
+    platform.signal_processes(name, [pid for pid, _ in processes], signal.SIGCONT, fault_id)
+    return f"sent SIGCONT to the {len(processes)} process(es) of {name}"
 
 
 @op("unpause")

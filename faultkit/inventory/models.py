@@ -156,6 +156,12 @@ class Node(_Model):
         description="regular expression matching the command line of the engine's worker "
         "process inside the container (kill_process; default per engine: ENGINE_PROCESSES)",
     )
+    pause_with: Literal["freezer", "sigstop"] = Field(
+        "freezer",
+        description="how test_pause freezes the container: Docker's cgroup freezer (docker "
+        "pause), or SIGSTOP of every process of the container (the stall fault, whole=true) "
+        "where the freezer cannot freeze it (cgroup v1: 'unable to freeze')",
+    )
     slo: dict[str, Any] = Field(default_factory=dict)
     background_rate: float | None = Field(
         None, gt=0, le=2000, allow_inf_nan=False,

@@ -17,7 +17,8 @@ The verbs (:mod:`faultkit.platform.base`):
   ``set_memory_limits``, ``exec``;
 - reach the node's kernel: ``processes`` (each PID proven the container's),
   ``signal_processes`` and ``crash`` (a signal as the kernel would send it: the restart
-  policy applies, unlike ``docker_kill``), ``wait_gone``, ``netns`` (where iptables/tc run
+  policy applies, unlike ``docker_kill``; a SIGSTOP that hangs them), ``wait_gone``,
+  ``wait_stopped``, ``netns`` (where iptables/tc run
   in the container's network namespace: network rules and traffic shaping,
   :mod:`faultkit.netns`), ``uses_helpers``/``helper_steps``.
 

@@ -149,6 +149,11 @@ class Platform(ABC):
     def wait_gone(self, pids: Sequence[int], within_s: float, fault_id: str) -> bool:
         """Whether every one of ``pids`` has exited (or is a zombie) within ``within_s``."""
 
+    @abstractmethod
+    def wait_stopped(self, pids: Sequence[int], within_s: float, fault_id: str) -> bool:
+        """Whether every one of ``pids`` is stopped by a signal (state ``T``: a SIGSTOP took
+        hold) within ``within_s``."""
+
     def crash(self, container: str, fault_id: str,
               sig: signal.Signals = signal.SIGKILL) -> int:
         """Signal the container's main process (``kill``: a crash); the PID signalled."""

@@ -39,3 +39,6 @@ class LocalDocker(Platform):
 
     def wait_gone(self, pids: Sequence[int], within_s: float, fault_id: str) -> bool:
         return hostpid.wait_gone(pids, within_s)
+
+    def wait_stopped(self, pids: Sequence[int], within_s: float, fault_id: str) -> bool:
+        return hostpid.wait_stopped(pids, within_s)

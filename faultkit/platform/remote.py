@@ -17,7 +17,8 @@ __all__ = ["RemoteDocker"]
 
 #: run in a ``--pid host`` helper: the container's processes as JSON, each named by a cgroup
 #: line holding the container's id; or signal some of them through a pidfd after the same
-#: check; or wait until PIDs are gone. argv: MODE CONTAINER_ID [SIGNAL|WITHIN_S] [PID...]
+#: check; or wait until PIDs are gone, or all stopped by a signal.
+#: argv: MODE CONTAINER_ID [SIGNAL|WITHIN_S] [PID...]
 _PROC_SCRIPT = r"""
 import json, os, signal, sys, time
 mode, cid = sys.argv[1], sys.argv[2]
@@ -61,6 +62,17 @@ elif mode == "wait":
     while time.monotonic() < deadline and any(alive(p) for p in pids):
         time.sleep(0.01)
     print(json.dumps({"gone": not any(alive(p) for p in pids)}))
+elif mode == "stopped":
+    def stopped(pid):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rpartition(")")[2].split()[:1] in (["T"], ["t"])
+        except OSError:
+            return False
+    pids, deadline = list(map(int, sys.argv[4:])), time.monotonic() + float(sys.argv[3])
+    while time.monotonic() < deadline and not all(stopped(p) for p in pids):
+        time.sleep(0.01)
+    print(json.dumps({"stopped": all(stopped(p) for p in pids)}))
 """
 
 
@@ -117,3 +129,7 @@ class RemoteDocker(Platform):
     def wait_gone(self, pids: Sequence[int], within_s: float, fault_id: str) -> bool:
         outcome = self._proc(fault_id, ["wait", "-", str(within_s), *map(str, pids)])
         return bool(outcome.get("gone"))
+
+    def wait_stopped(self, pids: Sequence[int], within_s: float, fault_id: str) -> bool:
+        outcome = self._proc(fault_id, ["stopped", "-", str(within_s), *map(str, pids)])
+        return bool(outcome.get("stopped"))

@@ -93,6 +93,8 @@ def _applied(
     """Is the fault visibly in effect in snapshot ``now``?"""
     if kind == "pause":
         return bool(now["paused"])
+    if kind == "stall":
+        return bool(now["stopped_processes"])
     if kind == "stop":
         return not now["running"]
     if kind == "partition" and params["mode"] == "refuse":
@@ -112,6 +114,7 @@ def _applied(
 
 CASES = [
     ("pause", {}),
+    ("stall", {"whole": "true"}),
     ("stop", {}),
     ("partition", {"mode": "refuse"}),
     ("partition", {"mode": "blackhole"}),

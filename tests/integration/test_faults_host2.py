@@ -33,7 +33,7 @@ from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal
 from faultkit.platform import HELPER_LABEL
 from testbed import host2, host2_nodes
-from testbed.scratch import TEST_LABELS, assert_restored, snapshot
+from testbed.scratch import TEST_LABELS, assert_restored, snapshot, stopped_processes
 
 pytestmark = [pytest.mark.docker, pytest.mark.host2]
 
@@ -136,6 +136,17 @@ async def test_kill_process_kills_the_engine_under_its_init(scratch, journal) ->
     assert fault.result["matched"] and fault.result["container_died"]
     assert _restarts(node) > restarts
     await assert_restored(node, before)
+
+
+async def test_stall_stops_the_engine_from_a_helper(scratch, journal) -> None:
+    inv, node = scratch
+    before = snapshot(node)
+    fault = make_fault("stall", node, inventory=inv, journal=journal)  # the engine's pattern
+    async with fault:
+        assert await _get(node) != "200"
+        assert stopped_processes(node) == len(fault.result["stopped"]) >= 1
+    await assert_restored(node, before)
+    assert _helpers(host2.inner()) == []
 
 
 @pytest.mark.parametrize("kind", ["pause", "stop", "restart"])
@@ -299,7 +310,7 @@ def test_a_sigkilled_inject_is_swept_through_helpers(scratch, tmp_path: Path, ki
 
 
 def test_every_fault_kind_has_a_host2_test() -> None:
-    tested = {"host_restart", "kill", "kill_process", "pause", "stop", "restart",
+    tested = {"host_restart", "kill", "kill_process", "pause", "stall", "stop", "restart",
               "node_restart", "partition", "loss", "bandwidth", "latency", "memory_squeeze",
               "rollout", "flood", "oversized_context"}
     assert set(FAULTS) == tested

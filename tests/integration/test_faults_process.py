@@ -16,6 +16,7 @@ from faultkit.faults import make_fault
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal
 from faultkit.records import Event
+from testbed.scratch import stopped_processes
 from tests.integration.faults_support import assert_restored, remove_scratch, scratch_node, snapshot
 
 pytestmark = pytest.mark.docker
@@ -98,6 +99,30 @@ async def test_pause_hangs_requests_then_unpauses(scratch, journal) -> None:
     before = snapshot(node)
     async with make_fault("pause", node, inventory=inv, journal=journal):
         assert await _health(node, wait_s=1.0) == "timeout"
+    await assert_restored(node, before)
+
+
+async def test_stall_stops_the_engine_then_sigcont_resumes_it(scratch, journal) -> None:
+    inv, node = scratch
+    before = snapshot(node)
+    assert before["stopped_processes"] == 0
+    fault = make_fault("stall", node, inventory=inv, journal=journal)  # the engine's pattern
+    async with fault:
+        # the engine hangs with its port open, and the kernel says its process is stopped
+        assert await _health(node, wait_s=1.0) == "timeout"
+        assert stopped_processes(node) == len(fault.result["stopped"]) >= 1
+    assert stopped_processes(node) == 0
+    await assert_restored(node, before)
+
+
+async def test_stall_whole_stops_every_process_of_the_container(scratch, journal) -> None:
+    inv, node = scratch
+    before = snapshot(node)
+    fault = make_fault("stall", node, inventory=inv, journal=journal, whole=True)
+    async with fault:
+        assert await _health(node, wait_s=1.0) == "timeout"
+        # docker-init too: the whole container is frozen, as a docker pause freezes it
+        assert stopped_processes(node) == len(fault.result["stopped"]) >= 2
     await assert_restored(node, before)
 
 

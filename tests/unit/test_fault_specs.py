@@ -20,6 +20,8 @@ NO_SCENARIO: dict[str, str] = {
                "in one act, covered by the integration tests",
     "loss": "needs sch_netem for realistic loss; covered by the integration tests",
     "bandwidth": "covered by the integration tests (tc tbf in the container's netns)",
+    "stall": "test_pause runs it (whole=true) on a node whose inventory says pause_with: "
+             "sigstop; covered by the integration tests",
 }
 
 

@@ -126,6 +126,10 @@ class PlatformDouble(Platform):
         self.host.calls.append("wait_gone")
         return True
 
+    def wait_stopped(self, pids: Sequence[int], within_s: float, fault_id: str) -> bool:
+        self.host.calls.append("wait_stopped")
+        return True
+
     def engine_answers(self, timeout_s: float = 2.0) -> bool:
         self.host.calls.append("engine_answers")
         return False  # the host went down at once
@@ -193,6 +197,7 @@ CASES: dict[str, tuple[dict[str, Any], set[str]]] = {
     "stop": ({}, {"stop"}),
     "restart": ({}, {"restart"}),
     "pause": ({}, {"pause"}),
+    "stall": ({"match": "engine"}, {"processes", "signal_processes", "wait_stopped"}),
     "node_restart": ({}, {"running_names", "restart"}),
     "host_restart": ({"command": "ssh gpu-2 sudo reboot"}, {"running_names", "engine_answers"}),
     "partition": ({}, {"endpoints", "disconnect"}),
@@ -206,6 +211,7 @@ CASES: dict[str, tuple[dict[str, Any], set[str]]] = {
 EXTRA_CASES: dict[str, tuple[dict[str, Any], set[str]]] = {
     "kill docker_kill": ({"docker_kill": True}, {"host_pid", "docker_kill"}),
     "partition blackhole": ({"mode": "blackhole"}, {"netns", "helper iptables"}),
+    "stall whole": ({"whole": True}, {"processes", "signal_processes", "wait_stopped"}),
 }
 
 
