@@ -185,13 +185,10 @@ class Kill(_ReadyMixin):
             attempt.retry_state.set_result(down)
         self.result["exit_code"] = st.exit_code
         if st.running:  # already restarted: Docker has reset ExitCode, its die event has it
-            events = await asyncio.to_thread(
-                self.platform.events, self.container, time.time() - 15, time.time()
-            )
-            codes = [e.get("Actor", {}).get("Attributes", {}).get("exitCode")
-                     for e in events if e.get("Action") == "die"]
-            if codes and codes[-1] is not None:
-                self.result["exit_code"] = int(codes[-1])
+            died = await asyncio.to_thread(self.platform.last_exit_code, self.container,
+                                           time.time() - 15)
+            if died is not None:
+                self.result["exit_code"] = died
 
     async def _after_undo(self) -> None:
         if self.params["docker_kill"]:  # Docker will not restart it: start it now

@@ -78,6 +78,7 @@ class Rollout(Fault):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._t_created = time.time()  # when the candidate was created (set again then)
         if not self.params["config"]:
             raise FaultParamError(
                 "rollout config: must be given as config=NAME, a serving config in the inventory",
@@ -148,6 +149,7 @@ class Rollout(Fault):
             spec = self._candidate()
             self.acting(f"remove the current container to roll out {self.params['config']!r}")
             await self.act(self.platform.remove, self.container)
+            self._t_created = time.time()
             await self.act(self.platform.create, spec)
             for net in self._networks:
                 if net["name"] != spec.network:
@@ -188,7 +190,11 @@ class Rollout(Fault):
             st = await asyncio.to_thread(self.platform.state, self.container)
             if st.restart_count >= self.params["max_restarts"]:
                 oom = ", OOM-killed" if st.oom_killed else ""
-                return f"restart loop: {st.restart_count} restarts (exit {st.exit_code}{oom})"
+                # the state reads 0 again while the policy restarts it: the die event has it
+                died = await asyncio.to_thread(self.platform.last_exit_code, self.container,
+                                               self._t_created)
+                code = st.exit_code if died is None else died
+                return f"restart loop: {st.restart_count} restarts (exit {code}{oom})"
             if not st.running and not st.restarting and st.status in ("exited", "dead"):
                 await asyncio.sleep(1.0)  # the restart policy may be about to act
                 st = await asyncio.to_thread(self.platform.state, self.container)

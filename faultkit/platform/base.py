@@ -4,6 +4,7 @@ verbs (the package docstring, :mod:`faultkit.platform`, says why and lists them)
 from __future__ import annotations
 
 import signal
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
@@ -42,6 +43,15 @@ class Platform(ABC):
         """The engine's own events for the container between two epoch times, oldest first
         (a ``die`` carries the exit code that a restart has already reset in ``state``)."""
         return self.host.events(container, since, until)
+
+    def last_exit_code(self, container: str, since: float) -> int | None:
+        """The exit code of the container's last ``die`` since ``since`` (epoch seconds),
+        None without one: its state's ``ExitCode`` reads 0 again once the restart policy
+        starts it, so a crash looping at start-up would read "exit 0" there."""
+        codes = [((e.get("Actor") or {}).get("Attributes") or {}).get("exitCode")
+                 for e in self.events(container, since, time.time()) if e.get("Action") == "die"]
+        known = [int(c) for c in codes if c is not None and str(c).lstrip("-").isdigit()]
+        return known[-1] if known else None
 
     def logs(self, container: str, *, tail: int = 200, since: float | None = None) -> str:
         """The container's last log lines (a failed rollout's candidate keeps them)."""

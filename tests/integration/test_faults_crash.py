@@ -182,6 +182,7 @@ def test_cli_refuses_protected_node_and_touches_nothing(scratch, tmp_path: Path)
 async def test_rollout_of_a_bad_config_is_rolled_back_by_itself(scratch, tmp_path: Path) -> None:
     inv, node = scratch
     before = await asyncio.to_thread(snapshot, node)
+    started = time.time()
     fault = make_fault("rollout", node, inventory=inv, journal=FaultJournal(tmp_path),
                        config="llama-bad-model")
     async with fault:
@@ -191,6 +192,16 @@ async def test_rollout_of_a_bad_config_is_rolled_back_by_itself(scratch, tmp_pat
     assert r["ready"] is False
     assert "restart loop" in r["failed_reason"] or "not ready" in r["failed_reason"]
     assert r["t_failed_detected"] <= r["t_restored"]
+    if "restart loop" in r["failed_reason"]:
+        # the exit code quoted is the candidate's own, as Docker's die events give it (its
+        # state reads 0 again while the restart policy starts it)
+        assert node.docker is not None
+        client = docker_host(DOCKER).client
+        dies = list(client.events(since=int(started), until=int(r["t_failed_detected"]) + 1,
+                                  decode=True, filters={"container": node.docker.container,
+                                                        "event": "die"}))
+        codes = {str(e["Actor"]["Attributes"]["exitCode"]) for e in dies} - {"137"}
+        assert codes and f"(exit {codes.pop()}" in r["failed_reason"], (codes, r["failed_reason"])
     await assert_restored(node, before)
 
 
