@@ -183,6 +183,12 @@ def check_run(test_id: str, run_dir: Path, truth: Truth, oom_kills: OomKills) ->
         for where, n in said.items():
             if n != measured:
                 row.problems.append(f"{where} says {n} lost, measurement.json {measured}")
+    quoted = re.search(r"\(exit (-?\d+)", row.cause)
+    if quoted:
+        died = _exit_codes(run_dir)
+        if quoted.group(1) not in died:
+            row.problems.append(f"the cause quotes exit {quoted.group(1)}, but Docker's die "
+                                f"events in the run exited {sorted(died) or 'never'}")
     if "OOM-killed" in diagnosis or cause_key == "memory_exhaustion":
         info = json.loads((run_dir / "run.json").read_text())
         container = json.loads((run_dir / "container.json").read_text())["after"]["id"]
@@ -191,6 +197,16 @@ def check_run(test_id: str, run_dir: Path, truth: Truth, oom_kills: OomKills) ->
                                 f"kernel log holds no OOM kill in container {container} in "
                                 "the run's window")
     return row
+
+
+def _exit_codes(run_dir: Path) -> set[str]:
+    """The exit codes of Docker's ``die`` events the run recorded (timeline.jsonl)."""
+    codes = set()
+    for line in (run_dir / "timeline.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        if event.get("kind") == "docker_die" and event["data"].get("exit_code") is not None:
+            codes.add(str(event["data"]["exit_code"]))
+    return codes
 
 
 def _cause_keys(run_dir: Path) -> list[str]:
