@@ -53,6 +53,7 @@ from typing import Any
 from faultkit.events import EventKind
 from faultkit.load.stats import e2e_s, percentile, tpot_s, ttft_s
 from faultkit.records import CLIENT_SIDE, Event, RequestRecord, is_clean_rejection
+from faultkit.timestamps import utc_clock
 from slo.detection import detect
 from slo.effect import (
     Effect,
@@ -223,8 +224,9 @@ def evidence_gaps(
     gaps.extend(effect.gaps)
     down = [e for e in timeline if e.kind == EventKind.PROMETHEUS_DOWN and e.node == node]
     if down:
-        gaps.append(f"Prometheus was unreachable during the run ({down[0].data.get('detail')}): "
-                    "monitoring could not be observed")
+        gaps.append(f"Prometheus was unreachable during the run ({down[0].data.get('detail')})"
+                    f"{_prometheus_gap(timeline, node, down[0])}: monitoring could not be "
+                    "observed")
     stalled = [r for r in requests if r.error_class == "client_stalled"]
     if stalled:
         gaps.append(f"the load client's event loop stalled: {len(stalled)} requests timed out "
@@ -236,6 +238,19 @@ def evidence_gaps(
                     f"{exhausted[0].error_class}: {exhausted[0].error_detail}); the node "
                     "cannot be judged on them")
     return list(dict.fromkeys(gaps))
+
+
+def _prometheus_gap(timeline: Sequence[Event], node: str, down: Event) -> str:
+    """The span of the first Prometheus outage, from its last answer (``since``) to the
+    next ``prometheus_up`` (or the end of the window), as ``, from … to … (N s)``."""
+    since = down.data.get("since")
+    if not isinstance(since, int | float):
+        return ""
+    back = next((e.t for e in timeline if e.kind == EventKind.PROMETHEUS_UP
+                 and e.node == node and e.t >= down.t), None)
+    if back is None:
+        return f", from {utc_clock(since)} to the end of the window"
+    return f", from {utc_clock(since)} to {utc_clock(back)} ({back - since:.1f} s)"
 
 
 # --------------------------------------------------------------------------- measure

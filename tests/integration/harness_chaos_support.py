@@ -1,0 +1,99 @@
+"""What the chaos-on-the-harness tests share (``test_harness_chaos``): a private Prometheus
+and a scratch node it scrapes, so that no test touches the lab's own Prometheus
+(127.0.0.1:19090) or nodes.
+
+:class:`PrivatePrometheus` is Debian's ``prometheus`` binary on a free loopback port with
+its own config, rules and data directory under the test's tmp dir; :meth:`kill` SIGKILLs
+it and :meth:`start` starts it again on the same port and data (its write-ahead log keeps
+the samples from before a kill, as a production Prometheus's disk would).
+:func:`scraped_node` is a :func:`testbed.scratch.scratch_node` (a throwaway llama-server)
+that the private Prometheus scrapes, with an inventory naming that Prometheus.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import yaml
+
+from faultkit.inventory import Inventory, Node, PrometheusRef
+from testbed.prometheus import render_rules_for, scrape_config
+from testbed.scratch import free_port, scratch_node
+
+PROMETHEUS = Path("/usr/bin/prometheus")
+
+
+class PrivatePrometheus:
+    """A Prometheus of the test's own: loopback, a free port, its own data directory."""
+
+    def __init__(self, inventory: Inventory, directory: Path) -> None:
+        self.directory = directory
+        self.url = inventory.prometheus.url.rstrip("/")
+        self.port = int(self.url.rsplit(":", 1)[1])
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "prometheus.yml").write_text(
+            yaml.safe_dump(scrape_config(inventory), sort_keys=False))
+        (directory / "rules.yml").write_text(render_rules_for(inventory))
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        """Start it (same port, same data) and wait until ``/-/ready`` answers 200."""
+        log = (self.directory / "prometheus.log").open("ab")
+        self.proc = subprocess.Popen(
+            [str(PROMETHEUS), f"--config.file={self.directory / 'prometheus.yml'}",
+             f"--storage.tsdb.path={self.directory / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}"],
+            stdout=subprocess.DEVNULL, stderr=log, stdin=subprocess.DEVNULL,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout_s
+        while not self.ready():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the private Prometheus did not start: "
+                                   + (self.directory / "prometheus.log").read_text()[-2000:])
+            time.sleep(0.1)
+
+    def ready(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/-/ready", timeout=1.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def kill(self) -> None:
+        """SIGKILL it (no shutdown, no last flush) and reap it."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def has_target_up(self, job: str) -> bool:
+        """True once a scrape of ``job`` answered (``up == 1`` stored)."""
+        with contextlib.suppress(httpx.HTTPError, KeyError, IndexError, ValueError):
+            answer = httpx.get(f"{self.url}/api/v1/query", params={"query": f'up{{job="{job}"}}'},
+                               timeout=2.0).json()
+            return float(answer["data"]["result"][0]["value"][1]) == 1.0
+        return False
+
+
+def scraped_node(lab_inventory: Inventory, name: str) -> tuple[Inventory, Node]:
+    """A scratch llama-server node scraped by a Prometheus on a free loopback port; the
+    inventory names that Prometheus (1 s scrape and evaluation) and holds just the node."""
+    inventory, node = scratch_node(lab_inventory, name, prometheus=PrometheusRef(job=name))
+    prometheus = inventory.prometheus.model_copy(update={
+        "url": f"http://127.0.0.1:{free_port()}", "scrape_interval_s": 1.0,
+        "slo_evaluation_interval_s": 5.0,
+    })
+    return inventory.model_copy(update={"prometheus": prometheus}), node

@@ -1,0 +1,126 @@
+"""The harness under its own faults (docs/definitions.md, "The harness under its own
+faults"): what a run concludes when what the harness itself stands on fails mid-run.
+
+Every test acts on its own scratch node (a llama-server container from the lab's image on
+a free port) and, where it needs one, its own Prometheus (:mod:`harness_chaos_support`),
+never on the lab's nodes or the lab's Prometheus; the journal lives under the test's own
+``FAULTKIT_HOME``. The outcome is judged from Docker's inspect and the kernel's rule
+tables (:func:`testbed.scratch.snapshot`) and from the run directory's files, not from
+what the harness says about itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from faultkit.docker import docker_host
+from faultkit.inventory import Inventory, Node
+from faultkit.journal import FaultJournal
+from faultkit.load.profile import BACKGROUND_PROFILE
+from faultkit.plugin.experiment import Experiment
+from faultkit.rundir import RunDir
+from testbed.scratch import assert_restored, remove_scratch, snapshot
+from tests.integration.harness_chaos_support import (
+    PROMETHEUS,
+    PrivatePrometheus,
+    scraped_node,
+)
+
+pytestmark = [pytest.mark.docker,
+              pytest.mark.skipif(not PROMETHEUS.exists(), reason="needs /usr/bin/prometheus")]
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The test's own ``FAULTKIT_HOME``: its journal is nobody else's."""
+    path = tmp_path / "home"
+    monkeypatch.setenv("FAULTKIT_HOME", str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def watched(
+    lab_inventory: Inventory, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Inventory, Node, PrivatePrometheus]]:
+    """A scratch node and a private Prometheus scraping it (1 s), its target up."""
+    inventory, node = scraped_node(lab_inventory, "fk-chaos-watched")
+    prometheus = PrivatePrometheus(inventory, tmp_path_factory.mktemp("prometheus"))
+    try:
+        prometheus.start()
+        deadline = time.monotonic() + 30
+        while not prometheus.has_target_up(node.name):
+            assert time.monotonic() < deadline, "the private Prometheus never scraped the node"
+            time.sleep(0.5)
+        yield inventory, node, prometheus
+    finally:
+        prometheus.stop()
+        remove_scratch(docker_host(node.docker.host), node.docker.container)  # type: ignore[union-attr]
+
+
+def _series_before(run: RunDir, t: float) -> int:
+    """How many captured samples of the node's series (prometheus.json) are dated before ``t``."""
+    captured = run.read_object(run.prometheus_json)
+    return sum(1 for series in captured.get("series", [])
+               for stamp, _value in series.get("values", []) if stamp < t)
+
+
+def test_prometheus_killed_and_restarted_during_observe_is_inconclusive(
+    watched: tuple[Inventory, Node, PrivatePrometheus], home: Path, tmp_path: Path
+) -> None:
+    """Prometheus SIGKILLed one second into a pause and started again 3 s later (its data
+    kept, as a real one's disk would be): the run is INCONCLUSIVE naming that gap, never
+    PASS nor FAIL on the monitoring it could not see; the pause is reverted; the figures
+    and the series from before the gap are kept."""
+    inventory, node, prometheus = watched
+    before = snapshot(node)
+    exp = Experiment(scenario="pause", node=node, inventory=inventory,
+                     run=RunDir.create(tmp_path / "runs", "pause", node.name),
+                     load_profile=BACKGROUND_PROFILE)
+    marks: dict[str, float] = {}
+
+    async def kill_prometheus_meanwhile(_exp: Any) -> None:
+        await asyncio.sleep(1.0)
+        marks["killed"] = time.time()
+        prometheus.kill()
+        await asyncio.sleep(3.0)  # shorter than the 8 s after which a silence is an outage
+        await asyncio.to_thread(prometheus.start)
+        marks["ready"] = time.time()
+        await asyncio.sleep(2.0)
+
+    async def scenario() -> None:
+        await exp.run_fault("pause", during=kill_prometheus_meanwhile)
+        exp.check()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        exp.finalize()
+        if not prometheus.ready():
+            prometheus.start()
+    verdict = exp.verdict
+    measurement = exp.measurement
+    assert verdict is not None and measurement is not None
+    assert verdict.outcome == "INCONCLUSIVE", verdict.summary()
+    (gap,) = [r for r in verdict.inconclusive if "Prometheus" in r]
+    assert "restarted" in gap, gap
+    # the gap named runs from the last answer before the kill to the answer after the start
+    down = [e for e in exp.run.timeline() if e.kind == "prometheus_down"]
+    assert len(down) == 1, down
+    assert down[0].data["since"] <= marks["killed"] < down[0].data["restarted_at"] <= marks["ready"]
+    # the fault is reverted and the node as before, judged by Docker and the kernel
+    asyncio.run(assert_restored(node, before))
+    assert FaultJournal(home / "journal").unreverted() == []
+    # figures from before the gap are kept: the effect, the baseline, the series
+    assert measurement.t_effect is not None and measurement.t_effect < marks["killed"]
+    assert measurement.slis["baseline"].requests > 0
+    assert _series_before(exp.run, marks["killed"]) > 0
+    saved = json.loads(exp.run.verdict_json.read_text())
+    assert saved["outcome"] == "INCONCLUSIVE"
+    assert exp.run.incident_md.exists()
