@@ -17,11 +17,14 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 import yaml
 
+from faultkit.docker import docker_host
 from faultkit.inventory import Inventory, Node, PrometheusRef
 from testbed.prometheus import render_rules_for, scrape_config
 from testbed.scratch import free_port, scratch_node
@@ -97,3 +100,35 @@ def scraped_node(lab_inventory: Inventory, name: str) -> tuple[Inventory, Node]:
         "slo_evaluation_interval_s": 5.0,
     })
     return inventory.model_copy(update={"prometheus": prometheus}), node
+
+
+@contextlib.contextmanager
+def full_filesystem(mountpoint: Path, *, size_kib: int = 64, leave_bytes: int = 0
+                    ) -> Iterator[Path]:
+    """A tmpfs of ``size_kib`` KiB at ``mountpoint``, filled until ``leave_bytes`` are left
+    (0: full, every write fails with ENOSPC), unmounted at the end. Needs root; skips the
+    test otherwise."""
+    mountpoint.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size_kib}k,mode=0700", "tmpfs", str(mountpoint)],
+        capture_output=True, text=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
+    try:
+        with (mountpoint / "filler").open("wb") as filler:
+            try:
+                filler.write(b"\0" * (size_kib * 1024 - leave_bytes))
+                filler.flush()
+            except OSError:
+                pass  # full: what was asked for
+        yield mountpoint
+    finally:
+        subprocess.run(["umount", "--lazy", str(mountpoint)], check=False)
+
+
+def docker_actions_since(node: Node, since: float) -> list[str]:
+    """Docker's own event actions for the node's container since epoch ``since``."""
+    assert node.docker is not None
+    host = docker_host(node.docker.host)
+    return [str(e.get("Action") or e.get("status")) for e in
+            host.events(node.docker.container, since, time.time())]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,12 +25,15 @@ from faultkit.docker import docker_host
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal
 from faultkit.load.profile import BACKGROUND_PROFILE
-from faultkit.plugin.experiment import Experiment
+from faultkit.plugin.experiment import Experiment, NotJudgeable
 from faultkit.rundir import RunDir
-from testbed.scratch import assert_restored, remove_scratch, snapshot
+from testbed.scratch import assert_restored, remove_scratch, snapshot, write_inventory
+from testbed.torture import FAULTKIT
 from tests.integration.harness_chaos_support import (
     PROMETHEUS,
     PrivatePrometheus,
+    docker_actions_since,
+    full_filesystem,
     scraped_node,
 )
 
@@ -124,3 +128,64 @@ def test_prometheus_killed_and_restarted_during_observe_is_inconclusive(
     saved = json.loads(exp.run.verdict_json.read_text())
     assert saved["outcome"] == "INCONCLUSIVE"
     assert exp.run.incident_md.exists()
+
+
+@pytest.mark.parametrize(("leave_bytes", "what_failed"), [(0, "node lock"),
+                                                          (4096, "fault journal record")],
+                         ids=["full", "room-for-the-lock-only"])
+def test_journal_on_a_full_filesystem_applies_nothing(
+    leave_bytes: int, what_failed: str, watched: tuple[Inventory, Node, PrivatePrometheus],
+    home: Path, tmp_path: Path,
+) -> None:
+    """``faultkit inject`` with its journal on a full filesystem: one error line, exit 2,
+    and Docker never saw the fault — no fault acts without its record on disk. With one
+    page left the node lock is written and the record is not: that write is what stops it."""
+    inventory, node, _prometheus = watched
+    inventory_file = write_inventory(inventory, tmp_path / "inventory.yaml")
+    before = snapshot(node)
+    with full_filesystem(tmp_path / "mnt", leave_bytes=leave_bytes) as mnt:
+        journal = mnt / "journal"
+        journal.mkdir(mode=0o700)
+        (journal / "reverted").mkdir(mode=0o700)
+        t0 = time.time()
+        done = subprocess.run(
+            [*FAULTKIT, "inject", "pause", "--node", node.name, "--inventory",
+             str(inventory_file), "--duration", "2s", "--journal-dir", str(journal)],
+            capture_output=True, text=True, timeout=120, check=False)
+        records = sorted(p.name for p in journal.glob("*.json"))
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    assert done.returncode == 2, done.stderr
+    assert len(errors) == 1 and errors[0] == done.stderr.strip().splitlines()[-1], done.stderr
+    assert what_failed in errors[0] and "No space left on device" in errors[0], errors
+    assert "not applied" in errors[0] or "nothing was applied" in errors[0], errors
+    assert records == []
+    assert "pause" not in docker_actions_since(node, t0)
+    assert snapshot(node) == before
+
+
+@pytest.mark.parametrize(("size_kib", "leave_bytes", "why"),
+                         [(64, 0, "cannot be written"), (1024, 1024 * 1024, "MiB free")],
+                         ids=["full", "too-small"])
+def test_runs_directory_on_a_full_filesystem_is_inconclusive_before_injecting(
+    size_kib: int, leave_bytes: int, why: str,
+    watched: tuple[Inventory, Node, PrivatePrometheus], home: Path, tmp_path: Path,
+) -> None:
+    """A scenario whose runs directory is full (or too small to hold its evidence) ends
+    INCONCLUSIVE before anything acts, with one reason; the node is untouched."""
+    inventory, node, _prometheus = watched
+    before = snapshot(node)
+    with full_filesystem(tmp_path / "mnt", size_kib=size_kib, leave_bytes=leave_bytes) as mnt:
+        exp = Experiment(scenario="pause", node=node, inventory=inventory,
+                         run=RunDir.create(mnt / "runs", "pause", node.name),
+                         load_profile=BACKGROUND_PROFILE)
+        t0 = time.time()
+        with pytest.raises(NotJudgeable) as aborted:
+            asyncio.run(exp.run_fault("pause"))
+        exp.finalize()
+    assert exp.verdict is not None and exp.verdict.outcome == "INCONCLUSIVE"
+    assert exp.verdict.inconclusive == (aborted.value.reason,)
+    assert why in aborted.value.reason and "nothing was injected" in aborted.value.reason
+    assert "\n" not in aborted.value.reason
+    assert "pause" not in docker_actions_since(node, t0)
+    assert snapshot(node) == before
+    assert FaultJournal(home / "journal").ids() == []
