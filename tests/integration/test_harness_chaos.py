@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +39,8 @@ from tests.integration.harness_chaos_support import (
     full_filesystem,
     scraped_node,
 )
+
+REPO = Path(__file__).parents[2]
 
 pytestmark = [pytest.mark.docker,
               pytest.mark.skipif(not PROMETHEUS.exists(), reason="needs /usr/bin/prometheus")]
@@ -189,3 +194,70 @@ def test_runs_directory_on_a_full_filesystem_is_inconclusive_before_injecting(
     assert "pause" not in docker_actions_since(node, t0)
     assert snapshot(node) == before
     assert FaultJournal(home / "journal").ids() == []
+
+
+PNG_END = b"IEND\xaeB`\x82"
+
+
+def _start_scenario(
+    inventory: Inventory, node: Node, tmp_path: Path, home: Path, kind: str = "pause",
+    hold_s: float = 2.0,
+) -> tuple[subprocess.Popen[str], RunDir]:
+    """A scenario in a process of its own (:mod:`chaos_scenario`); its run directory."""
+    inventory_file = write_inventory(inventory, tmp_path / "inventory.yaml")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.integration.chaos_scenario", str(inventory_file),
+         node.name, str(tmp_path / "runs"), kind, f"{hold_s:g}"],
+        stdout=subprocess.PIPE, text=True, cwd=REPO,
+        env={**os.environ, "FAULTKIT_HOME": str(home)},
+    )
+    assert proc.stdout is not None
+    return proc, RunDir(Path(proc.stdout.readline().strip()))
+
+
+def _rendering(run: RunDir) -> bool:
+    """The report is being written: the verdict is in and a chart or report file (or its
+    temporary file) has appeared."""
+    if not run.verdict_json.exists():
+        return False
+    return any(p.name.endswith(".tmp") or p.name in ("timeline.png", "incident.md")
+               for p in run.path.iterdir() if p.name not in ("verdict.json.tmp",))
+
+
+def test_sigkill_while_rendering_the_report_leaves_it_whole_and_re_renderable(
+    watched: tuple[Inventory, Node, PrivatePrometheus], home: Path, tmp_path: Path
+) -> None:
+    """The harness SIGKILLed while it writes the incident report: the node is back as it
+    was (the fault was reverted before the report), no report file is torn (each is absent
+    or whole), and ``faultkit sweep`` then ``faultkit report RUN_DIR`` complete it from the
+    run's files, with the verdict the run reached."""
+    inventory, node, _prometheus = watched
+    before = snapshot(node)
+    proc, run = _start_scenario(inventory, node, tmp_path, home)
+    deadline = time.monotonic() + 90
+    try:
+        while not _rendering(run):
+            assert proc.poll() is None, "the scenario ended before its report was rendered"
+            assert time.monotonic() < deadline, "the scenario never reached its report"
+            time.sleep(0.002)
+        proc.kill()
+        assert proc.wait(30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    png, md = run.timeline_png, run.incident_md
+    assert not png.exists() or png.read_bytes().endswith(PNG_END), "a torn timeline.png"
+    assert not md.exists(), "the report was complete before the kill: nothing was tested"
+    asyncio.run(assert_restored(node, before))
+    env = {**os.environ, "FAULTKIT_HOME": str(home)}
+    swept = subprocess.run([*FAULTKIT, "sweep"], capture_output=True, text=True, env=env,
+                           timeout=60, check=False)
+    assert swept.returncode == 0, swept.stderr
+    assert FaultJournal(home / "journal").unreverted() == []
+    rendered = subprocess.run([*FAULTKIT, "report", str(run.path)], capture_output=True,
+                              text=True, env=env, timeout=120, check=False)
+    assert rendered.returncode == 0, rendered.stderr
+    verdict = json.loads(run.verdict_json.read_text())
+    assert verdict["outcome"] in md.read_text()
+    assert png.read_bytes().endswith(PNG_END)
