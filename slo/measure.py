@@ -52,7 +52,13 @@ from typing import Any
 
 from faultkit.events import EventKind
 from faultkit.load.stats import e2e_s, percentile, tpot_s, ttft_s
-from faultkit.records import CLIENT_SIDE, Event, RequestRecord, is_clean_rejection
+from faultkit.records import (
+    CLIENT_SIDE,
+    LATE_CLIENT_S,
+    Event,
+    RequestRecord,
+    is_clean_rejection,
+)
 from faultkit.timestamps import utc_clock
 from slo.detection import detect
 from slo.effect import (
@@ -84,6 +90,7 @@ __all__ = [
     "measure",
     "readiness_ok_since",
     "recovered_at",
+    "sent_late",
     "user_ttft",
     "window_slis",
 ]
@@ -232,12 +239,32 @@ def evidence_gaps(
         gaps.append(f"the load client's event loop stalled: {len(stalled)} requests timed out "
                     f"while it could not act on time ({stalled[0].error_detail}); the node "
                     "cannot be judged on them")
+    late = sent_late(requests)
+    if late:
+        worst = max(late, key=_lateness)
+        gaps.append(f"the load client's event loop stalled: {len(late)} requests were sent "
+                    f"{LATE_CLIENT_S:g} s or more after their users arrived (the latest "
+                    f"{_lateness(worst):.2f} s late, arriving at "
+                    f"{utc_clock(worst.t_scheduled or worst.t_invoke)}); what they met cannot "
+                    "be told from the client's own delay, for the node or against it")
     exhausted = [r for r in requests if r.error_class in _CLIENT_EXHAUSTION - {"client_stalled"}]
     if exhausted:
         gaps.append(f"the load client ran out of resources ({len(exhausted)} requests "
                     f"{exhausted[0].error_class}: {exhausted[0].error_detail}); the node "
                     "cannot be judged on them")
     return list(dict.fromkeys(gaps))
+
+
+def _lateness(r: RequestRecord) -> float:
+    """How long after its user's arrival the client sent ``r`` (s; 0 without a schedule)."""
+    return 0.0 if r.t_scheduled is None else r.t_invoke - r.t_scheduled
+
+
+def sent_late(requests: Sequence[RequestRecord]) -> list[RequestRecord]:
+    """The requests the client sent ``LATE_CLIENT_S`` or more after their arrival: its own
+    event loop could not run (a starved or frozen harness), so neither their fate nor the
+    moments it stamped in that span are evidence about the node."""
+    return [r for r in requests if _lateness(r) >= LATE_CLIENT_S]
 
 
 def _prometheus_gap(timeline: Sequence[Event], node: str, down: Event) -> str:
@@ -371,6 +398,7 @@ def measure(
         affected_total=len(lost) + len(slow),
         in_flight_at_effect=len(in_flight),
         requests_total=len(requests),
+        sent_late=len(sent_late(requests)),
         slis=slis,
         server_cross_check=server_cross_check,
         harness_intervened=intervened,

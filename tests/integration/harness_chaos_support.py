@@ -132,3 +132,53 @@ def docker_actions_since(node: Node, since: float) -> list[str]:
     host = docker_host(node.docker.host)
     return [str(e.get("Action") or e.get("status")) for e in
             host.events(node.docker.container, since, time.time())]
+
+
+#: the cgroup v1 CPU hierarchy (this machine's kernel has no unified CPU controller)
+CPU_CGROUPS = Path("/sys/fs/cgroup/cpu")
+
+
+class StarvedCgroup:
+    """A child of this process's cgroup-v1 CPU cgroup holding one process, whose CPU can
+    be throttled (``cpu.cfs_quota_us`` per ``cpu.cfs_period_us``) and released again. The
+    process goes back to the parent cgroup and the child is removed by :meth:`close`.
+    Skips the test where there is no writable cgroup-v1 CPU hierarchy."""
+
+    def __init__(self, pid: int, name: str) -> None:
+        own = next((line.split(":", 2)[2] for line in
+                    Path("/proc/self/cgroup").read_text().splitlines()
+                    if line.split(":", 2)[1].split(",").count("cpu")), None)
+        if own is None or not (CPU_CGROUPS / "cgroup.procs").exists():
+            pytest.skip("no cgroup-v1 CPU hierarchy here")
+        self.parent = CPU_CGROUPS / own.lstrip("/")
+        self.path = self.parent / name
+        try:
+            self.path.mkdir()
+            (self.path / "cgroup.procs").write_text(str(pid))
+        except OSError as exc:
+            pytest.skip(f"cannot create or join the CPU cgroup {self.path}: {exc}")
+        self.pid = pid
+
+    def throttle(self, quota_us: int, period_us: int = 100_000) -> None:
+        (self.path / "cpu.cfs_period_us").write_text(str(period_us))
+        (self.path / "cpu.cfs_quota_us").write_text(str(quota_us))
+
+    def release(self) -> None:
+        (self.path / "cpu.cfs_quota_us").write_text("-1")
+
+    def throttled_s(self) -> float:
+        """Seconds the group's tasks were held back by the quota (``cpu.stat``)."""
+        for line in (self.path / "cpu.stat").read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "throttled_time":
+                return int(value) / 1e9
+        return 0.0
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.release()
+        for task in (self.path / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):  # exited meanwhile
+                (self.parent / "cgroup.procs").write_text(task)
+        with contextlib.suppress(OSError):
+            self.path.rmdir()

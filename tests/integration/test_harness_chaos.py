@@ -35,6 +35,7 @@ from testbed.torture import FAULTKIT
 from tests.integration.harness_chaos_support import (
     PROMETHEUS,
     PrivatePrometheus,
+    StarvedCgroup,
     docker_actions_since,
     full_filesystem,
     scraped_node,
@@ -261,3 +262,45 @@ def test_sigkill_while_rendering_the_report_leaves_it_whole_and_re_renderable(
     verdict = json.loads(run.verdict_json.read_text())
     assert verdict["outcome"] in md.read_text()
     assert png.read_bytes().endswith(PNG_END)
+
+
+def _timeline_has(run: RunDir, kind: str) -> bool:
+    path = run.timeline_jsonl
+    return path.exists() and f'"kind":"{kind}"' in path.read_text()
+
+
+def test_a_starved_harness_is_inconclusive_never_pass_nor_fail(
+    watched: tuple[Inventory, Node, PrivatePrometheus], home: Path, tmp_path: Path
+) -> None:
+    """The harness's process throttled to 1 % of a CPU (its own cgroup's CFS quota) for 3 s
+    while a pause is applied: its load client sends late and its loop stalls, so the run is
+    INCONCLUSIVE for the client's stall, never PASS nor FAIL; the node is restored."""
+    inventory, node, _prometheus = watched
+    before = snapshot(node)
+    proc, run = _start_scenario(inventory, node, tmp_path, home, hold_s=6.0)
+    starved = StarvedCgroup(proc.pid, f"faultkit-starve-{proc.pid}")
+    try:
+        deadline = time.monotonic() + 60
+        while not _timeline_has(run, "inject_end"):
+            assert proc.poll() is None and time.monotonic() < deadline, "never injected"
+            time.sleep(0.05)
+        starved.throttle(quota_us=1_000)  # 1 ms of CPU per 100 ms
+        time.sleep(3.0)
+        starved.release()
+        throttled_s = starved.throttled_s()
+        assert proc.wait(120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        starved.close()
+    assert throttled_s > 1.0, "the quota never held the harness back: nothing was tested"
+    verdict = json.loads(run.verdict_json.read_text())
+    measurement = json.loads(run.measurement_json.read_text())
+    assert verdict["outcome"] == "INCONCLUSIVE", verdict
+    assert any("the load client's event loop stalled" in r for r in verdict["inconclusive"])
+    stalled = (measurement["sent_late"]
+               + measurement["lost_by_class"].get("client_stalled", 0))
+    assert stalled > 0, measurement
+    asyncio.run(assert_restored(node, before))
+    assert FaultJournal(home / "journal").unreverted() == []
