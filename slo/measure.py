@@ -239,14 +239,6 @@ def evidence_gaps(
         gaps.append(f"the load client's event loop stalled: {len(stalled)} requests timed out "
                     f"while it could not act on time ({stalled[0].error_detail}); the node "
                     "cannot be judged on them")
-    late = sent_late(requests)
-    if late:
-        worst = max(late, key=_lateness)
-        gaps.append(f"the load client's event loop stalled: {len(late)} requests were sent "
-                    f"{LATE_CLIENT_S:g} s or more after their users arrived (the latest "
-                    f"{_lateness(worst):.2f} s late, arriving at "
-                    f"{utc_clock(worst.t_scheduled or worst.t_invoke)}); what they met cannot "
-                    "be told from the client's own delay, for the node or against it")
     exhausted = [r for r in requests if r.error_class in _CLIENT_EXHAUSTION - {"client_stalled"}]
     if exhausted:
         gaps.append(f"the load client ran out of resources ({len(exhausted)} requests "
@@ -260,11 +252,25 @@ def _lateness(r: RequestRecord) -> float:
     return 0.0 if r.t_scheduled is None else r.t_invoke - r.t_scheduled
 
 
-def sent_late(requests: Sequence[RequestRecord]) -> list[RequestRecord]:
-    """The requests the client sent ``LATE_CLIENT_S`` or more after their arrival: its own
-    event loop could not run (a starved or frozen harness), so neither their fate nor the
-    moments it stamped in that span are evidence about the node."""
-    return [r for r in requests if _lateness(r) >= LATE_CLIENT_S]
+def sent_late(
+    requests: Sequence[RequestRecord], start: float, end: float
+) -> list[RequestRecord]:
+    """The requests arriving in ``[start, end]`` that the client sent ``LATE_CLIENT_S`` or
+    more after their arrival: its own event loop could not run (a starved or frozen
+    harness), so neither their fate nor the moments it stamped are evidence of the node."""
+    return [r for r in requests if start <= arrival(r) <= end and _lateness(r) >= LATE_CLIENT_S]
+
+
+def _late_gap(late: Sequence[RequestRecord]) -> list[str]:
+    """The evidence gap of requests sent late in the judged span (none: no gap)."""
+    if not late:
+        return []
+    worst = max(late, key=_lateness)
+    return [f"the load client's event loop stalled: {len(late)} requests arriving between the "
+            f"fault's effect and the end of the recovery stretch were sent {LATE_CLIENT_S:g} s "
+            f"or more after their users arrived (the latest {_lateness(worst):.2f} s late, "
+            f"arriving at {utc_clock(arrival(worst))}); what they met cannot be told from the "
+            "client's own delay, for the node or against it"]
 
 
 def _prometheus_gap(timeline: Sequence[Event], node: str, down: Event) -> str:
@@ -364,6 +370,10 @@ def measure(
 
     # SLI windows: the fault window lasts while the fault is applied *or* its effects last
     # (to revert, or to recovery if that is later); "after" is everything once both ended.
+    # the span loss and recovery are judged on: a client that sent late in it could not
+    # see the outage's edges (a stall in the baseline is the steady-state check's business)
+    judged_until = end if t_recovered is None else min(end, t_recovered + recovery_hold_s)
+    late = sent_late(requests, t_effect, judged_until)
     start = min((arrival(r) for r in requests), default=t_effect)
     slis = {
         "baseline": window_slis(requests, min(start, t_effect), t_effect),
@@ -398,10 +408,10 @@ def measure(
         affected_total=len(lost) + len(slow),
         in_flight_at_effect=len(in_flight),
         requests_total=len(requests),
-        sent_late=len(sent_late(requests)),
+        sent_late=len(late),
         slis=slis,
         server_cross_check=server_cross_check,
         harness_intervened=intervened,
-        inconclusive=evidence_gaps(timeline, requests, node, effect),
+        inconclusive=[*evidence_gaps(timeline, requests, node, effect), *_late_gap(late)],
         notes=notes,
     )
