@@ -31,7 +31,7 @@ from faultkit.load.profile import BACKGROUND_PROFILE
 from faultkit.plugin.experiment import Experiment, NotJudgeable
 from faultkit.rundir import RunDir
 from testbed.scratch import assert_restored, remove_scratch, snapshot, write_inventory
-from testbed.torture import FAULTKIT
+from testbed.torture import FAULTKIT, left_behind
 from tests.integration.harness_chaos_support import (
     PROMETHEUS,
     PrivatePrometheus,
@@ -304,3 +304,44 @@ def test_a_starved_harness_is_inconclusive_never_pass_nor_fail(
     assert stalled > 0, measurement
     asyncio.run(assert_restored(node, before))
     assert FaultJournal(home / "journal").unreverted() == []
+
+
+def test_sigkill_during_a_rollback_then_sweep_restores_the_node(
+    watched: tuple[Inventory, Node, PrivatePrometheus], home: Path, tmp_path: Path
+) -> None:
+    """A candidate config rolled out (the gate's rollout), and the harness SIGKILLed once its
+    rollback has begun: ``faultkit sweep`` finishes the rollback from the journal, and the
+    node is its old container spec, networks and limits again, serving. (The torture trials
+    kill at random moments; this one waits for the rollback itself.)"""
+    inventory, node, _prometheus = watched
+    good = inventory.serving_config("llama-good")
+    alt = good.model_copy(update={"command": [a if a != "2" else "1" for a in good.command]})
+    inventory = inventory.model_copy(
+        update={"serving_configs": {**inventory.serving_configs, "llama-alt": alt}})
+    inventory_file = write_inventory(inventory, tmp_path / "inventory.yaml")
+    journal = tmp_path / "journal"
+    events = tmp_path / "inject.stderr"
+    before = snapshot(node)
+    with events.open("w") as err:
+        proc = subprocess.Popen(
+            [*FAULTKIT, "inject", "rollout", "--node", node.name, "--inventory",
+             str(inventory_file), "--duration", "1s", "--journal-dir", str(journal),
+             "--param", "config=llama-alt"], stdout=subprocess.DEVNULL, stderr=err)
+        try:
+            deadline = time.monotonic() + 120
+            while "revert_start" not in events.read_text(errors="replace"):
+                assert proc.poll() is None, events.read_text(errors="replace")[-800:]
+                assert time.monotonic() < deadline, "the rollback never began"
+                time.sleep(0.002)
+            proc.kill()
+            assert proc.wait(30) == -signal.SIGKILL
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(30)
+    assert [r.id for r in FaultJournal(journal).unreverted()], "nothing was left to sweep"
+    swept = subprocess.run([*FAULTKIT, "sweep", "--journal-dir", str(journal), "--inventory",
+                            str(inventory_file)], capture_output=True, text=True, timeout=180,
+                           check=False)
+    assert swept.returncode == 0, swept.stderr
+    assert left_behind(node, before, journal) == []
