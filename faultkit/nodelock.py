@@ -113,8 +113,9 @@ class NodeLocks:
         except OSError as exc:
             os.close(fd)
             raise JournalUnwritable(
-                f"cannot write the node lock {path}: {exc}; nothing was applied (free space "
-                "on the journal's filesystem, or set FAULTKIT_HOME to a writable directory)"
+                f"cannot write the node lock {path}: {exc}; nothing was done on the node "
+                "(free space on the journal's filesystem, or set FAULTKIT_HOME to a writable "
+                "directory)"
             ) from exc
         self._held[key] = (fd, holder)
         return None
