@@ -12,6 +12,7 @@ that the private Prometheus scrapes, with an inventory naming that Prometheus.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -19,15 +20,18 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
 import yaml
 
 from faultkit.docker import docker_host
+from faultkit.health import wait_ready
 from faultkit.inventory import Inventory, Node, PrometheusRef
 from testbed.prometheus import render_rules_for, scrape_config
-from testbed.scratch import free_port, scratch_node
+from testbed.scratch import free_port, scratch_node, snapshot
 
 PROMETHEUS = Path("/usr/bin/prometheus")
 
@@ -127,11 +131,13 @@ def full_filesystem(mountpoint: Path, *, size_kib: int = 64, leave_bytes: int = 
 
 
 def docker_actions_since(node: Node, since: float) -> list[str]:
-    """Docker's own event actions for the node's container since epoch ``since``."""
+    """Docker's own event actions for the node's container since epoch ``since`` (Docker's
+    filter works in whole seconds: earlier events of that second are left out here)."""
     assert node.docker is not None
     host = docker_host(node.docker.host)
     return [str(e.get("Action") or e.get("status")) for e in
-            host.events(node.docker.container, since, time.time())]
+            host.events(node.docker.container, since, time.time())
+            if int(e.get("timeNano") or 0) >= since * 1e9]
 
 
 #: the cgroup v1 CPU hierarchy (this machine's kernel has no unified CPU controller)
@@ -182,3 +188,21 @@ class StarvedCgroup:
                 (self.parent / "cgroup.procs").write_text(task)
         with contextlib.suppress(OSError):
             self.path.rmdir()
+
+
+def node_snapshot(node: Node) -> dict[str, Any]:
+    """:func:`testbed.scratch.snapshot`, with this machine's faultkit NAT rules narrowed to
+    those naming the node's port: the others belong to faults other tests and users run on
+    this machine meanwhile (a latency proxy's REDIRECT), which this test must not read as
+    its own leftovers."""
+    found = snapshot(node)
+    port = urlsplit(node.base_url).port
+    found["host_nat_rules"] = [rule for rule in found["host_nat_rules"]
+                               if f"--dport {port}" in rule or f":{port}" in rule]
+    return found
+
+
+async def assert_node_restored(node: Node, before: dict[str, Any]) -> None:
+    """The node serves again and is as ``before`` (:func:`node_snapshot`)."""
+    await wait_ready(node, timeout_s=60)
+    assert await asyncio.to_thread(node_snapshot, node) == before

@@ -5,7 +5,8 @@ Every test acts on its own scratch node (a llama-server container from the lab's
 a free port) and, where it needs one, its own Prometheus (:mod:`harness_chaos_support`),
 never on the lab's nodes or the lab's Prometheus; the journal lives under the test's own
 ``FAULTKIT_HOME``. The outcome is judged from Docker's inspect and the kernel's rule
-tables (:func:`testbed.scratch.snapshot`) and from the run directory's files, not from
+tables (:func:`testbed.scratch.snapshot`, narrowed to the node by
+:func:`harness_chaos_support.node_snapshot`) and from the run directory's files, not from
 what the harness says about itself.
 """
 
@@ -30,14 +31,16 @@ from faultkit.journal import FaultJournal
 from faultkit.load.profile import BACKGROUND_PROFILE
 from faultkit.plugin.experiment import Experiment, NotJudgeable
 from faultkit.rundir import RunDir
-from testbed.scratch import assert_restored, remove_scratch, snapshot, write_inventory
-from testbed.torture import FAULTKIT, left_behind
+from testbed.scratch import remove_scratch, write_inventory
+from testbed.torture import FAULTKIT
 from tests.integration.harness_chaos_support import (
     PROMETHEUS,
     PrivatePrometheus,
     StarvedCgroup,
+    assert_node_restored,
     docker_actions_since,
     full_filesystem,
+    node_snapshot,
     scraped_node,
 )
 
@@ -89,7 +92,7 @@ def test_prometheus_killed_and_restarted_during_observe_is_inconclusive(
     PASS nor FAIL on the monitoring it could not see; the pause is reverted; the figures
     and the series from before the gap are kept."""
     inventory, node, prometheus = watched
-    before = snapshot(node)
+    before = node_snapshot(node)
     exp = Experiment(scenario="pause", node=node, inventory=inventory,
                      run=RunDir.create(tmp_path / "runs", "pause", node.name),
                      load_profile=BACKGROUND_PROFILE)
@@ -125,7 +128,7 @@ def test_prometheus_killed_and_restarted_during_observe_is_inconclusive(
     assert len(down) == 1, down
     assert down[0].data["since"] <= marks["killed"] < down[0].data["restarted_at"] <= marks["ready"]
     # the fault is reverted and the node as before, judged by Docker and the kernel
-    asyncio.run(assert_restored(node, before))
+    asyncio.run(assert_node_restored(node, before))
     assert FaultJournal(home / "journal").unreverted() == []
     # figures from before the gap are kept: the effect, the baseline, the series
     assert measurement.t_effect is not None and measurement.t_effect < marks["killed"]
@@ -148,7 +151,7 @@ def test_journal_on_a_full_filesystem_applies_nothing(
     page left the node lock is written and the record is not: that write is what stops it."""
     inventory, node, _prometheus = watched
     inventory_file = write_inventory(inventory, tmp_path / "inventory.yaml")
-    before = snapshot(node)
+    before = node_snapshot(node)
     with full_filesystem(tmp_path / "mnt", leave_bytes=leave_bytes) as mnt:
         journal = mnt / "journal"
         journal.mkdir(mode=0o700)
@@ -166,7 +169,7 @@ def test_journal_on_a_full_filesystem_applies_nothing(
     assert "not applied" in errors[0] or "nothing was done" in errors[0], errors
     assert records == []
     assert "pause" not in docker_actions_since(node, t0)
-    assert snapshot(node) == before
+    assert node_snapshot(node) == before
 
 
 @pytest.mark.parametrize(("size_kib", "leave_bytes", "why"),
@@ -179,7 +182,7 @@ def test_runs_directory_on_a_full_filesystem_is_inconclusive_before_injecting(
     """A scenario whose runs directory is full (or too small to hold its evidence) ends
     INCONCLUSIVE before anything acts, with one reason; the node is untouched."""
     inventory, node, _prometheus = watched
-    before = snapshot(node)
+    before = node_snapshot(node)
     with full_filesystem(tmp_path / "mnt", size_kib=size_kib, leave_bytes=leave_bytes) as mnt:
         exp = Experiment(scenario="pause", node=node, inventory=inventory,
                          run=RunDir.create(mnt / "runs", "pause", node.name),
@@ -193,7 +196,7 @@ def test_runs_directory_on_a_full_filesystem_is_inconclusive_before_injecting(
     assert why in aborted.value.reason and "nothing was injected" in aborted.value.reason
     assert "\n" not in aborted.value.reason
     assert "pause" not in docker_actions_since(node, t0)
-    assert snapshot(node) == before
+    assert node_snapshot(node) == before
     assert FaultJournal(home / "journal").ids() == []
 
 
@@ -233,7 +236,7 @@ def test_sigkill_while_rendering_the_report_leaves_it_whole_and_re_renderable(
     or whole), and ``faultkit sweep`` then ``faultkit report RUN_DIR`` complete it from the
     run's files, with the verdict the run reached."""
     inventory, node, _prometheus = watched
-    before = snapshot(node)
+    before = node_snapshot(node)
     proc, run = _start_scenario(inventory, node, tmp_path, home)
     deadline = time.monotonic() + 90
     try:
@@ -250,7 +253,7 @@ def test_sigkill_while_rendering_the_report_leaves_it_whole_and_re_renderable(
     png, md = run.timeline_png, run.incident_md
     assert not png.exists() or png.read_bytes().endswith(PNG_END), "a torn timeline.png"
     assert not md.exists(), "the report was complete before the kill: nothing was tested"
-    asyncio.run(assert_restored(node, before))
+    asyncio.run(assert_node_restored(node, before))
     env = {**os.environ, "FAULTKIT_HOME": str(home)}
     swept = subprocess.run([*FAULTKIT, "sweep"], capture_output=True, text=True, env=env,
                            timeout=60, check=False)
@@ -276,7 +279,7 @@ def test_a_starved_harness_is_inconclusive_never_pass_nor_fail(
     while a pause is applied: its load client sends late and its loop stalls, so the run is
     INCONCLUSIVE for the client's stall, never PASS nor FAIL; the node is restored."""
     inventory, node, _prometheus = watched
-    before = snapshot(node)
+    before = node_snapshot(node)
     proc, run = _start_scenario(inventory, node, tmp_path, home, hold_s=6.0)
     starved = StarvedCgroup(proc.pid, f"faultkit-starve-{proc.pid}")
     try:
@@ -302,7 +305,7 @@ def test_a_starved_harness_is_inconclusive_never_pass_nor_fail(
     stalled = (measurement["sent_late"]
                + measurement["lost_by_class"].get("client_stalled", 0))
     assert stalled > 0, measurement
-    asyncio.run(assert_restored(node, before))
+    asyncio.run(assert_node_restored(node, before))
     assert FaultJournal(home / "journal").unreverted() == []
 
 
@@ -321,7 +324,7 @@ def test_sigkill_during_a_rollback_then_sweep_restores_the_node(
     inventory_file = write_inventory(inventory, tmp_path / "inventory.yaml")
     journal = tmp_path / "journal"
     events = tmp_path / "inject.stderr"
-    before = snapshot(node)
+    before = node_snapshot(node)
     with events.open("w") as err:
         proc = subprocess.Popen(
             [*FAULTKIT, "inject", "rollout", "--node", node.name, "--inventory",
@@ -344,4 +347,5 @@ def test_sigkill_during_a_rollback_then_sweep_restores_the_node(
                             str(inventory_file)], capture_output=True, text=True, timeout=180,
                            check=False)
     assert swept.returncode == 0, swept.stderr
-    assert left_behind(node, before, journal) == []
+    assert FaultJournal(journal).unreverted() == []
+    asyncio.run(assert_node_restored(node, before))
