@@ -16,10 +16,19 @@ from typing import Any
 import click
 
 from faultkit.commands.input import BadInput
-from faultkit.errors import FaultkitError, FaultParamError, FaultRefused, InventoryError
+from faultkit.errors import (
+    FaultkitError,
+    FaultParamError,
+    FaultRefused,
+    InventoryError,
+    JournalUnwritable,
+)
 
-#: faultkit errors that mean the input was bad (and nothing was done): exit status 2
-BAD_INPUT_ERRORS: tuple[type[FaultkitError], ...] = (FaultParamError, FaultRefused, InventoryError)
+#: faultkit errors that mean the input was bad or the journal unwritable, and nothing was
+#: done: exit status 2
+BAD_INPUT_ERRORS: tuple[type[FaultkitError], ...] = (
+    FaultParamError, FaultRefused, InventoryError, JournalUnwritable,
+)
 
 #: name -> "module:attribute" of a click command
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -69,8 +78,9 @@ class LazyGroup(click.Group):
         """Run the subcommand; bad input exits 2 with one line, other faultkit errors exit 1.
 
         Bad input is click's own usage errors (an option out of range, a missing argument)
-        and :data:`BAD_INPUT_ERRORS`. Exit status 1 is kept for FAIL and for errors met
-        while acting (Docker, a node, the journal).
+        and :data:`BAD_INPUT_ERRORS` (a journal that cannot be written before a fault acts
+        among them: nothing was done). Exit status 1 is kept for FAIL and for errors met
+        while acting (Docker, a node, the journal once a fault has acted).
         """
         try:
             return super().invoke(ctx)

@@ -19,6 +19,8 @@ Tree::
     │   ├── FaultUnsupported      the kernel / engine lacks what the fault needs
     │   └── FaultNotApplied       an act of the fault failed after its retries (reverted)
     ├── JournalError              the fault journal is unreadable or locked
+    │   └── JournalUnwritable     a record or node lock could not be written before the
+    │                             fault acted (a full disk): nothing was done
     └── LoadError                 the load generator could not run (e.g. endpoint unreachable)
         ├── LedgerInvariantError  a request lacks exactly one terminal record (a harness bug)
         └── LedgerFileError       a ledger file cannot be written or read
@@ -158,6 +160,12 @@ class FaultNotApplied(FaultError):
 
 class JournalError(FaultkitError):
     """The fault journal could not be read or written."""
+
+
+class JournalUnwritable(JournalError):
+    """A fault's journal record or node lock could not be written before it acted (a full
+    or read-only filesystem): the fault was not applied, since no fault acts without its
+    record (``FaultJournal.begin``)."""
 
 
 class LoadError(FaultkitError):

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from faultkit.constants import faultkit_home
-from faultkit.errors import JournalError
+from faultkit.errors import JournalError, JournalUnwritable
 from faultkit.nodelock import (
     CLOEXEC,
     FILE_MODE,
@@ -168,7 +168,11 @@ class FaultJournal:
 
     # writing --------------------------------------------------------------------------
     def begin(self, record: JournalRecord) -> None:
-        """Hold the record's liveness lock, then write it durably (before the fault acts)."""
+        """Hold the record's liveness lock, then write it durably (before the fault acts).
+
+        Raises :class:`JournalUnwritable` when the record cannot be written (a full disk):
+        the caller must not act, since a fault applied without its record is one no sweep
+        could undo after a crash."""
         if record.id in self._held:
             raise JournalError(f"journal record {record.id} is already open in this process")
         record.pid = os.getpid()
@@ -180,6 +184,9 @@ class FaultJournal:
         self._node_keys[record.id] = list(record.node_locks)
         try:
             self._write(record)
+        except JournalError as exc:  # no record, so the fault must not act
+            self._release(record.id)
+            raise JournalUnwritable(str(exc)) from exc
         except BaseException:
             self._release(record.id)
             raise

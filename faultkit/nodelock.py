@@ -36,7 +36,7 @@ from typing import Any
 from tenacity import Retrying, retry_if_result, stop_after_attempt, wait_fixed
 
 from faultkit.durations import rough_duration
-from faultkit.errors import JournalError
+from faultkit.errors import JournalError, JournalUnwritable
 
 #: the mode of every file in the journal directory
 FILE_MODE = 0o600
@@ -112,7 +112,11 @@ class NodeLocks:
             os.pwrite(fd, json.dumps(holder.to_json(), sort_keys=True).encode(), 0)
         except OSError as exc:
             os.close(fd)
-            raise JournalError(f"cannot write the node lock {path}: {exc}") from exc
+            raise JournalUnwritable(
+                f"cannot write the node lock {path}: {exc}; nothing was done on the node "
+                "(free space on the journal's filesystem, or set FAULTKIT_HOME to a writable "
+                "directory)"
+            ) from exc
         self._held[key] = (fd, holder)
         return None
 

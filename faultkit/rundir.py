@@ -13,7 +13,9 @@
     measurement.json    slo.Measurement
     loop-stalls.json    [LoopStall]: each stall of the harness's event loop (faultkit.loopwatch)
     verdict.json        slo.Verdict
-    incident.md, timeline.png   rendered by ``reports``
+    incident.md, timeline.png   rendered by ``reports``, each written whole or not at all
+                        (:func:`replaced_whole`): a harness killed while rendering leaves
+                        the run re-renderable, never a torn report
 
 Everything in a report is derivable from these files (``faultkit report RUN_DIR``).
 Readers go through :class:`RunDir`'s typed readers: :meth:`RunDir.info` (:class:`RunInfo`),
@@ -24,10 +26,11 @@ this layer (``slo.types.read_measurement`` / ``read_verdict``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,7 +47,7 @@ from faultkit.runmodels import (
 )
 
 __all__ = ["ContainerEvidence", "ContainerSnapshot", "FaultInfo", "GateDir", "GateResult",
-           "JsonModel", "RunDir", "RunInfo", "UnreadableRunFile"]
+           "JsonModel", "RunDir", "RunInfo", "UnreadableRunFile", "replaced_whole"]
 
 _M = TypeVar("_M")
 
@@ -56,6 +59,21 @@ class JsonModel(Protocol):
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+@contextlib.contextmanager
+def replaced_whole(path: Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` (``.<name>.<pid>.tmp``) to write, which replaces
+    ``path`` in one rename when the block ends without an error and is removed otherwise.
+    A reader sees the old file or the new one, never part of one; a process killed
+    mid-write leaves the temporary file only."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):  # renamed already, or never written
+            tmp.unlink()
 
 # The one home of every file name in a run directory and a gate directory (docs/run-directory.md).
 RUN_JSON = "run.json"

@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
-__all__ = ["CLOCK_STEP_TOLERANCE_S", "clock_step_gap", "parse_rfc3339", "wall_minus_monotonic"]
+__all__ = ["CLOCK_STEP_TOLERANCE_S", "clock_step_gap", "parse_rfc3339", "utc_clock",
+           "wall_minus_monotonic"]
 
 
 def parse_rfc3339(text: str | None) -> float | None:
@@ -34,6 +35,11 @@ def parse_rfc3339(text: str | None) -> float | None:
 
 #: a wall-clock step larger than this during a run makes its times incomparable
 CLOCK_STEP_TOLERANCE_S = 0.5
+
+
+def utc_clock(t: float) -> str:
+    """``HH:MM:SS.s UTC`` of epoch ``t``: how a moment is named in a reason or a gap."""
+    return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S.%f")[:-5] + " UTC"
 
 
 def wall_minus_monotonic() -> float:

@@ -29,6 +29,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from faultkit.records import RequestRecord
+from faultkit.rundir import replaced_whole
 from reports.load import RunData, finite_points
 from reports.text import redact
 from reports.upstreams import GATEWAY_OWN, gateway_users, per_upstream_per_second
@@ -236,5 +237,6 @@ def render_chart(data: RunData, out: Path) -> Path:
     axes[-1].set_xlabel("seconds from the fault taking effect")
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, format="png")
+    with replaced_whole(out) as tmp:  # a kill mid-write leaves no torn chart
+        fig.savefig(tmp, format="png")
     return out

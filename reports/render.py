@@ -23,6 +23,7 @@ from faultkit.rundir import (
     TIMELINE_JSONL,
     TIMELINE_PNG,
     GateResult,
+    replaced_whole,
 )
 from reports import markup, text
 from reports.baseline import baseline_view
@@ -222,6 +223,9 @@ def _limits_probe(data: RunData) -> dict[str, Any] | None:
 def render_incident(run_dir: Path) -> Path:
     """Write ``incident.md`` and ``timeline.png`` into ``run_dir``; return the md path.
 
+    Each is replaced whole (``faultkit.rundir.replaced_whole``): a process killed while
+    rendering leaves the files as they were, and ``faultkit report RUN_DIR`` renders again.
+
     Reads only the run directory's files. Raises ``NotARunDirectory`` for a path that
     holds none of them.
     """
@@ -229,7 +233,8 @@ def render_incident(run_dir: Path) -> Path:
     render_chart(data, run_dir / TIMELINE_PNG)
     md = _ENV.get_template("incident.md.j2").render(**incident_context(data))
     out = run_dir / INCIDENT_MD
-    out.write_text(md, encoding="utf-8")
+    with replaced_whole(out) as tmp:  # a kill mid-write leaves no torn report
+        tmp.write_text(md, encoding="utf-8")
     return out
 
 

@@ -52,7 +52,14 @@ from typing import Any
 
 from faultkit.events import EventKind
 from faultkit.load.stats import e2e_s, percentile, tpot_s, ttft_s
-from faultkit.records import CLIENT_SIDE, Event, RequestRecord, is_clean_rejection
+from faultkit.records import (
+    CLIENT_SIDE,
+    LATE_CLIENT_S,
+    Event,
+    RequestRecord,
+    is_clean_rejection,
+)
+from faultkit.timestamps import utc_clock
 from slo.detection import detect
 from slo.effect import (
     Effect,
@@ -83,6 +90,7 @@ __all__ = [
     "measure",
     "readiness_ok_since",
     "recovered_at",
+    "sent_late",
     "user_ttft",
     "window_slis",
 ]
@@ -223,8 +231,9 @@ def evidence_gaps(
     gaps.extend(effect.gaps)
     down = [e for e in timeline if e.kind == EventKind.PROMETHEUS_DOWN and e.node == node]
     if down:
-        gaps.append(f"Prometheus was unreachable during the run ({down[0].data.get('detail')}): "
-                    "monitoring could not be observed")
+        gaps.append(f"Prometheus was unreachable during the run ({down[0].data.get('detail')})"
+                    f"{_prometheus_gap(timeline, node, down[0])}: monitoring could not be "
+                    "observed")
     stalled = [r for r in requests if r.error_class == "client_stalled"]
     if stalled:
         gaps.append(f"the load client's event loop stalled: {len(stalled)} requests timed out "
@@ -236,6 +245,45 @@ def evidence_gaps(
                     f"{exhausted[0].error_class}: {exhausted[0].error_detail}); the node "
                     "cannot be judged on them")
     return list(dict.fromkeys(gaps))
+
+
+def _lateness(r: RequestRecord) -> float:
+    """How long after its user's arrival the client sent ``r`` (s; 0 without a schedule)."""
+    return 0.0 if r.t_scheduled is None else r.t_invoke - r.t_scheduled
+
+
+def sent_late(
+    requests: Sequence[RequestRecord], start: float, end: float
+) -> list[RequestRecord]:
+    """The requests arriving in ``[start, end]`` that the client sent ``LATE_CLIENT_S`` or
+    more after their arrival: its own event loop could not run (a starved or frozen
+    harness), so neither their fate nor the moments it stamped are evidence of the node."""
+    return [r for r in requests if start <= arrival(r) <= end and _lateness(r) >= LATE_CLIENT_S]
+
+
+def _late_gap(late: Sequence[RequestRecord]) -> list[str]:
+    """The evidence gap of requests sent late in the judged span (none: no gap)."""
+    if not late:
+        return []
+    worst = max(late, key=_lateness)
+    return [f"the load client's event loop stalled: {len(late)} requests arriving between the "
+            f"fault's effect and the end of the recovery stretch were sent {LATE_CLIENT_S:g} s "
+            f"or more after their users arrived (the latest {_lateness(worst):.2f} s late, "
+            f"arriving at {utc_clock(arrival(worst))}); what they met cannot be told from the "
+            "client's own delay, for the node or against it"]
+
+
+def _prometheus_gap(timeline: Sequence[Event], node: str, down: Event) -> str:
+    """The span of the first Prometheus outage, from its last answer (``since``) to the
+    next ``prometheus_up`` (or the end of the window), as ``, from … to … (N s)``."""
+    since = down.data.get("since")
+    if not isinstance(since, int | float):
+        return ""
+    back = next((e.t for e in timeline if e.kind == EventKind.PROMETHEUS_UP
+                 and e.node == node and e.t >= down.t), None)
+    if back is None:
+        return f", from {utc_clock(since)} to the end of the window"
+    return f", from {utc_clock(since)} to {utc_clock(back)} ({back - since:.1f} s)"
 
 
 # --------------------------------------------------------------------------- measure
@@ -322,6 +370,10 @@ def measure(
 
     # SLI windows: the fault window lasts while the fault is applied *or* its effects last
     # (to revert, or to recovery if that is later); "after" is everything once both ended.
+    # the span loss and recovery are judged on: a client that sent late in it could not
+    # see the outage's edges (a stall in the baseline is the steady-state check's business)
+    judged_until = end if t_recovered is None else min(end, t_recovered + recovery_hold_s)
+    late = sent_late(requests, t_effect, judged_until)
     start = min((arrival(r) for r in requests), default=t_effect)
     slis = {
         "baseline": window_slis(requests, min(start, t_effect), t_effect),
@@ -356,9 +408,10 @@ def measure(
         affected_total=len(lost) + len(slow),
         in_flight_at_effect=len(in_flight),
         requests_total=len(requests),
+        sent_late=len(late),
         slis=slis,
         server_cross_check=server_cross_check,
         harness_intervened=intervened,
-        inconclusive=evidence_gaps(timeline, requests, node, effect),
+        inconclusive=[*evidence_gaps(timeline, requests, node, effect), *_late_gap(late)],
         notes=notes,
     )

@@ -16,8 +16,9 @@ alert_pending      alertname, labels, activeAt, for_s, t_state (activeAt)
 alert_firing       … t_state = activeAt + for_s (when Prometheus moved it to firing), never
                    later than the moment seen
 alert_resolved     … t_state = the moment it was first seen missing from /api/v1/alerts
-prometheus_down    detail, since — Prometheus unreachable long enough for evidence to be lost
-                   (below; written once per outage); prometheus_up again
+prometheus_down    detail, since (restarted_at) — Prometheus unreachable long enough for
+                   evidence to be lost, or restarted (below; written once per outage);
+                   prometheus_up again
 =================  ==========================================================================
 
 ``Event.t`` is always the epoch moment the observer *saw* the change; the ``t_state`` /
@@ -31,6 +32,15 @@ written when evidence can be lost: Prometheus has not answered once since the ob
 started, or has not answered for :data:`PROMETHEUS_GAP_S` (8 s, inside the 10 s the ``up``
 range looks back), or the last look, at the end of the window, failed. What a shorter gap
 can hide is an alert that fired *and* resolved inside it; detection then rests on ``up``.
+
+That reasoning holds only while the same Prometheus process kept scraping. A Prometheus
+killed and started again scraped nothing in between, however short the gap, and its alert
+state started afresh: the next look's ``up`` range has a hole, not the samples. So the
+observer reads Prometheus' start time (``/api/v1/status/runtimeinfo``) at its first
+answered look, again at the first answer after any failed look, and at the last look; a
+start time that changed is a restart, written as ``prometheus_down`` (``since`` the last
+answer before it, ``restarted_at`` the new start time; the detail names that span) and
+``prometheus_up`` at once, whether or not the gap reached :data:`PROMETHEUS_GAP_S`.
 
 Probes and Prometheus looks run on independent cadences, so a hung Prometheus never
 delays readiness probing. Probes are sent on a fixed cadence whether or not the previous
@@ -59,6 +69,7 @@ from faultkit.events import EventKind, alert_kind
 from faultkit.health import ProbeResult, probe
 from faultkit.inventory import Node
 from faultkit.records import Event
+from faultkit.timestamps import utc_clock
 from slo.errors import PrometheusError
 from slo.profiles import node_selector
 from slo.prom import Alert, Prometheus
@@ -102,6 +113,8 @@ class Observer:
         self._prom_down = False
         self._prom_answered: float | None = None  # when Prometheus last answered a look
         self._prom_failing_since: float | None = None
+        #: Prometheus' start time (epoch s) as last read; another one is another process
+        self._prom_started: float | None = None
         self._task: asyncio.Task[None] | None = None
         self._probes_in_flight: set[asyncio.Task[None]] = set()
         self._newest_judged = float("-inf")  # send time of the newest probe judged
@@ -124,8 +137,9 @@ class Observer:
         for task in list(self._probes_in_flight):
             task.cancel()
         await asyncio.gather(*self._probes_in_flight, return_exceptions=True)
-        with contextlib.suppress(Exception):
-            await self.poll_once()  # a last look at the end of the window
+        with contextlib.suppress(Exception):  # a last look at the end of the window, which
+            # also reads Prometheus' start time: a restart between two answered looks shows
+            await asyncio.gather(self._probe_once(), self._prometheus_once(with_start=True))
         if self._prom_failing_since is not None and not self._prom_down:
             self._prometheus_down(time.time(), "the last look, at the end of the window, failed")
         if self._client is not None:
@@ -166,9 +180,13 @@ class Observer:
         assert self._client is not None, "use the Observer as an async context manager"
         self._on_probe(await probe(self.node, self._client, timeout_s=self.probe_timeout_s))
 
-    async def _prometheus_once(self) -> None:
+    async def _prometheus_once(self, *, with_start: bool = False) -> None:
+        """One look; Prometheus' start time is read with it at the first look, after a
+        failed one, and when ``with_start`` (the last look)."""
         if self.prometheus is not None:
-            self._on_prometheus(*await asyncio.to_thread(self._prometheus_look))
+            with_start = (with_start or self._prom_started is None
+                          or self._prom_failing_since is not None)
+            self._on_prometheus(*await asyncio.to_thread(self._prometheus_look, with_start))
 
     def _emit(self, kind: str, t: float, data: dict[str, Any]) -> None:
         event = Event(t=t, source="observer", kind=kind, node=self.node.name, data=data)
@@ -195,7 +213,9 @@ class Observer:
             return {}
         return {r["name"]: float(r.get("duration", 0)) for g in groups for r in g["rules"]}
 
-    def _prometheus_look(self) -> tuple[float, list[Alert] | None, list[Any] | None, str]:
+    def _prometheus_look(
+        self, with_start: bool = False
+    ) -> tuple[float, list[Alert] | None, list[Any] | None, str, float | None]:
         assert self.prometheus is not None
         seen = time.time()
         sel = node_selector(self.node)
@@ -204,12 +224,21 @@ class Observer:
             up = (self.prometheus.query_samples(f"up{{{sel}}}[{UP_LOOKBACK_S:g}s]")
                   if sel else [])
         except PrometheusError as exc:
-            return seen, None, None, str(exc)
-        return seen, alerts, up, ""
+            return seen, None, None, str(exc), None
+        started = None
+        if with_start:
+            # it answered the look: a Prometheus (or a proxy) that does not tell its start
+            # time is not an outage, only a restart it cannot show
+            with contextlib.suppress(PrometheusError):
+                started = self.prometheus.start_time()
+        return seen, alerts, up, "", started
 
     def _on_prometheus(
-        self, seen: float, alerts: list[Alert] | None, up: list[Any] | None, error: str
+        self, seen: float, alerts: list[Alert] | None, up: list[Any] | None, error: str,
+        started: float | None = None,
     ) -> None:
+        """Judge one look: its answer (``alerts``, ``up``) or ``error``, and Prometheus'
+        start time when the look read it (``started``)."""
         if alerts is None or up is None:
             if self._prom_failing_since is None:
                 self._prom_failing_since = seen
@@ -217,6 +246,10 @@ class Observer:
             if not self._prom_down and (self._prom_answered is None or gap >= PROMETHEUS_GAP_S):
                 self._prometheus_down(seen, error)
             return
+        if started is not None:
+            if self._prom_started is not None and started != self._prom_started:
+                self._prometheus_restarted(seen, started)
+            self._prom_started = started
         self._prom_answered, self._prom_failing_since = seen, None
         if self._prom_down:
             self._prom_down = False
@@ -228,6 +261,19 @@ class Observer:
         self._prom_down = True
         since = self._prom_failing_since if self._prom_failing_since is not None else seen
         self._emit(EventKind.PROMETHEUS_DOWN, seen, {"detail": detail, "since": since})
+
+    def _prometheus_restarted(self, seen: float, started: float) -> None:
+        """Another Prometheus process answered: nothing was scraped from the last answer
+        before it until its start (an outage, however short; the module docstring)."""
+        if self._prom_down:
+            return  # already written, from its failed looks
+        last = self._prom_answered if self._prom_answered is not None else started
+        self._prom_down = True
+        self._emit(EventKind.PROMETHEUS_DOWN, seen, {
+            "detail": (f"Prometheus restarted at {utc_clock(started)}; it scraped nothing "
+                       "between its last answer before and then"),
+            "since": last, "restarted_at": started,
+        })
 
     def _on_up(self, seen: float, series: list[Any]) -> None:
         for s in series:
@@ -274,3 +320,4 @@ class Observer:
                     "alertname": alert.name, "labels": alert.labels, "state": "resolved",
                     "activeAt": alert.active_at, "t_state": seen,
                 })
+

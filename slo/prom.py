@@ -205,6 +205,13 @@ class Prometheus:
         active: list[dict[str, Any]] = self._api("/api/v1/targets").get("activeTargets", [])
         return active
 
+    def start_time(self) -> float | None:
+        """When this Prometheus process started (epoch seconds, ``/api/v1/status/runtimeinfo``),
+        or None when it does not say. A later answer with another start time is another
+        process: whatever it did not scrape in between is lost."""
+        data = self._api("/api/v1/status/runtimeinfo")
+        return parse_rfc3339(str(data.get("startTime") or "")) if isinstance(data, dict) else None
+
     def ready(self) -> bool:
         """True when ``/-/ready`` answers 200; raises PrometheusUnavailable when unreachable."""
         return self._get("/-/ready").status_code == 200

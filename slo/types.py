@@ -75,6 +75,11 @@ class Measurement:
     affected_total: int = 0
     in_flight_at_effect: int = 0
     requests_total: int = 0
+    #: requests arriving from t_effect to the end of the recovery stretch (t_recovered +
+    #: recovery_hold_s, else the window's end) that the client sent ``LATE_CLIENT_S`` (0.5 s)
+    #: or more after their users arrived: its own event loop was stalled (a starved
+    #: harness), so the run is INCONCLUSIVE
+    sent_late: int = 0
     slis: dict[str, WindowSLIs] = field(default_factory=dict)
     server_cross_check: dict[str, Any] | None = None
     harness_intervened: list[str] = field(default_factory=list)

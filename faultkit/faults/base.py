@@ -134,6 +134,9 @@ class Fault(FaultLifecycle):
         self.mode: str = ""
         self._state = "idle"  # idle → injecting → applied → reverting → reverted
         self._record: JournalRecord | None = None
+        #: the record is on disk (``FaultJournal.begin`` returned): only then is it marked
+        #: reverted, released or left for the sweep
+        self._journalled = False
         self._ended: asyncio.Event | None = None
         self._guard_task: asyncio.Task[None] | None = None
         self._revert_task: asyncio.Task[None] | None = None

@@ -49,6 +49,7 @@ class FaultLifecycle(FaultNotes):
     t_revert_mono: float
     _state: str
     _record: JournalRecord | None
+    _journalled: bool
     _ended: asyncio.Event | None
     _guard_task: asyncio.Task[None] | None
     _revert_task: asyncio.Task[None] | None
@@ -131,7 +132,10 @@ class FaultLifecycle(FaultNotes):
                 id=self.id, kind=self.kind, node=self.node.name, description=self.describe(),
                 params=dict(self.params), undo=list(steps), node_locks=self._locks.node_keys,
             )
+            # no act before its record is on disk: JournalUnwritable (a full disk) ends the
+            # inject here, nothing applied
             await self.journal_io(self.journal.begin, self._record)
+            self._journalled = True
             self._acts_done.clear()  # a probe of _prepare (netem's) is not the fault's act
             applying = True
             await self._apply()
@@ -247,7 +251,8 @@ class FaultLifecycle(FaultNotes):
                 await self._after_undo()
             except Exception as exc:
                 errors.append(str(exc))
-        if self._record is not None and self.journal is not None:
+        if self._record is not None and self.journal is not None and self._journalled:
+            # a record never written (begin failed: nothing acted) has nothing to mark
             if errors:
                 # leave the record unreverted for the sweep, but let the sweep take it now
                 await self.journal_io(self.journal.release, self._record.id)

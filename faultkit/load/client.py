@@ -64,15 +64,10 @@ from faultkit.load.responses import (
     response_header,
 )
 from faultkit.load.sse import StreamInterpreter, StreamOutcome
-from faultkit.records import RequestKind, RequestRecord, Status
+from faultkit.records import LATE_CLIENT_S, RequestKind, RequestRecord, Status
 
 __all__ = ["LATE_CLIENT_S", "RequestRunner", "classify_exception"]
 
-#: A timeout is the client's own doing (``client_stalled``) when the request was sent, or its
-#: timer noticed the deadline, this late: a healthy loop is milliseconds late. Measured on
-#: the testbed beside the vLLM lane: requests sent 2.1 s late, whose connect then "timed
-#: out" although the kernel completes a loopback handshake in microseconds.
-LATE_CLIENT_S = 0.5
 
 _TIMEOUTS = frozenset({"timeout_connect", "timeout_first_token", "timeout_total"})
 

@@ -21,6 +21,7 @@ INCONCLUSIVE before injecting.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,8 @@ from slo.checks import (
     ttft_p95_below,
 )
 from slo.types import Measurement, Verdict
+
+log = logging.getLogger(__name__)
 
 #: a harness action (``run_action``); what it returns, if anything, is the run's fault result
 During = Callable[["Experiment"], Awaitable[Mapping[str, Any] | None]]
@@ -193,15 +196,25 @@ class Experiment(RunLifecycle):
         return self._abort(reason)
 
     def _abort(self, reason: str) -> NotJudgeable:
-        """End the run before injecting: INCONCLUSIVE, with ``reason`` as the missing evidence."""
-        self.note(EventKind.EVIDENCE_GAP, reason=reason)
-        self.note(EventKind.ABORTED, reason=reason)
-        gaps = tuple(dict.fromkeys(
-            str(e.data.get("reason")) for e in self.events if e.kind == EventKind.EVIDENCE_GAP
-        ))
+        """End the run before injecting: INCONCLUSIVE, with ``reason`` as the missing evidence.
+
+        The verdict is set in memory first, then written with the timeline and run.json as
+        far as the run directory lets it: a full filesystem (the reason itself, maybe)
+        leaves the verdict, and the test's outcome, INCONCLUSIVE all the same."""
+        gaps = tuple(dict.fromkeys([
+            *(str(e.data.get("reason")) for e in self.events
+              if e.kind == EventKind.EVIDENCE_GAP),
+            reason,
+        ]))
         self.verdict = Verdict(checks=(), inconclusive=gaps)
-        self.run.write_model(self.run.verdict_json, self.verdict)
-        self._write_run_info(aborted=reason)
+        try:
+            self.note(EventKind.EVIDENCE_GAP, reason=reason)
+            self.note(EventKind.ABORTED, reason=reason)
+            self.run.write_model(self.run.verdict_json, self.verdict)
+            self._write_run_info(aborted=reason)
+        except OSError as exc:
+            log.warning("the run directory %s holds only part of this run (%s): %s",
+                        self.run.path, exc, reason)
         return NotJudgeable(reason)
 
     # ------------------------------------------------------------------ judging
@@ -239,7 +252,10 @@ class Experiment(RunLifecycle):
         """Close files and render the incident report (passes, failures, and runs that ended
         INCONCLUSIVE before injecting — their report says what evidence was missing)."""
         if self._timeline is not None:
-            self._timeline.close()
+            try:
+                self._timeline.close()
+            except OSError as exc:  # a full disk: the verdict already says what is missing
+                log.warning("timeline %s is incomplete: %s", self.run.timeline_jsonl, exc)
             self._timeline = None
         if not (self.run.measurement_json.exists() or self.run.verdict_json.exists()):
             return

@@ -121,11 +121,16 @@ def experiment(
     from faultkit.rundir import RunDir
 
     name = request.node.originalname.removeprefix("test_")
+    try:
+        run = RunDir.create(runs_dir, name, node.name)
+    except OSError as exc:  # one line, not a traceback: nothing has acted yet
+        pytest.fail(f"cannot create a run directory under {runs_dir} ({exc.strerror or exc}); "
+                    "nothing was injected", pytrace=False)
     exp = Experiment(
         scenario=name,
         node=node,
         inventory=faultkit_inventory,
-        run=RunDir.create(runs_dir, name, node.name),
+        run=run,
         load_profile=load_profile,
         dry_run=faultkit_settings.dry_run,
         case=_case_id(request.node),

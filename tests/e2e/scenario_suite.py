@@ -55,10 +55,13 @@ class Outcome:
 
     def harness_stalled(self) -> bool:
         """INCONCLUSIVE because the load client itself stalled: a request it could not
-        vouch for (``client_stalled`` in the measurement, docs/definitions.md). Such a run
+        vouch for (``client_stalled`` in the measurement, or requests it sent late,
+        ``sent_late``; docs/definitions.md). Such a run
         says nothing of the node, for or against."""
-        lost = (self.measurement() or {}).get("lost_by_class") or {}
-        return self.verdict == "INCONCLUSIVE" and lost.get("client_stalled", 0) > 0
+        measurement = self.measurement() or {}
+        lost = measurement.get("lost_by_class") or {}
+        return self.verdict == "INCONCLUSIVE" and (
+            lost.get("client_stalled", 0) > 0 or (measurement.get("sent_late") or 0) > 0)
 
 
 def run_scenarios(

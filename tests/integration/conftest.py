@@ -22,6 +22,7 @@ OWN_CONTAINER_MODULES = frozenset({
     "test_faults_host2",
     "test_faults_network",
     "test_faults_process",
+    "test_harness_chaos",
     "test_litellm_gateway",
     "test_simnode_docker",
     "test_vllm_configs",

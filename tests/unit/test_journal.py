@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from faultkit.errors import JournalError, JournalUnwritable
 from faultkit.journal import FaultJournal, JournalRecord, default_journal_dir
 from faultkit.sweep import sweep
 from tests.unit import faults_fake
@@ -38,6 +39,23 @@ def test_begin_writes_before_returning_and_holds_lock(tmp_path: Path) -> None:
     assert j.is_live("r1")
     assert FaultJournal(tmp_path).is_live("r1")  # another journal object (same process) too
     assert j.orphans() == []
+
+
+def test_a_record_that_cannot_be_written_is_unwritable_and_unlocked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk at ``begin``: JournalUnwritable (the fault must not act; the CLI exits 2)
+    and the liveness lock dropped, as if the record had never been begun."""
+    journal = FaultJournal(tmp_path)
+
+    def full(record: JournalRecord) -> None:
+        raise JournalError("cannot write fault journal record: [Errno 28] No space left")
+
+    monkeypatch.setattr(journal, "_write", full)
+    with pytest.raises(JournalUnwritable, match="No space left"):
+        journal.begin(JournalRecord(id="f1", kind="pause", node="n", description="d"))
+    assert not journal.is_live("f1")
+    assert journal.ids() == []
 
 
 def test_mark_reverted_releases(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ pytester session whose conftest attaches a fake experiment to the item exactly a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -272,3 +273,38 @@ def test_a_scenario_that_cannot_run_its_experiment_is_inconclusive_not_skipped(
     verdict = json.loads((tmp_path / "verdict.json").read_text())
     assert verdict["outcome"] == "INCONCLUSIVE"
     assert verdict["inconclusive"] == ["needs two upstreams"]
+
+
+def test_a_runs_directory_short_of_space_ends_the_run_before_injecting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under RUN_DIR_MIN_FREE_BYTES free: INCONCLUSIVE before the fault is even made to act
+    (the fault here would fail loudly if entered), the reason in memory and on disk."""
+    import shutil
+    from collections import namedtuple
+
+    from faultkit.load import LoadProfile
+    from faultkit.plugin import lifecycle
+    from faultkit.plugin.experiment import Experiment, NotJudgeable
+    from faultkit.rundir import RunDir
+    from tests.unit.test_secrets import _inventory
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _p: usage(2**30, 2**30 - 2**20, 2**20))
+
+    class MustNotAct:
+        async def __aenter__(self) -> None:
+            raise AssertionError("the fault was entered")
+
+        async def __aexit__(self, *exc: object) -> None:
+            raise AssertionError("the fault was left")
+
+    inv = _inventory()
+    exp = Experiment(scenario="s", node=inv.nodes[0], inventory=inv, run=RunDir(tmp_path),
+                     load_profile=LoadProfile())
+    with pytest.raises(NotJudgeable, match=r"1\.0 MiB free") as aborted:
+        asyncio.run(exp._run(MustNotAct(), "pause", "pause", {}, hold_s=1.0, baseline_s=1.0,
+                             during=None, load=True, neighbours=(), recovery_deadline_s=None))
+    assert lifecycle.RUN_DIR_MIN_FREE_BYTES > 2**20
+    assert exp.verdict is not None and exp.verdict.inconclusive == (aborted.value.reason,)
+    assert json.loads((tmp_path / "verdict.json").read_text())["outcome"] == "INCONCLUSIVE"

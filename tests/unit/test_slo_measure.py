@@ -314,6 +314,26 @@ def test_missing_monitoring_and_harness_gaps_are_inconclusive() -> None:
     assert "Prometheus was unreachable during the run (connection refused)" in m.inconclusive[1]
 
 
+def test_requests_the_client_sent_late_make_the_run_inconclusive() -> None:
+    """A starved client sends late, then every request succeeds: what the users met in that
+    span cannot be told, so the run is INCONCLUSIVE (a false PASS otherwise); a send
+    just under LATE_CLIENT_S late is the client's ordinary jitter."""
+    on_time = [dataclasses.replace(r, t_scheduled=r.t_invoke - 0.49) for r in outage_ledger()]
+    assert measure(on_time, outage_timeline(), NODE).inconclusive == []
+    late = [dataclasses.replace(r, t_scheduled=r.t_invoke - 1.5) if 1012.5 <= r.t_invoke < 1013.5
+            else r for r in outage_ledger()]
+    m = measure(late, outage_timeline(), NODE)
+    assert m.sent_late == 10
+    assert len(m.inconclusive) == 1
+    assert "10 requests arriving between the fault's effect and the end of the recovery " \
+        "stretch were sent 0.5 s or more after their users arrived" in m.inconclusive[0]
+    assert "1.50 s late" in m.inconclusive[0]
+    # late in the baseline: the steady-state check's business, not the outage's evidence
+    early = [dataclasses.replace(r, t_scheduled=r.t_invoke - 1.5) if 1002.5 <= r.t_invoke < 1003.5
+             else r for r in outage_ledger()]
+    assert measure(early, outage_timeline(), NODE).inconclusive == []
+
+
 def test_client_exhaustion_is_inconclusive_not_the_nodes_fault() -> None:
     ledger = [*outage_ledger(), req(7000, 1020.0, "fail", "client_exhausted")]
     m = measure(ledger, outage_timeline(), NODE)

@@ -155,6 +155,58 @@ def test_a_long_prometheus_gap_is_an_outage_written_once_then_up() -> None:
     assert sink.events[0].data["since"] == 100.25
 
 
+def test_a_restarted_prometheus_is_an_outage_however_short_the_gap() -> None:
+    """A Prometheus killed and started again scraped nothing in between: the next look's
+    ``up`` range has a hole, so even a 3 s gap is an outage, dated from the last answer."""
+    sink = Sink()
+    obs = Observer(node(), None, sink)
+    obs._on_prometheus(100.0, [], [], "", started=50.0)
+    for t in (100.25, 101.0, 102.5):  # failing for 3 s, well under PROMETHEUS_GAP_S
+        _look(obs, t, False)
+    obs._on_prometheus(103.2, [], [], "", started=102.9)
+    assert [(e.kind, e.t) for e in sink.events] == [("prometheus_down", 103.2),
+                                                  ("prometheus_up", 103.2)]
+    assert sink.events[0].data["since"] == 100.0
+    assert sink.events[0].data["restarted_at"] == 102.9
+    assert "restarted" in sink.events[0].data["detail"]
+
+
+def test_the_same_prometheus_answering_again_is_no_outage() -> None:
+    sink = Sink()
+    obs = Observer(node(), None, sink)
+    obs._on_prometheus(100.0, [], [], "", started=50.0)
+    _look(obs, 100.25, False)
+    obs._on_prometheus(101.0, [], [], "", started=50.0)
+    assert sink.events == []
+
+
+async def test_a_restart_between_two_answered_looks_shows_at_the_last_look() -> None:
+    """The last look reads the start time even when no look failed."""
+
+    class RestartsUnseen:
+        def __init__(self) -> None:
+            self.starts = 0
+
+        def alerts(self) -> list[Alert]:
+            return []
+
+        def query_samples(self, promql: str) -> list[Series]:
+            return []
+
+        def rules(self, kind: str) -> list[dict[str, object]]:
+            return []
+
+        def start_time(self) -> float:
+            self.starts += 1
+            return 1.0 if self.starts == 1 else 2.0
+
+    sink = Sink()
+    async with Observer(node(), RestartsUnseen(), sink, interval_s=0.5):  # type: ignore[arg-type]
+        pass
+    assert [e.kind for e in sink.events if e.kind.startswith("prometheus")] == [
+        "prometheus_down", "prometheus_up"]
+
+
 def test_prometheus_never_answering_is_an_outage_at_once() -> None:
     sink = Sink()
     obs = Observer(node(), None, sink)
@@ -180,6 +232,9 @@ async def test_a_failed_last_look_is_an_outage() -> None:
 
         def rules(self, kind: str) -> list[dict[str, object]]:
             return []
+
+        def start_time(self) -> float:
+            return 1.0
 
     sink = Sink()
     async with Observer(node(), FailsAfterTheFirstLook(), sink, interval_s=0.5):  # type: ignore[arg-type]

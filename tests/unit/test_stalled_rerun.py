@@ -13,10 +13,12 @@ from tests.e2e import scenario_suite
 from tests.e2e.scenario_suite import Outcome, rerun_stalled, suite_exit_code
 
 
-def _outcome(tmp_path: Path, test_id: str, verdict: str, lost: dict[str, int]) -> Outcome:
+def _outcome(tmp_path: Path, test_id: str, verdict: str, lost: dict[str, int],
+             sent_late: int = 0) -> Outcome:
     run_dir = tmp_path / test_id
     run_dir.mkdir()
-    (run_dir / "measurement.json").write_text(json.dumps({"lost_by_class": lost}))
+    (run_dir / "measurement.json").write_text(json.dumps({"lost_by_class": lost,
+                                                          "sent_late": sent_late}))
     passed = verdict in ("PASS", "ACCEPTED")
     return Outcome(test_id=test_id, passed=passed, skipped=False,
                    message="" if passed else f"{verdict}: …", run_dir=run_dir,
@@ -29,6 +31,9 @@ def test_only_an_inconclusive_with_a_stalled_client_is_the_harness_stalling(
     assert not _outcome(tmp_path, "b", "INCONCLUSIVE", {"timeout_connect": 4}).harness_stalled()
     assert not _outcome(tmp_path, "c", "FAIL", {"client_stalled": 1}).harness_stalled()
     assert not _outcome(tmp_path, "d", "PASS", {}).harness_stalled()
+    # requests it sent late in the judged span: the client stalled too
+    assert _outcome(tmp_path, "e", "INCONCLUSIVE", {}, sent_late=3).harness_stalled()
+    assert not _outcome(tmp_path, "f", "FAIL", {}, sent_late=3).harness_stalled()
 
 
 def test_the_node_id_is_the_tests_file_and_name() -> None:
