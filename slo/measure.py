@@ -253,12 +253,17 @@ def _lateness(r: RequestRecord) -> float:
 
 
 def sent_late(
-    requests: Sequence[RequestRecord], start: float, end: float
+    requests: Sequence[RequestRecord], edges: Sequence[float | None]
 ) -> list[RequestRecord]:
-    """The requests arriving in ``[start, end]`` that the client sent ``LATE_CLIENT_S`` or
-    more after their arrival: its own event loop could not run (a starved or frozen
-    harness), so neither their fate nor the moments it stamped are evidence of the node."""
-    return [r for r in requests if start <= arrival(r) <= end and _lateness(r) >= LATE_CLIENT_S]
+    """The requests the client sent ``LATE_CLIENT_S`` or more after their user arrived *and*
+    across an edge of the outage (an ``edges`` moment — the fault's effect, its revert,
+    the recovery — between the arrival and the send): their fate is the node's after the
+    edge, the user's was before it, and the moments they stamped cannot date the edge. A
+    request sent late on the same side of every edge met what its user would have met
+    (a starved harness during an outage still sees the outage), so it is no gap."""
+    moments = [m for m in edges if m is not None]
+    return [r for r in requests if _lateness(r) >= LATE_CLIENT_S
+            and any(arrival(r) < m <= r.t_invoke for m in moments)]
 
 
 def _late_gap(late: Sequence[RequestRecord]) -> list[str]:
@@ -266,11 +271,11 @@ def _late_gap(late: Sequence[RequestRecord]) -> list[str]:
     if not late:
         return []
     worst = max(late, key=_lateness)
-    return [f"the load client's event loop stalled: {len(late)} requests arriving between the "
-            f"fault's effect and the end of the recovery stretch were sent {LATE_CLIENT_S:g} s "
-            f"or more after their users arrived (the latest {_lateness(worst):.2f} s late, "
-            f"arriving at {utc_clock(arrival(worst))}); what they met cannot be told from the "
-            "client's own delay, for the node or against it"]
+    return [f"the load client's event loop stalled: {len(late)} requests were sent "
+            f"{LATE_CLIENT_S:g} s or more after their users arrived, across an edge of the "
+            f"outage (the latest {_lateness(worst):.2f} s late, arriving at "
+            f"{utc_clock(arrival(worst))}); what their users would have met cannot be told "
+            "from what the late sends met, for the node or against it"]
 
 
 def _prometheus_gap(timeline: Sequence[Event], node: str, down: Event) -> str:
@@ -370,10 +375,8 @@ def measure(
 
     # SLI windows: the fault window lasts while the fault is applied *or* its effects last
     # (to revert, or to recovery if that is later); "after" is everything once both ended.
-    # the span loss and recovery are judged on: a client that sent late in it could not
-    # see the outage's edges (a stall in the baseline is the steady-state check's business)
-    judged_until = end if t_recovered is None else min(end, t_recovered + recovery_hold_s)
-    late = sent_late(requests, t_effect, judged_until)
+    # a client that sent late across the outage's edges could not see them
+    late = sent_late(requests, (t_effect, t_revert, t_recovered))
     start = min((arrival(r) for r in requests), default=t_effect)
     slis = {
         "baseline": window_slis(requests, min(start, t_effect), t_effect),
