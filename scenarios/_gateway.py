@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from faultkit.events import EventKind
+from faultkit.experiment import Experiment
 from faultkit.inventory import Inventory, Node
-from faultkit.plugin import Experiment
 from faultkit.records import Event, RequestRecord
 from slo.checks import Checks, check, lost_at_most
 from slo.routing import RouteAround, route_around

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from faultkit.experiment import Experiment
 from faultkit.inventory import Node
-from faultkit.plugin import Experiment
 from slo.checks import Checks, check
 from slo.measure import window_slis
 from slo.types import CheckResult, Measurement

@@ -6,8 +6,8 @@ and stays down — exit 0 under ``on-failure``, a policy ``no`` — fails with t
 
 import pytest
 
+from faultkit.experiment import Experiment
 from faultkit.inventory import Node
-from faultkit.plugin import Experiment
 from scenarios._expect import fault_result
 
 

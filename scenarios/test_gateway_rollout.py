@@ -31,10 +31,10 @@ from typing import Any, cast
 
 import pytest
 
+from faultkit.experiment import Experiment
 from faultkit.faults import make_fault
 from faultkit.faults.rollout import Rollout
 from faultkit.inventory import Inventory
-from faultkit.plugin import Experiment
 from scenarios._gateway import (
     UPSTREAM_FAULTS,
     USERS_PROFILE,

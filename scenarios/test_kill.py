@@ -6,7 +6,7 @@ experiment, named for what it is and judged with what a gateway's users see)."""
 
 import pytest
 
-from faultkit.plugin import Experiment
+from faultkit.experiment import Experiment
 
 
 @pytest.mark.gate

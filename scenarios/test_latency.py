@@ -29,8 +29,8 @@ from collections.abc import Sequence
 import pytest
 
 from faultkit.events import EventKind
+from faultkit.experiment import Experiment
 from faultkit.load.stats import percentile, ttft_s
-from faultkit.plugin import Experiment
 from faultkit.records import RequestRecord
 from slo.checks import lost_at_most
 from slo.effect import fault_time

@@ -4,7 +4,7 @@ there) restart at once, as after a reboot of a GPU box; other containers on the 
 
 import pytest
 
-from faultkit.plugin import Experiment
+from faultkit.experiment import Experiment
 
 
 @pytest.mark.slow

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from faultkit.events import EventKind
+from faultkit.experiment import Experiment
 from faultkit.load.stats import percentile, ttft_s
 from faultkit.machinelock import machine_lock
-from faultkit.plugin import Experiment
 from faultkit.records import RequestRecord
 from scenarios._expect import node_not_crashed
 from slo.checks import error_ratio_at_most, recovered_within

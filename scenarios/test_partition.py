@@ -3,7 +3,7 @@
 
 import pytest
 
-from faultkit.plugin import Experiment
+from faultkit.experiment import Experiment
 
 
 @pytest.mark.gate

@@ -8,7 +8,7 @@ sigstop`` stops every process of the container with SIGSTOP instead (the ``stall
 
 import pytest
 
-from faultkit.plugin import Experiment
+from faultkit.experiment import Experiment
 
 
 @pytest.mark.fault("pause")

@@ -26,10 +26,11 @@ import pytest
 
 from faultkit.context_probe import ProbeNotPossible, calibrate
 from faultkit.docker import docker_host
+from faultkit.experiment import Experiment
 from faultkit.inventory import Node
 from faultkit.limits import ContextLimitUnknown, read_context_limit
 from faultkit.memwatch import MemoryWatch
-from faultkit.plugin import Experiment, Settings
+from faultkit.plugin import Settings
 from scenarios._expect import node_not_crashed
 from slo.checks import Checks, check, error_ratio_at_most, ttft_p95_below
 from slo.profiles import profile_for

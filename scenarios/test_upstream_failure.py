@@ -43,8 +43,8 @@ from __future__ import annotations
 
 import pytest
 
+from faultkit.experiment import Experiment
 from faultkit.inventory import Inventory
-from faultkit.plugin import Experiment
 from scenarios._gateway import (
     LOST_MAX,
     ROUTE_AROUND_S_MAX,

@@ -10,7 +10,7 @@ The evidence is independent of the code under test:
 - **Prometheus' own ``ALERTS`` series**: the sample at which an alert for the node first
   reads ``firing``.
 
-:func:`run_trial` runs the real scenario path (:class:`faultkit.plugin.Experiment`) and
+:func:`run_trial` runs the real scenario path (:class:`faultkit.experiment.Experiment`) and
 returns a :class:`Trial` with the measured figures, the truth and the errors. The
 integration test (``tests/integration/test_measure_truth.py``) asserts the bounds;
 ``bench/measurement_truth.py`` repeats trials and writes the table in docs/measurement-truth.md.
@@ -28,10 +28,10 @@ from typing import Any
 from faultkit.constants import LOCAL_DOCKER
 from faultkit.docker import DockerHost
 from faultkit.events import EventKind
+from faultkit.experiment import Experiment
 from faultkit.inventory import Inventory, Node
 from faultkit.load import LoadProfile
 from faultkit.loopwatch import LoopStall
-from faultkit.plugin.experiment import Experiment
 from faultkit.records import RequestRecord
 from faultkit.rundir import RunDir
 from slo.prom import Prometheus

@@ -1,5 +1,9 @@
 """The faultkit pytest plugin: options, markers, inventory and node fixtures, run directories.
 
+An adapter: the experiment itself (load, fault, observer, measurement, verdict, incident
+report) is the runner, :mod:`faultkit.experiment`, which knows nothing of pytest. The
+plugin builds one per test, finalizes it at teardown and reports its verdict.
+
 Registered through the ``pytest11`` entry point, so pytest loads it in every project of an
 environment where faultkit is installed. It is light on purpose (hypothesis' pattern):
 importing it imports pytest and the standard library only — the harness (Docker, aiohttp,
@@ -30,7 +34,7 @@ the node (``accepted_findings`` in the inventory) is ACCEPTED: a pass, shown as 
 
 While a scenario runs, a terminal shows its live status on one line under pytest's own —
 phase, elapsed time, requests ok/failed in the last second, node readiness, alerts firing —
-erased before pytest writes the test's result (:mod:`faultkit.plugin.live`,
+erased before pytest writes the test's result (:mod:`faultkit.experiment.live`,
 :mod:`faultkit.plugin.terminal`; ``--faultkit-live=auto|on|off``).
 
 This module is what pytest registers as the plugin: hooks and fixtures are found by name
@@ -41,8 +45,10 @@ on it, so it imports each one from the module that implements it —
 - :mod:`faultkit.plugin.nodes` — node selection and the ``node`` parametrisation;
 - :mod:`faultkit.plugin.fixtures` — the fixtures (``experiment`` and its inputs);
 - :mod:`faultkit.plugin.collection` — the end of collection: journal sweep, live line;
-- :mod:`faultkit.plugin.reporting` — header, dry-run skips, verdict statuses, summary;
-- :mod:`faultkit.plugin.experiment` — one scenario run (imported on first use).
+- :mod:`faultkit.plugin.reporting` — header, dry-run skips, verdict statuses, summary.
+
+It also offers the runner's types its fixtures hand out (``Experiment``, imported on first
+use; ``LiveStatus``; ``DryRunPlan``); their home is :mod:`faultkit.experiment`.
 """
 
 
@@ -52,7 +58,9 @@ from typing import TYPE_CHECKING, Any
 
 # Each hook and fixture below is imported under its own name (``name as name``: an explicit
 # re-export), since pytest finds them as attributes of this module; so are the names this
-# module offered before it was split.
+# module offers its users.
+from faultkit.experiment.live import LiveStatus as LiveStatus
+from faultkit.experiment.outcomes import DryRunPlan as DryRunPlan
 from faultkit.plugin.collection import (
     pytest_collection_finish as pytest_collection_finish,
 )
@@ -67,7 +75,6 @@ from faultkit.plugin.fixtures import faultkit_live as faultkit_live
 from faultkit.plugin.fixtures import faultkit_settings as faultkit_settings
 from faultkit.plugin.fixtures import load_profile as load_profile
 from faultkit.plugin.fixtures import runs_dir as runs_dir
-from faultkit.plugin.live import LiveStatus as LiveStatus
 from faultkit.plugin.nodes import pytest_generate_tests as pytest_generate_tests
 from faultkit.plugin.nodes import selected_nodes as selected_nodes
 from faultkit.plugin.options import pytest_addoption as pytest_addoption
@@ -89,7 +96,6 @@ from faultkit.plugin.state import is_used as is_used
 from faultkit.plugin.state import settings_of as settings_of
 from faultkit.plugin.state import used_by_configuration as used_by_configuration
 from faultkit.plugin.state import uses_faultkit as uses_faultkit
-from faultkit.plugin.status import DryRunPlan as DryRunPlan
 from faultkit.plugin.status import accepted_lines as accepted_lines
 from faultkit.plugin.status import attach as attach
 from faultkit.plugin.status import inconclusive_lines as inconclusive_lines
@@ -99,7 +105,7 @@ from faultkit.plugin.terminal import LiveLine as LiveLine
 from faultkit.plugin.terminal import start_live as start_live
 
 if TYPE_CHECKING:
-    from faultkit.plugin.experiment import Experiment
+    from faultkit.experiment import Experiment
 
 __all__ = ["DryRunPlan", "Experiment", "LiveStatus", "Settings"]
 
@@ -107,7 +113,7 @@ __all__ = ["DryRunPlan", "Experiment", "LiveStatus", "Settings"]
 def __getattr__(name: str) -> Any:
     """``faultkit.plugin.Experiment``, imported on first use (it pulls in the harness)."""
     if name == "Experiment":
-        from faultkit.plugin.experiment import Experiment
+        from faultkit.experiment import Experiment
 
         return Experiment
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,9 +9,9 @@ Contract:
   directory, created.
 - ``load_profile``: the ``load_profile`` marker, else ``--load-profile``, else the
   background profile; a bad profile is a :class:`pytest.UsageError`.
-- ``faultkit_live``: the test's :class:`~faultkit.plugin.live.LiveStatus`, attached to the
+- ``faultkit_live``: the test's :class:`~faultkit.experiment.live.LiveStatus`, attached to the
   session's live line while the test runs (when there is one).
-- ``experiment``: an :class:`~faultkit.plugin.experiment.Experiment` on ``node`` with a
+- ``experiment``: an :class:`~faultkit.experiment.Experiment` on ``node`` with a
   fresh run directory; ``faultkit_run_dir`` (and, once rendered at teardown,
   ``faultkit_report``) are added to the test's user properties.
 - ``_candidate_serving_config`` (session, autouse): with ``--serving-config`` in a session
@@ -30,16 +30,16 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from faultkit.plugin.live import LiveStatus
+from faultkit.experiment.live import LiveStatus
 from faultkit.plugin.nodes import selected_nodes, with_candidate
 from faultkit.plugin.settings import Settings
 from faultkit.plugin.state import LIVE_KEY, inventory_of, is_used, settings_of
 from faultkit.plugin.status import attach
 
 if TYPE_CHECKING:
+    from faultkit.experiment import Experiment
     from faultkit.inventory import Inventory, Node
     from faultkit.load.profile import LoadProfile
-    from faultkit.plugin.experiment import Experiment
 
 
 @pytest.fixture(scope="session")
@@ -91,7 +91,7 @@ def load_profile(
 
 @pytest.fixture
 def faultkit_live(request: pytest.FixtureRequest) -> Iterator[LiveStatus]:
-    """This test's live status (:class:`~faultkit.plugin.live.LiveStatus`), shown on the
+    """This test's live status (:class:`~faultkit.experiment.live.LiveStatus`), shown on the
     terminal while the test runs when the session draws live lines. The ``experiment``
     fixture feeds it; a scenario may set a phase of its own (``faultkit_live.phase(…)``)."""
     status = LiveStatus(label=request.node.name.removeprefix("test_"))
@@ -117,7 +117,7 @@ def experiment(
     faultkit_live: LiveStatus,
 ) -> Iterator[Experiment]:
     """An :class:`Experiment` on ``node``; its incident report is rendered at teardown."""
-    from faultkit.plugin.experiment import Experiment
+    from faultkit.experiment import Experiment
     from faultkit.rundir import RunDir
 
     name = request.node.originalname.removeprefix("test_")
@@ -161,12 +161,14 @@ def candidate_serving_config(request: pytest.FixtureRequest) -> Iterator[None]:
     if not settings.serving_config or settings.dry_run:
         yield
         return
-    from faultkit.plugin.candidate import CandidateSession
+    from faultkit.experiment.candidate import CandidateSession
 
     inventory = inventory_of(request.config)
     (node,) = selected_nodes(request.config, inventory)
     session = CandidateSession(node, inventory, settings.serving_config)
-    session.start()
+    error = session.start()
+    if error is not None:  # rolled back already: the session's scenarios would judge nothing
+        pytest.exit(error, returncode=1)
     try:
         yield
     finally:

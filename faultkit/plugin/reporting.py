@@ -7,7 +7,7 @@ Contract:
   :func:`pytest_report_header` when the configuration says the session uses faultkit,
   else by :func:`pytest_report_collectionfinish` once a collected test does (not with
   ``-q`` or ``--no-header``); an invalid inventory shows as ``(INVALID)``.
-- :func:`pytest_runtest_call` turns a :class:`~faultkit.plugin.status.DryRunPlan` into a
+- :func:`pytest_runtest_call` turns a :class:`~faultkit.experiment.outcomes.DryRunPlan` into a
   skip whose reason is the plan.
 - :func:`pytest_runtest_makereport` stamps the call report with the experiment's verdict
   and :func:`pytest_report_teststatus` gives INCONCLUSIVE (a failure) and ACCEPTED (a
@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from faultkit.experiment.outcomes import DryRunPlan
 from faultkit.plugin.nodes import selected_nodes
 from faultkit.plugin.state import (
     SOAKS_DESELECTED_KEY,
@@ -34,7 +35,6 @@ from faultkit.plugin.state import (
     settings_of,
 )
 from faultkit.plugin.status import (
-    DryRunPlan,
     accepted_lines,
     inconclusive_lines,
     record_verdict,

@@ -17,8 +17,9 @@ among the passes), letter ``A``, word ``ACCEPTED``; the terminal summary lists e
 its known finding (:func:`accepted_lines`). The plugin never turns a failed report into a
 pass: a test whose body failed for any other reason stays FAILED.
 
-A dry run is reported as a skip: the experiment raises :class:`DryRunPlan` once the plan
-is printed, and the plugin's ``pytest_runtest_call`` wrapper skips the test with it.
+A dry run is reported as a skip: the experiment raises
+:class:`~faultkit.experiment.outcomes.DryRunPlan` once the plan is printed, and the
+plugin's ``pytest_runtest_call`` wrapper skips the test with it.
 
 Pure functions over reports and items, so they are testable without an experiment; light
 (pytest and the standard library), as the plugin's entry module imports them.
@@ -54,10 +55,6 @@ class HasVerdict(Protocol):
 
 
 _SOURCE_KEY = pytest.StashKey[HasVerdict]()
-
-
-class DryRunPlan(Exception):
-    """Raised inside a dry run after the plan is printed; the plugin turns it into a skip."""
 
 
 def attach(item: pytest.Item, source: HasVerdict) -> None:

@@ -1,6 +1,6 @@
 """The live status line on pytest's terminal: drawn below pytest's row, gone before it writes.
 
-:class:`LiveLine` draws the current test's :class:`~faultkit.plugin.live.LiveStatus`
+:class:`LiveLine` draws the current test's :class:`~faultkit.experiment.live.LiveStatus`
 about four times a second (and at once on a phase change). It shares the terminal with
 pytest, which writes a test's id (``-v``) or its file name and dots (``-q``) and then, on
 that same row, the test's result. So the line never touches pytest's row: it opens a row
@@ -42,7 +42,7 @@ from typing import TextIO
 
 import pytest
 
-from faultkit.plugin.live import LiveStatus, render
+from faultkit.experiment.live import LiveStatus, render
 from faultkit.progress import is_live
 
 __all__ = ["INTERVAL_S", "LiveHooks", "LiveLine", "live_wanted", "start_live"]

@@ -14,9 +14,9 @@ import asyncio
 import sys
 from pathlib import Path
 
+from faultkit.experiment import Experiment, NotJudgeable
 from faultkit.inventory import load_inventory
 from faultkit.load.profile import BACKGROUND_PROFILE
-from faultkit.plugin.experiment import Experiment, NotJudgeable
 from faultkit.rundir import RunDir
 
 

@@ -26,10 +26,10 @@ from typing import Any
 import pytest
 
 from faultkit.docker import docker_host
+from faultkit.experiment import Experiment, NotJudgeable
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal
 from faultkit.load.profile import BACKGROUND_PROFILE
-from faultkit.plugin.experiment import Experiment, NotJudgeable
 from faultkit.rundir import RunDir
 from testbed.scratch import remove_scratch, write_inventory
 from testbed.torture import FAULTKIT

@@ -1,5 +1,5 @@
 """The experiment notes a wall-clock step as an evidence gap when it measures a run (the
-wiring of faultkit.timestamps.clock_step_gap into RunLifecycle._finish)."""
+wiring of faultkit.timestamps.clock_step_gap into faultkit.experiment.lifecycle.finish)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from faultkit.events import EventKind
+from faultkit.experiment import Experiment
+from faultkit.experiment.lifecycle import finish
 from faultkit.inventory import parse_inventory
 from faultkit.load import LoadProfile
-from faultkit.plugin.experiment import Experiment
 from faultkit.rundir import RunDir
 from faultkit.timestamps import wall_minus_monotonic
 from slo.effect import MeasurementInputError
@@ -32,9 +33,9 @@ def test_measuring_a_run_notes_a_clock_step(tmp_path: Path, step_s: float, noted
     inv = parse_inventory(_INVENTORY)
     exp = Experiment(scenario="kill", node=inv.node("a"), inventory=inv, run=RunDir(tmp_path),
                      load_profile=LoadProfile())
-    exp._clock_offset = wall_minus_monotonic() - step_s  # as if the clock stepped since start
+    exp.clock_offset = wall_minus_monotonic() - step_s  # as if the clock stepped since start
     with pytest.raises(MeasurementInputError):  # no fault was run: nothing else to measure
-        exp._finish(Prometheus("http://127.0.0.1:1"))
+        finish(exp, Prometheus("http://127.0.0.1:1"))
     stepped = [g for g in _gaps(exp) if "wall clock stepped" in g]
     assert bool(stepped) is noted, _gaps(exp)
     if noted:

@@ -194,9 +194,9 @@ async def test_the_experiment_measures_it_and_judges_it_inconclusive(
 ) -> None:
     """A real run_fault("pause") against a loopback engine (Prometheus unreachable) whose
     container's freezer refuses: no traceback, a complete run directory, INCONCLUSIVE."""
+    from faultkit.experiment import Experiment
     from faultkit.load.fakeserver import serve
     from faultkit.load.profile import LoadProfile
-    from faultkit.plugin.experiment import Experiment
     from faultkit.rundir import RunDir
 
     monkeypatch.setenv("FAULTKIT_HOME", str(tmp_path / "home"))

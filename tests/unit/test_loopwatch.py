@@ -64,10 +64,10 @@ async def test_a_run_writes_the_stall_its_action_caused_to_loop_stalls_json(
 ) -> None:
     """The experiment's wiring: a real run_action on a loopback server (no Docker, no
     Prometheus) whose action blocks the loop leaves that stall in ``loop-stalls.json``."""
+    from faultkit.experiment import Experiment
     from faultkit.inventory import Inventory, Node
     from faultkit.load.fakeserver import serve
     from faultkit.load.profile import LoadProfile
-    from faultkit.plugin.experiment import Experiment
     from faultkit.rundir import RunDir
 
     runner, port = await serve()

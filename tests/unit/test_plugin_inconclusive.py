@@ -260,8 +260,8 @@ def test_a_scenario_that_cannot_run_its_experiment_is_inconclusive_not_skipped(
 ) -> None:
     """``raise experiment.not_judgeable(why)``: the verdict on disk is INCONCLUSIVE with
     the reason as the missing evidence (a skip would read as green)."""
+    from faultkit.experiment import Experiment, NotJudgeable
     from faultkit.load import LoadProfile
-    from faultkit.plugin.experiment import Experiment, NotJudgeable
     from faultkit.rundir import RunDir
     from tests.unit.test_secrets import _inventory
 
@@ -283,9 +283,8 @@ def test_a_runs_directory_short_of_space_ends_the_run_before_injecting(
     import shutil
     from collections import namedtuple
 
+    from faultkit.experiment import Experiment, NotJudgeable, RunPlan, lifecycle
     from faultkit.load import LoadProfile
-    from faultkit.plugin import lifecycle
-    from faultkit.plugin.experiment import Experiment, NotJudgeable
     from faultkit.rundir import RunDir
     from tests.unit.test_secrets import _inventory
 
@@ -303,8 +302,8 @@ def test_a_runs_directory_short_of_space_ends_the_run_before_injecting(
     exp = Experiment(scenario="s", node=inv.nodes[0], inventory=inv, run=RunDir(tmp_path),
                      load_profile=LoadProfile())
     with pytest.raises(NotJudgeable, match=r"1\.0 MiB free") as aborted:
-        asyncio.run(exp._run(MustNotAct(), "pause", "pause", {}, hold_s=1.0, baseline_s=1.0,
-                             during=None, load=True, neighbours=(), recovery_deadline_s=None))
+        asyncio.run(lifecycle.run_steps(exp, MustNotAct(), RunPlan(
+            kind="pause", describe="pause", hold_s=1.0, baseline_s=1.0)))
     assert lifecycle.RUN_DIR_MIN_FREE_BYTES > 2**20
     assert exp.verdict is not None and exp.verdict.inconclusive == (aborted.value.reason,)
     assert json.loads((tmp_path / "verdict.json").read_text())["outcome"] == "INCONCLUSIVE"

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from faultkit.events import EventKind
-from faultkit.plugin.live import LiveStatus, Part, Snapshot, compose, render
+from faultkit.experiment.live import LiveStatus, Part, Snapshot, compose, render
 from faultkit.plugin.terminal import LiveLine, live_wanted
 from faultkit.records import Event
 
@@ -459,10 +459,10 @@ async def test_an_experiment_feeds_its_phases_requests_and_observations(
     tmp_path: Path,
 ) -> None:
     """A real run_action against a loopback server (no Docker, Prometheus unreachable)."""
+    from faultkit.experiment import Experiment
     from faultkit.inventory import Inventory, Node
     from faultkit.load.fakeserver import serve
     from faultkit.load.profile import LoadProfile
-    from faultkit.plugin.experiment import Experiment
     from faultkit.rundir import RunDir
 
     runner, port = await serve()

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from faultkit.commands.gate_decision import config_diff
+from faultkit.experiment import Experiment
 from faultkit.inventory import Inventory, Node, ServingConfig
 from faultkit.load.profile import LoadProfile
-from faultkit.plugin.experiment import Experiment
 from faultkit.rundir import RunDir
 from reports.text import REDACTED, is_secret_name, known_secrets, redact, redact_data
 
@@ -131,15 +131,14 @@ class _FakeHost:
 def test_container_json_parts_are_redacted(tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FK_TEST_API_KEY", "node-key-123")
-    # where the experiment's container evidence looks docker_host up (Experiment's base
-    # RunEvidence); by name, like the experiment module, whose name the plugin package's
-    # `experiment` fixture shadows as an attribute
-    module = importlib.import_module("faultkit.plugin.run_evidence")
+    # where the experiment's container evidence looks docker_host up
+    module = importlib.import_module("faultkit.experiment.node_evidence")
     monkeypatch.setattr(module, "docker_host", lambda url: _FakeHost())
     inv = _inventory()
     exp = Experiment(scenario="s", node=inv.nodes[0], inventory=inv, run=RunDir(tmp_path),
                      load_profile=LoadProfile())
-    written = repr({"after": exp._container_state(), "log_tail": exp._log_tail()})
+    written = repr({"after": exp.evidence.container_state(),
+                    "log_tail": exp.evidence.log_tail()})
     for planted in ("node-key-123", "hf-planted-1"):
         assert planted not in written
     assert "serving faultkit-test-n" in written

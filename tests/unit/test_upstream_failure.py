@@ -11,10 +11,9 @@ from typing import Any
 import pytest
 
 from faultkit.errors import FaultRefused
+from faultkit.experiment import DryRunPlan, Experiment
 from faultkit.inventory import load_inventory, parse_inventory
 from faultkit.load import LoadProfile
-from faultkit.plugin.experiment import Experiment
-from faultkit.plugin.status import DryRunPlan
 from faultkit.rundir import RunDir
 from testbed.paths import INVENTORY
 
@@ -176,21 +175,24 @@ async def test_the_run_waits_until_the_upstream_serves_again_or_gives_up() -> No
 async def test_run_fault_hands_after_revert_to_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``run_fault(after_revert=…)`` reaches the run's steps (``RunLifecycle._run``: after
-    the revert, before the wait for recovery); ``run_action`` passes none."""
+    """``run_fault(after_revert=…)`` reaches the run's steps (``lifecycle.run_steps``:
+    after the revert, before the wait for recovery), bound to the experiment."""
     inv = parse_inventory(_inventory('["*"]'))
     exp = Experiment(scenario="upstream_failure", node=inv.node("gw"), inventory=inv,
                      run=RunDir(tmp_path), load_profile=LoadProfile())
     seen: dict[str, Any] = {}
 
-    async def fake_run(_fault: Any, kind: str, _describe: str, _params: Any,
-                       **kwargs: Any) -> None:
-        seen[kind] = kwargs.get("after_revert")
+    async def fake_run(state: Any, _fault: Any, plan: Any, **kwargs: Any) -> None:
+        seen[plan.kind] = kwargs.get("after_revert")
+        await kwargs["after_revert"]()
 
-    monkeypatch.setattr(exp, "_run", fake_run)
+    monkeypatch.setattr(importlib.import_module("faultkit.experiment.experiment"),
+                        "run_steps", fake_run)
+    called_with: list[Any] = []
 
-    async def wait(_exp: Any) -> None:
-        return None
+    async def wait(given: Any) -> None:
+        called_with.append(given)
 
     await exp.run_fault("kill", hold_s=0, on=inv.node("a"), after_revert=wait)
-    assert seen["kill"] is wait
+    assert seen["kill"] is not None
+    assert called_with == [exp]

@@ -1,6 +1,6 @@
 """A harness-driven action's window on the timeline, marked as a fault's would be.
 
-:meth:`Experiment.run_action <faultkit.plugin.experiment.Experiment.run_action>` runs an
+:meth:`Experiment.run_action <faultkit.experiment.Experiment.run_action>` runs an
 action (malformed requests, say) as the injection: :class:`ActionWindow` is the async
 context around it. Contract: entering writes ``inject_start`` (the action takes effect
 when it starts: ``spans_outage``), an ``act`` and ``inject_end``; leaving writes

@@ -1,7 +1,11 @@
-"""Keep a candidate serving config on a node for a whole pytest session.
+"""Keep a candidate serving config on a node for a whole session of scenarios.
 
 The rollout fault lives in one event loop on a background thread from roll-out to roll-
-back, so its tasks never cross loops with the scenarios' own.
+back, so its tasks never cross loops with the scenarios' own. Contract:
+:meth:`CandidateSession.start` returns once the candidate serves (``None``) or has been
+rolled back (why, as one line naming ``--serving-config``); :meth:`CandidateSession.stop`
+rolls it back and is safe to call in either case. The pytest plugin's session fixture
+drives it and ends the session on a failed start.
 """
 
 from __future__ import annotations
@@ -9,15 +13,18 @@ from __future__ import annotations
 import asyncio
 import threading
 
-import pytest
-
 from faultkit.constants import LABEL_SERVING_CONFIG
 from faultkit.docker import docker_host
 from faultkit.errors import FaultkitError
+from faultkit.faults import make_fault
+from faultkit.faults.rollout import Rollout
 from faultkit.inventory import Inventory, Node
+from reports.text import failed_start
 
 
 class CandidateSession:
+    """The ``config`` serving config rolled onto ``node`` from :meth:`start` to :meth:`stop`."""
+
     def __init__(self, node: Node, inventory: Inventory, config: str) -> None:
         self.node = node
         self.inventory = inventory
@@ -29,6 +36,8 @@ class CandidateSession:
         self.error: str | None = None
 
     def already_running(self) -> bool:
+        """Whether the node's container already runs the candidate (as under
+        ``faultkit gate``, which rolled it out itself)."""
         if self.node.docker is None:
             return False
         try:
@@ -37,9 +46,12 @@ class CandidateSession:
             return False
         return state.labels.get(LABEL_SERVING_CONFIG) == self.config
 
-    def start(self) -> None:
+    def start(self) -> str | None:
+        """Roll the candidate out (unless it already runs) and wait until it serves:
+        ``None``; or, when it did not become ready or could not be rolled out, why (it is
+        rolled back and the session stopped)."""
         if self.already_running():
-            return
+            return None
         self._thread = threading.Thread(
             target=lambda: asyncio.run(self._main()), daemon=True, name="faultkit-candidate"
         )
@@ -47,13 +59,9 @@ class CandidateSession:
         self._ready.wait()
         if self.error:
             self.stop()
-            pytest.exit(self.error, returncode=1)
+        return self.error
 
     async def _main(self) -> None:
-        from faultkit.faults import make_fault
-        from faultkit.faults.rollout import Rollout
-        from reports.text import failed_start
-
         self._loop = asyncio.get_running_loop()
         self._done = asyncio.Event()
         try:
@@ -75,6 +83,7 @@ class CandidateSession:
             self._ready.set()
 
     def stop(self) -> None:
+        """Roll the candidate back (waits up to 5 minutes for the rollback)."""
         if self._thread is None:
             return
         if self._loop is not None and self._done is not None:

@@ -16,7 +16,8 @@ record when nothing draws it. Durations are on the monotonic clock.
 
 :func:`render` makes the line's text from a :class:`Snapshot` (:func:`segments`,
 :func:`compose`);
-:mod:`faultkit.plugin.terminal` draws it on pytest's terminal.
+:mod:`faultkit.plugin.terminal` draws it on pytest's terminal (the runner never imports the
+plugin: the plugin reads this model).
 
 Light (the standard library and the dependency-free ``faultkit.events`` and
 ``faultkit.progress``): the plugin's entry module imports it.

@@ -1,0 +1,353 @@
+"""The steps of one run, from preflight to measurement, as functions over its state.
+
+:func:`run_steps` is what ``Experiment.run_fault`` and ``Experiment.run_action`` call.
+Contract of ``run_steps(state, fault, plan, during=…, after_revert=…)``:
+
+1. ``run.json`` is written; a run directory that cannot be written, or whose filesystem
+   has less than :data:`RUN_DIR_MIN_FREE_BYTES` free, ends the run INCONCLUSIVE before
+   anything acts (``state.abort``, the reason also in memory when no file can hold it).
+   Under a dry run the plan is noted and
+   :class:`~faultkit.experiment.outcomes.DryRunPlan` raised (nothing acts).
+2. Preflight: the container's state is taken, evidence gaps are noted.
+3. The observer starts, then the background load of the node (and of the plan's
+   ``neighbours``, same ledger; ``ledger.arrows`` beside it, best effort).
+4. Baseline for ``plan.baseline_s``: not in steady state, or the container not running,
+   ends the run INCONCLUSIVE before injecting
+   (:class:`~faultkit.experiment.outcomes.NotJudgeable`, from ``state.abort``).
+5. Inject: ``fault`` is entered for ``plan.hold_s`` or while ``during`` runs, then
+   reverted; its ``result`` is kept. ``after_revert``, when given, then runs under the same
+   load (what the scenario still wants to see after the revert, e.g. a gateway sending its
+   upstream traffic again). A fault that could not be applied
+   (:class:`~faultkit.errors.FaultNotApplied`: an act still failed after its retries, and
+   what was done is reverted) does not end the run: its reason is noted as an
+   ``evidence_gap`` and the run goes on to be measured like any other.
+6. Recovery is awaited (the node recovered and held for ``recovery_hold_s``, or the
+   deadline), the loads drain.
+7. Measure (:func:`finish`): Docker's events and Prometheus' series are captured, the
+   measurement, ``container.json`` and ``t_end`` written; the measurement is returned.
+   After a fault that could not be applied the verdict is already INCONCLUSIVE
+   (``verdict.json``, no check judged; a later ``check`` judges it again, still
+   INCONCLUSIVE).
+
+The live status (``state.live``) is moved through the phases preflight, baseline,
+inject, recovering, drain, measure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from faultkit.errors import FaultkitError, FaultNotApplied
+from faultkit.events import EventKind
+from faultkit.experiment.node_evidence import container_timeline
+from faultkit.experiment.outcomes import DryRunPlan
+from faultkit.experiment.state import ExperimentState
+from faultkit.gcquiet import collector_frozen
+from faultkit.inventory import Node
+from faultkit.load import BackgroundLoad
+from faultkit.load.ledgerfile import ArrowLedgerWriter
+from faultkit.load.profile import within_node_rate
+from faultkit.loopwatch import LoopWatch
+from faultkit.records import RequestRecord
+from faultkit.rundir import ContainerEvidence, FaultInfo
+from faultkit.timestamps import clock_step_gap, wall_minus_monotonic
+from slo.capture import PrometheusCapture, capture, cross_check
+from slo.evidence import preflight_gaps, steady_state_violations
+from slo.measure import MeasurementInputError, effect_of, measure, recovered_at
+from slo.observer import Observer
+from slo.prom import Prometheus
+from slo.types import Measurement, Verdict
+
+__all__ = ["RunPlan", "Step", "finish", "run_steps"]
+
+log = logging.getLogger("faultkit.experiment")
+
+#: a step a scenario hands the run (``during``, ``after_revert``); what it returns, if a
+#: mapping, is added to the fault's result
+Step = Callable[[], Awaitable[Any]]
+
+#: free space the run directory's filesystem must have before a fault is injected: about
+#: ten times what a 150 s scenario at 10 req/s writes (a 20 s pause run: 264 KB, most of it
+#: the ledger at ≈ 6.5 KB/s)
+RUN_DIR_MIN_FREE_BYTES = 16 * 2**20
+
+#: seconds past the node's recovery objective the run waits for recovery by default
+RECOVERY_MARGIN_S = 15.0
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What one run does: the fault (or action) ``kind`` as ``describe`` says, its
+    ``params`` (as ``run.json`` records them), and how long each phase lasts (seconds)."""
+
+    kind: str
+    describe: str
+    params: dict[str, Any] = field(default_factory=dict)
+    hold_s: float = 5.0
+    baseline_s: float = 5.0
+    #: background load on the node (off: the scenario brings its own)
+    load: bool = True
+    #: other nodes under background load too (same ledger), to show a failure stays contained
+    neighbours: Sequence[Node] = ()
+    #: how long after t_effect recovery is awaited (default: the objective + a margin)
+    recovery_deadline_s: float | None = None
+
+
+async def run_steps(
+    state: ExperimentState,
+    fault: contextlib.AbstractAsyncContextManager[Any],
+    plan: RunPlan,
+    *,
+    during: Step | None = None,
+    after_revert: Step | None = None,
+) -> Measurement:
+    """Run ``fault`` by ``plan`` on ``state``'s node; see the module docstring."""
+    unwritable = _run_dir_unwritable(
+        state, FaultInfo(kind=plan.kind, params=plan.params, describe=plan.describe))
+    if unwritable is not None:
+        raise state.abort(unwritable)
+    if state.dry_run:
+        state.note(EventKind.DRY_RUN, plan=plan.describe)
+        raise DryRunPlan(plan.describe)
+    state.live.phase("preflight")
+    state.container_before = state.evidence.container_state()
+    prom = Prometheus(state.inventory.prometheus.url)
+    deadline = plan.recovery_deadline_s or state.slo.recovery_s_max + RECOVERY_MARGIN_S
+    state.note(EventKind.SCENARIO_START, scenario=state.scenario, fault=plan.kind)
+    state.clock_offset = wall_minus_monotonic()
+    running = _running(state.container_before)
+    clock = await asyncio.to_thread(state.evidence.docker_clock)
+    for reason in await asyncio.to_thread(preflight_gaps, state.node, prom, running, clock):
+        state.note(EventKind.EVIDENCE_GAP, reason=reason)
+    not_applied: FaultNotApplied | None = None
+    async with contextlib.AsyncExitStack() as stack:
+        stack.enter_context(collector_frozen())  # no GC pass walks the whole heap meanwhile
+        state.loop_watch = await stack.enter_async_context(LoopWatch())
+        await stack.enter_async_context(Observer(state.node, prom, state))
+        await _start_loads(state, plan, stack)
+        state.live.phase("baseline")
+        state.note(EventKind.BASELINE_START, seconds=plan.baseline_s)
+        t_baseline = time.time()
+        await asyncio.sleep(plan.baseline_s)
+        unsteady = steady_state_violations(
+            state.load.records if state.load else [], state.events, state.node.name,
+            state.slo, t_baseline, time.time(),
+        )
+        if unsteady:
+            state.live.phase("drain")
+            await stack.aclose()
+            raise state.abort("not in steady state before injection: " + "; ".join(unsteady))
+        if running is False:
+            state.live.phase("drain")
+            await stack.aclose()
+            before = state.container_before or {}
+            status = before.get("error") or f"status {before.get('status')}"
+            raise state.abort(f"the node's container is not running ({status})")
+        state.live.phase("inject")  # the fault's own events move it on: hold, revert
+        found: Any = None
+        try:
+            async with fault:
+                if during is not None:
+                    found = await during()
+                else:
+                    await asyncio.sleep(plan.hold_s)
+        except FaultNotApplied as exc:  # reverted already: measured all the same
+            not_applied = exc
+            state.note(EventKind.EVIDENCE_GAP, reason=exc.reason)
+        _keep_result(state, fault, found)
+        state.live.phase("recovering")
+        if after_revert is not None:
+            await after_revert()
+        await _wait_recovered(state, deadline)
+        state.live.phase("drain")
+    state.note(EventKind.SCENARIO_END)
+    measurement = finish(state, prom)
+    if not_applied is not None:
+        # INCONCLUSIVE with the measurement's gaps (why it was not applied among them), no
+        # check judged, written at once: the run reads so even if nothing judges it
+        state.verdict = Verdict(checks=(), inconclusive=tuple(measurement.inconclusive))
+        state.run.write_model(state.run.verdict_json, state.verdict)
+    return measurement
+
+
+def _run_dir_unwritable(state: ExperimentState, fault: FaultInfo) -> str | None:
+    """Why the run directory cannot hold this run's evidence (None: it can), checked before
+    anything acts: ``run.json`` must be written and its filesystem must have
+    :data:`RUN_DIR_MIN_FREE_BYTES` free. A run that could not record what it saw must not
+    inject a fault it cannot judge."""
+    where = state.run.path
+    try:
+        state.write_run_info(fault=fault)
+        free = shutil.disk_usage(where).free
+    except OSError as exc:
+        return (f"the run directory {where} cannot be written ({exc.strerror or exc}); "
+                "nothing was injected (free space there or choose another runs directory)")
+    if free < RUN_DIR_MIN_FREE_BYTES:
+        return (f"the run directory {where} has {free / 2**20:.1f} MiB free, under the "
+                f"{RUN_DIR_MIN_FREE_BYTES / 2**20:.0f} MiB a run's evidence needs; nothing "
+                "was injected (free space there or choose another runs directory)")
+    return None
+
+
+def _running(before: Mapping[str, Any] | None) -> bool | None:
+    """Whether the container ran before injecting; ``None`` for a node without one."""
+    if before is None:
+        return None
+    return "error" not in before and bool(before.get("running"))
+
+
+async def _start_loads(
+    state: ExperimentState, plan: RunPlan, stack: contextlib.AsyncExitStack,
+) -> None:
+    """Start the node's background load (``state.load``) and each neighbour's, on ``stack``."""
+    # closed after every load below has drained: it holds each one's records
+    columnar = _columnar_ledger(state) if plan.load or plan.neighbours else None
+    if columnar is not None:
+        stack.callback(_close_columnar, columnar)
+    on_record = columnar.write if columnar is not None else None
+    if plan.load:
+        state.load = await stack.enter_async_context(
+            BackgroundLoad(
+                state.node,
+                state.load_profile,
+                ledger_path=state.run.ledger_jsonl,
+                on_record=_each(state.live.on_record, on_record),
+            )
+        )
+    for other in plan.neighbours:  # each at no more than its own background rate
+        await stack.enter_async_context(
+            BackgroundLoad(other, within_node_rate(state.load_profile, other.background_rate),
+                           ledger_path=state.run.ledger_jsonl, on_record=on_record)
+        )
+
+
+def _keep_result(
+    state: ExperimentState, fault: contextlib.AbstractAsyncContextManager[Any], found: Any,
+) -> None:
+    """Keep the fault's ``result`` (and a harness action's findings) and write them to
+    ``run.json`` (without the raw records)."""
+    state.fault_result = dict(getattr(fault, "result", {}) or {})
+    candidate_log = str(getattr(fault, "candidate_log", "") or "")
+    if candidate_log:  # the container that failed: its own words, redacted
+        state.fault_result["candidate_log_tail"] = state.evidence.redact(candidate_log)
+    if isinstance(found, Mapping):  # a harness action's findings
+        state.fault_result.update(found)
+    state.write_run_info(
+        fault_result={k: v for k, v in state.fault_result.items() if k != "records"}
+    )
+
+
+async def _wait_recovered(state: ExperimentState, deadline_s: float) -> None:
+    """Keep observing until recovered and held for ``recovery_hold_s`` (or the deadline,
+    ``deadline_s`` after t_effect, noted as ``recovery_deadline``)."""
+    try:
+        t_effect = effect_of(state.events, state.effect_node).t
+    except MeasurementInputError:
+        return
+    hold = state.slo.recovery_hold_s
+    stop_at = time.monotonic() + max(0.0, deadline_s - (time.time() - t_effect))
+    while time.monotonic() < stop_at:
+        await asyncio.sleep(1.0)
+        records = state.load.records if state.load else []
+        now = time.time()
+        t_rec, _ = recovered_at(records, state.events, state.node.name, t_effect, now, hold)
+        if t_rec is not None and now - t_rec >= hold + 1.0:
+            return
+    state.note(EventKind.RECOVERY_DEADLINE, seconds=deadline_s)
+
+
+def finish(state: ExperimentState, prom: Prometheus) -> Measurement:
+    """Measure the run: Docker's events onto the timeline, Prometheus' series
+    (``prometheus.json``), the measurement (``measurement.json``), ``loop-stalls.json``,
+    ``container.json`` and ``run.json``'s ``t_end``; a wall-clock step since the scenario
+    started is an evidence gap. Raises ``MeasurementInputError`` when no fault ran."""
+    state.live.phase("measure")
+    stepped = clock_step_gap(state.clock_offset)
+    if stepped is not None:
+        state.note(EventKind.EVIDENCE_GAP, reason=stepped)
+    ledger = state.run.ledger()
+    t_end = time.time()
+    for event in container_timeline((state.node, state.fault_node), state.t_start, t_end):
+        state.emit(event)
+    try:
+        state.run.write_model(
+            state.run.prometheus_json,
+            capture(prom, state.node, state.t_start, t_end, timeline=state.events),
+        )
+        check = cross_check(prom, state.node, ledger, state.t_start, t_end)
+    except FaultkitError as exc:
+        log.warning("could not capture Prometheus series: %s", exc)
+        state.run.write_model(state.run.prometheus_json, PrometheusCapture(error=str(exc)))
+        check = None
+    state.measurement = measure(
+        ledger,
+        state.events,
+        state.node.name,
+        recovery_hold_s=state.slo.recovery_hold_s,
+        t_window_end=t_end,
+        server_cross_check=check,
+        ttft_objective_s=state.slo.ttft_s,
+        effect_node=state.fault_node.name if state.fault_node else None,
+    )
+    state.run.write_model(state.run.measurement_json, state.measurement)
+    _write_loop_stalls(state)
+    evidence = state.evidence
+    state.run.write_container_evidence(ContainerEvidence.of(
+        before=state.container_before, after=evidence.container_state(),
+        log_tail=evidence.log_tail(),
+    ))
+    state.write_run_info(t_end=t_end)
+    return state.measurement
+
+
+def _write_loop_stalls(state: ExperimentState) -> None:
+    """``loop-stalls.json``: each stall of the run's event loop and what the process did
+    meanwhile (:mod:`faultkit.loopwatch`); the longest is logged."""
+    watch = state.loop_watch
+    if watch is None:  # the run ended before its load started
+        return
+    state.run.write_json(state.run.loop_stalls_json, [s.to_json() for s in watch.stalls])
+    if watch.stalls:
+        longest = max(watch.stalls, key=lambda s: s.duration_s)
+        log.warning("the harness's event loop stalled %d time(s) during the run; the "
+                    "longest: %s", len(watch.stalls), longest.summary())
+
+
+def _columnar_ledger(state: ExperimentState) -> ArrowLedgerWriter | None:
+    """The run's columnar ledger (``ledger.arrows``), or None if it cannot be created.
+
+    A copy for tools, next to ``ledger.jsonl``, which the measurement reads: a problem
+    with it is logged and never fails the scenario.
+    """
+    try:
+        return ArrowLedgerWriter(state.run.ledger_arrows)
+    except Exception as exc:
+        log.warning("no columnar ledger for this run: %s", exc)
+        return None
+
+
+def _close_columnar(writer: ArrowLedgerWriter) -> None:
+    try:
+        writer.close()
+    except Exception as exc:  # a copy for tools: the run goes on without it
+        log.warning("columnar ledger %s is incomplete: %s", writer.path, exc)
+
+
+def _each(
+    *callbacks: Callable[[RequestRecord], object] | None,
+) -> Callable[[RequestRecord], None]:
+    """One ``on_record`` callback that calls every given one (``None``s skipped), in order."""
+    present = [c for c in callbacks if c is not None]
+
+    def call(record: RequestRecord) -> None:
+        for callback in present:
+            callback(record)
+
+    return call
