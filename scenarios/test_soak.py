@@ -32,7 +32,7 @@ from faultkit.limits import ContextLimitUnknown, read_context_limit
 from faultkit.memwatch import MemoryWatch
 from faultkit.plugin import Settings
 from scenarios._expect import node_not_crashed
-from slo.checks import Checks, check, error_ratio_at_most, ttft_p95_below
+from slo.checks import Checks, check, window_checks
 from slo.profiles import profile_for
 from slo.prom import Prometheus
 from slo.soak import SoakFindings, judge_memory, judge_preemptions
@@ -129,10 +129,8 @@ async def test_soak(experiment: Experiment, node: Node, faultkit_settings: Setti
                  f"~{tokens}-token prompts",
         params={"seconds": seconds, "rate": rate, "prompt_tokens": tokens},
     )
-    slo = experiment.slo
-    checks = (node_not_crashed(experiment)
-              & error_ratio_at_most(slo.error_ratio_max, window="fault")
-              & ttft_p95_below(slo.ttft_s, window="fault") & memory_holds(found))
+    checks = (node_not_crashed(experiment) & window_checks(experiment.slo, window="fault")
+              & memory_holds(found))
     if profile_for(node).preemptions is not None:  # llama.cpp has no such counter
         checks = checks & preemptions_steady(found)
     verdict = experiment.check(checks)

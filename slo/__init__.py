@@ -16,6 +16,8 @@ from slo.checks import (
     lost_at_most,
     recovered_within,
     ttft_p95_below,
+    window_checks,
+    window_objectives,
 )
 from slo.measure import measure, window_slis
 from slo.types import CheckResult, Measurement, Verdict, WindowSLIs
@@ -36,5 +38,7 @@ __all__ = [
     "measure",
     "recovered_within",
     "ttft_p95_below",
+    "window_checks",
+    "window_objectives",
     "window_slis",
 ]

@@ -13,6 +13,13 @@ combined with ``&`` once wrapped in :func:`check` or passed to :func:`judge`.
 A check that lacks the evidence to judge returns an *inconclusive* result (``why`` says
 what was missing) rather than a failure; the verdict is then INCONCLUSIVE unless another
 check failed (see :mod:`slo.verdict`).
+
+Which objectives a window of client requests is held to — error ratio ≤ the node's
+``error_ratio_max`` and client TTFT p95 ≤ its ``ttft_s`` — is said once, by
+:func:`window_objectives`. The checks after a fault (:func:`checks_from_slo`,
+:func:`window_checks`), the steady-state hypothesis before it
+(``slo.evidence.steady_state_violations``) and the gate's steady-state phase
+(``faultkit.commands.gate_steady.judge_steady_state``) all read it, each in its own words.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from faultkit.inventory import SLOSettings
+from faultkit.windows import WindowSLIs
 from slo.types import Measurement
 from slo.verdict import NO_CHECKS, CheckResult, Verdict
 
@@ -174,37 +182,88 @@ def _no_value(m: Measurement, window: str, attr: str) -> tuple[bool, str]:
     return False, f"no {attr} recorded for the {sli.ok} successful requests in the {window} window"
 
 
-def _window_check(name: str, window: str, limit: float, attr: str, unit: str) -> Checks:
-    """``attr`` of the window's SLIs at most ``limit``.
+@dataclass(frozen=True)
+class WindowObjective:
+    """An objective for a window of client requests: its SLI ``attr`` (a field of
+    :class:`~faultkit.windows.WindowSLIs`) at most ``limit`` (``unit`` follows a value in
+    messages). ``key`` names the check (``<key>_<window>``)."""
+
+    key: str
+    attr: str
+    limit: float
+    unit: str
+
+    def value(self, sli: WindowSLIs) -> float | None:
+        """The window's figure (``None``: not measured — no requests, or none succeeded)."""
+        value: float | None = getattr(sli, self.attr)
+        return value
+
+    def within(self, value: float) -> bool:
+        """Whether ``value`` meets the objective: at most the limit (the limit included)."""
+        return value <= self.limit
+
+    def met(self, sli: WindowSLIs) -> bool | None:
+        """Whether the window's figure meets the objective (:meth:`within`); ``None`` when
+        there is no figure to compare."""
+        value = self.value(sli)
+        return None if value is None else self.within(value)
+
+
+def error_ratio_objective(ratio: float) -> WindowObjective:
+    """Client error ratio (failed / requests) at most ``ratio``."""
+    return WindowObjective("error_ratio", "error_ratio", ratio, "")
+
+
+def ttft_p95_objective(seconds: float) -> WindowObjective:
+    """Client TTFT p95 (over successful requests) at most ``seconds``."""
+    return WindowObjective("ttft_p95", "ttft_p95_s", seconds, " s")
+
+
+def window_objectives(settings: SLOSettings) -> tuple[WindowObjective, WindowObjective]:
+    """The objectives a window of the node's client requests is held to, in this order:
+    error ratio ≤ ``error_ratio_max``, then client TTFT p95 ≤ ``ttft_s``."""
+    return error_ratio_objective(settings.error_ratio_max), ttft_p95_objective(settings.ttft_s)
+
+
+def window_check(objective: WindowObjective, window: str = "after") -> Checks:
+    """``objective`` held by the measurement's ``window`` (baseline|fault|after).
 
     No value: FAIL if the window had requests and all failed (only latency figures can be
     missing then; the error ratio is 1 and judged as usual), else inconclusive — no data is
     not a pass, and not a failure either.
     """
+    name, attr, limit, unit = (f"{objective.key}_{window}", objective.attr, objective.limit,
+                               objective.unit)
 
     def fn(m: Measurement) -> CheckResult:
         expected = f"{window} {attr} ≤ {limit:g}{unit}"
         sli = m.slis.get(window)
-        value = getattr(sli, attr) if sli is not None else None
+        value = objective.value(sli) if sli is not None else None
         if value is None:
             breach, why = _no_value(m, window, attr)
             observed = "no successful request" if breach else "no data"
             return CheckResult(name, False, expected, observed, why, inconclusive=not breach)
-        ok = value <= limit
+        ok = objective.within(value)
         why = f"{value:.4g} ≤ {limit:g}" if ok else f"{value:.4g} > {limit:g}"
         return CheckResult(name, ok, expected, f"{value:.4g}{unit}", why)
 
     return check(fn)
 
 
+def window_checks(settings: SLOSettings, window: str = "after") -> Checks:
+    """The node's :func:`window_objectives` held by ``window``: error ratio, then TTFT p95."""
+    error_ratio, ttft_p95 = window_objectives(settings)
+    return window_check(error_ratio, window) & window_check(ttft_p95, window)
+
+
 def ttft_p95_below(seconds: float, window: str = "after") -> Checks:
     """Client TTFT p95 in ``window`` (baseline|fault|after) at most ``seconds``."""
-    return _window_check(f"ttft_p95_{window}", window, seconds, "ttft_p95_s", " s")
+    return window_check(ttft_p95_objective(seconds), window)
 
 
 def error_ratio_at_most(ratio: float, window: str = "after") -> Checks:
     """Client error ratio in ``window`` at most ``ratio``."""
-    return _window_check(f"error_ratio_{window}", window, ratio, "error_ratio", "")
+    return window_check(error_ratio_objective(ratio), window)
 
 
 def checks_from_slo(settings: SLOSettings) -> Checks:
@@ -218,4 +277,4 @@ def checks_from_slo(settings: SLOSettings) -> Checks:
     )
     if settings.lost_max is not None:
         out = out & lost_at_most(settings.lost_max)
-    return out & error_ratio_at_most(settings.error_ratio_max) & ttft_p95_below(settings.ttft_s)
+    return out & window_checks(settings)

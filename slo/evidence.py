@@ -24,6 +24,7 @@ from faultkit.errors import FaultkitError
 from faultkit.events import EventKind
 from faultkit.inventory import Node, SLOSettings
 from faultkit.records import Event, RequestRecord
+from slo.checks import window_objectives
 from slo.errors import PrometheusError
 from slo.prom import Prometheus
 
@@ -89,7 +90,9 @@ def steady_state_violations(
     t_from: float,
     t_to: float,
 ) -> list[str]:
-    """Why ``node`` was not in steady state over [t_from, t_to) (empty: it was)."""
+    """Why ``node`` was not in steady state over [t_from, t_to) (empty: it was): readiness
+    not OK throughout, the window's client requests missing the node's
+    :func:`~slo.checks.window_objectives`, or none of them succeeding."""
     from slo.measure import readiness_ok_since, window_slis
 
     out: list[str] = []
@@ -101,11 +104,12 @@ def steady_state_violations(
         out.append("the readiness probe was not OK throughout the baseline")
     ours = [r for r in requests if r.node == node and r.kind != "probe"]
     sli = window_slis(ours, t_from, t_to)
-    if sli.requests and sli.error_ratio is not None and sli.error_ratio > slo.error_ratio_max:
+    error_ratio, ttft_p95 = window_objectives(slo)
+    if sli.requests and error_ratio.met(sli) is False:
         out.append(f"baseline error ratio {sli.error_ratio:.3f} > objective "
-                   f"{slo.error_ratio_max:g} ({sli.failed} of {sli.requests} failed)")
-    if sli.ttft_p95_s is not None and sli.ttft_p95_s > slo.ttft_s:
-        out.append(f"baseline TTFT p95 {sli.ttft_p95_s:.3f} s > objective {slo.ttft_s:g} s")
+                   f"{error_ratio.limit:g} ({sli.failed} of {sli.requests} failed)")
+    if ttft_p95.met(sli) is False:
+        out.append(f"baseline TTFT p95 {sli.ttft_p95_s:.3f} s > objective {ttft_p95.limit:g} s")
     if sli.requests and not sli.ok:
         out.append("no request succeeded during the baseline")
     return out

@@ -35,6 +35,7 @@ from faultkit.load.generator import LoadGenerator
 from faultkit.load.profile import BACKGROUND_PROFILE, LoadProfile, Target
 from faultkit.records import CLIENT_SIDE
 from faultkit.windows import WindowSLIs
+from slo.checks import WindowObjective, window_objectives
 from slo.measure import window_slis
 from slo.verdict import CheckResult, Verdict
 
@@ -128,9 +129,10 @@ class SteadyState:
 def judge_steady_state(
     slis: WindowSLIs, slo: SLOSettings, gaps: Sequence[str] = ()
 ) -> Verdict:
-    """Judge a steady-state window on the node's SLOs: error ratio ≤ ``error_ratio_max`` and
-    client TTFT p95 ≤ ``ttft_s`` (the objective as the scenarios' checks read it,
-    ``slo.checks.checks_from_slo``).
+    """Judge a steady-state window on the node's SLOs: its
+    :func:`~slo.checks.window_objectives` (error ratio ≤ ``error_ratio_max``, client TTFT
+    p95 ≤ ``ttft_s``), the objectives the scenarios' checks and their steady-state
+    hypothesis read.
 
     Missing evidence is never a pass: fewer than :data:`MIN_STEADY_REQUESTS` requests in the
     window, or any of ``gaps``, makes the verdict INCONCLUSIVE; a TTFT p95 that is missing or
@@ -145,24 +147,25 @@ def judge_steady_state(
     elif slis.requests < MIN_STEADY_REQUESTS:
         reasons.append(f"only {slis.requests} requests arrived in {window}; judging needs at "
                        f"least {MIN_STEADY_REQUESTS} (a longer --steady-s)")
-    return Verdict(checks=(_error_ratio_check(slis, slo), _ttft_check(slis, slo)),
+    error_ratio, ttft_p95 = window_objectives(slo)
+    return Verdict(checks=(_error_ratio_check(slis, error_ratio), _ttft_check(slis, ttft_p95)),
                    inconclusive=tuple(reasons))
 
 
-def _error_ratio_check(slis: WindowSLIs, slo: SLOSettings) -> CheckResult:
-    name, expected = "steady_error_ratio", f"≤ {slo.error_ratio_max:g}"
+def _error_ratio_check(slis: WindowSLIs, objective: WindowObjective) -> CheckResult:
+    name, expected = "steady_error_ratio", f"≤ {objective.limit:g}"
     if slis.error_ratio is None:
         return CheckResult(name, False, expected, "no requests", "no request to count",
                            inconclusive=True)
     observed = f"{slis.error_ratio:.4g} ({slis.failed} of {slis.requests} failed)"
-    ok = slis.error_ratio <= slo.error_ratio_max
+    ok = objective.within(slis.error_ratio)
     why = (f"error ratio {slis.error_ratio:.4g} {'≤' if ok else '>'} objective "
-           f"{slo.error_ratio_max:g} ({slis.failed} of {slis.requests} failed)")
+           f"{objective.limit:g} ({slis.failed} of {slis.requests} failed)")
     return CheckResult(name, ok, expected, observed, why)
 
 
-def _ttft_check(slis: WindowSLIs, slo: SLOSettings) -> CheckResult:
-    name, expected = "steady_ttft_p95", f"≤ {slo.ttft_s:g} s"
+def _ttft_check(slis: WindowSLIs, objective: WindowObjective) -> CheckResult:
+    name, expected = "steady_ttft_p95", f"≤ {objective.limit:g} s"
     p95 = slis.ttft_p95_s
     if p95 is None:
         return CheckResult(name, False, expected, "none",
@@ -172,8 +175,8 @@ def _ttft_check(slis: WindowSLIs, slo: SLOSettings) -> CheckResult:
         return CheckResult(name, False, expected, observed,
                            f"only {slis.ok} successful requests; a p95 needs at least "
                            f"{MIN_STEADY_REQUESTS}", inconclusive=True)
-    ok = p95 <= slo.ttft_s
-    why = f"TTFT p95 {p95:.3f} s {'≤' if ok else '>'} objective {slo.ttft_s:g} s"
+    ok = objective.within(p95)
+    why = f"TTFT p95 {p95:.3f} s {'≤' if ok else '>'} objective {objective.limit:g} s"
     return CheckResult(name, ok, expected, observed, why)
 
 

@@ -31,14 +31,7 @@ from faultkit.experiment.state import ExperimentState
 from faultkit.inventory import Node
 from faultkit.load import LoadProfile
 from slo.accepted import apply_accepted
-from slo.checks import (
-    CheckFn,
-    Checks,
-    checks_from_slo,
-    error_ratio_at_most,
-    judge,
-    ttft_p95_below,
-)
+from slo.checks import CheckFn, Checks, checks_from_slo, judge, window_check, window_objectives
 from slo.types import Measurement, Verdict
 
 __all__ = ["During", "Experiment"]
@@ -151,10 +144,10 @@ class Experiment(ExperimentState):
         return checks_from_slo(self.slo)
 
     def latency_checks(self, window: str = "fault") -> Checks:
-        """TTFT p95 and error ratio of ``window`` against the node's objectives."""
-        return ttft_p95_below(self.slo.ttft_s, window=window) & error_ratio_at_most(
-            self.slo.error_ratio_max, window=window
-        )
+        """TTFT p95 and error ratio of ``window`` against the node's objectives
+        (:func:`~slo.checks.window_objectives`; TTFT first: what a latency scenario is about)."""
+        error_ratio, ttft_p95 = window_objectives(self.slo)
+        return window_check(ttft_p95, window) & window_check(error_ratio, window)
 
     def check(self, checks: Checks | Iterable[CheckFn] | None = None) -> Verdict:
         """Judge the measurement (default: the node's SLOs), apply the node's accepted
