@@ -3,8 +3,12 @@
 ``faultkit`` *acts* on the system (inventory, Docker, faults, load, journal, CLI, pytest
 plugin); ``slo`` observes and judges; ``reports`` tells; ``testbed`` is the local lab.
 
-The names below are imported on first use: ``import faultkit`` (which every
-``faultkit.*`` import runs, the pytest plugin's included) stays free of pydantic and YAML.
+The names below are the public API a user writing a scenario of their own imports (with
+the checks from ``slo``): the experiment runner (``Experiment``, ``NotJudgeable``), the
+inventory's types, load profiles, the records and the run directory. They are imported on
+first use: ``import faultkit`` (which every ``faultkit.*`` import runs, the pytest
+plugin's included) stays free of pydantic and YAML. ``tests/unit/test_public_api.py``
+pins the list.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from faultkit.lazy import lazy_names
 
 if TYPE_CHECKING:
     from faultkit.errors import FaultkitError, InventoryError
+    from faultkit.experiment.experiment import Experiment
+    from faultkit.experiment.outcomes import NotJudgeable
     from faultkit.inventory import (
         Inventory,
         Node,
@@ -23,6 +29,7 @@ if TYPE_CHECKING:
         load_inventory,
     )
     from faultkit.kinds import FAULT_KINDS
+    from faultkit.load.profile import LoadProfile
     from faultkit.records import Event, RequestRecord
     from faultkit.rundir import RunDir
 
@@ -30,10 +37,13 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "FAULT_KINDS": "faultkit.kinds",
     "Event": "faultkit.records",
+    "Experiment": "faultkit.experiment.experiment",
     "FaultkitError": "faultkit.errors",
     "Inventory": "faultkit.inventory",
     "InventoryError": "faultkit.errors",
+    "LoadProfile": "faultkit.load.profile",
     "Node": "faultkit.inventory",
+    "NotJudgeable": "faultkit.experiment.outcomes",
     "RequestRecord": "faultkit.records",
     "RunDir": "faultkit.rundir",
     "SLOSettings": "faultkit.inventory",
@@ -44,10 +54,13 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "FAULT_KINDS",
     "Event",
+    "Experiment",
     "FaultkitError",
     "Inventory",
     "InventoryError",
+    "LoadProfile",
     "Node",
+    "NotJudgeable",
     "RequestRecord",
     "RunDir",
     "SLOSettings",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from faultkit.experiment import Experiment
+from faultkit import Experiment
 from faultkit.rundir import ContainerEvidence, UnreadableRunFile
 from slo.checks import Checks, check
 from slo.types import CheckResult, Measurement

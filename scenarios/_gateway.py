@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from faultkit import Experiment
 from faultkit.events import EventKind
-from faultkit.experiment import Experiment
 from faultkit.inventory import Inventory, Node
 from faultkit.records import Event, RequestRecord
 from slo.checks import Checks, check, lost_at_most

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from faultkit.experiment import Experiment
+from faultkit import Experiment
 from scenarios._expect import node_not_crashed
 from scenarios._malformed import send_malformed_apart
 from slo.checks import Checks, check, lost_at_most

@@ -3,7 +3,7 @@ readiness and to the first token, judged against the recovery objective."""
 
 import pytest
 
-from faultkit.experiment import Experiment
+from faultkit import Experiment
 from scenarios._expect import fault_result
 
 

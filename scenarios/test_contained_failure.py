@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from faultkit.experiment import Experiment
+from faultkit import Experiment
 from faultkit.inventory import Node
 from slo.checks import Checks, check
 from slo.measure import window_slis

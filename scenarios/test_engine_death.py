@@ -6,7 +6,7 @@ and stays down — exit 0 under ``on-failure``, a policy ``no`` — fails with t
 
 import pytest
 
-from faultkit.experiment import Experiment
+from faultkit import Experiment
 from faultkit.inventory import Node
 from scenarios._expect import fault_result
 

@@ -31,7 +31,7 @@ from typing import Any, cast
 
 import pytest
 
-from faultkit.experiment import Experiment
+from faultkit import Experiment
 from faultkit.faults import make_fault
 from faultkit.faults.rollout import Rollout
 from faultkit.inventory import Inventory

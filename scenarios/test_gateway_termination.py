@@ -11,7 +11,7 @@ nodes, so CI runs the experiment once per node.
 
 import pytest
 
-from faultkit.experiment import Experiment
+from faultkit import Experiment
 
 
 @pytest.mark.fault("kill")

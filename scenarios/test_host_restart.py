@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from faultkit.experiment import Experiment
+from faultkit import Experiment
 
 #: the testbed's second host and how it restarts (a power cut: no grace period)
 TESTBED_HOST2 = "tcp://127.0.0.1:18100"

@@ -6,7 +6,7 @@ experiment, named for what it is and judged with what a gateway's users see)."""
 
 import pytest
 
-from faultkit.experiment import Experiment
+from faultkit import Experiment
 
 
 @pytest.mark.gate

@@ -28,8 +28,8 @@ from collections.abc import Sequence
 
 import pytest
 
+from faultkit import Experiment
 from faultkit.events import EventKind
-from faultkit.experiment import Experiment
 from faultkit.load.stats import percentile, ttft_s
 from faultkit.records import RequestRecord
 from slo.checks import lost_at_most

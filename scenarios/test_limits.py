@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from faultkit import Experiment
 from faultkit.context_probe import ProbeNotPossible, ProbeResult, prepare_probe, run_probe
-from faultkit.experiment import Experiment
 from faultkit.inventory import Node
 from scenarios._expect import node_not_crashed
 from slo.checks import Checks, check, lost_at_most

@@ -3,7 +3,7 @@ it and the restart policy brings it back (the revert restores the old limit)."""
 
 import pytest
 
-from faultkit.experiment import Experiment
+from faultkit import Experiment
 
 
 @pytest.mark.fault("memory_squeeze")

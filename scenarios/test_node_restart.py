@@ -4,7 +4,7 @@ there) restart at once, as after a reboot of a GPU box; other containers on the 
 
 import pytest
 
-from faultkit.experiment import Experiment
+from faultkit import Experiment
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ incident report carries the OOM diagnosis.
 
 import pytest
 
-from faultkit.experiment import Experiment
+from faultkit import Experiment
 from scenarios._expect import node_not_crashed
 from slo.checks import Checks, check, lost_at_most
 from slo.types import CheckResult, Measurement

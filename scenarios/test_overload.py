@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from faultkit import Experiment
 from faultkit.events import EventKind
-from faultkit.experiment import Experiment
 from faultkit.load.stats import percentile, ttft_s
 from faultkit.machinelock import machine_lock
 from faultkit.records import RequestRecord

@@ -3,7 +3,7 @@
 
 import pytest
 
-from faultkit.experiment import Experiment
+from faultkit import Experiment
 
 
 @pytest.mark.gate

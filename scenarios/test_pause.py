@@ -8,7 +8,7 @@ sigstop`` stops every process of the container with SIGSTOP instead (the ``stall
 
 import pytest
 
-from faultkit.experiment import Experiment
+from faultkit import Experiment
 
 
 @pytest.mark.fault("pause")

@@ -12,7 +12,7 @@ an upstream under each one (a gateway config is judged by how its users fare the
 
 import pytest
 
-from faultkit.experiment import Experiment
+from faultkit import Experiment
 from slo.checks import Checks, check, recovered_within
 from slo.types import CheckResult, Measurement
 

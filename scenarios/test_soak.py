@@ -24,13 +24,12 @@ from typing import Any
 import httpx
 import pytest
 
+from faultkit import Experiment
 from faultkit.context_probe import ProbeNotPossible, calibrate
 from faultkit.docker import docker_host
-from faultkit.experiment import Experiment
 from faultkit.inventory import Node
 from faultkit.limits import ContextLimitUnknown, read_context_limit
 from faultkit.memwatch import MemoryWatch
-from faultkit.plugin import Settings
 from scenarios._expect import node_not_crashed
 from slo.checks import Checks, check, window_checks
 from slo.profiles import profile_for
@@ -94,9 +93,9 @@ def preemptions_steady(found: list[SoakFindings]) -> Checks:
 @pytest.mark.soak
 @pytest.mark.fault("soak")
 @pytest.mark.node_kind("engine")
-async def test_soak(experiment: Experiment, node: Node, faultkit_settings: Settings) -> None:
-    seconds = faultkit_settings.soak_s
-    assert seconds is not None  # deselected without --soak-s (faultkit.plugin.collection)
+async def test_soak(experiment: Experiment, node: Node, faultkit_soak_s: float | None) -> None:
+    seconds = faultkit_soak_s
+    assert seconds is not None  # deselected without --soak-s (the plugin's collection)
     rate = node.capacity_rps or experiment.load_profile.rate or 10.0
     words, tokens = await soak_prompt_words(node)
     profile = experiment.load_profile.replace(

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import pytest
 
-from faultkit.experiment import Experiment
+from faultkit import Experiment
 from faultkit.inventory import Inventory
 from scenarios._gateway import (
     LOST_MAX,

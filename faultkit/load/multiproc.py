@@ -38,7 +38,6 @@ from typing import IO, Any
 
 import pyarrow as pa
 
-import faultkit
 from faultkit.load.columnar import SCHEMA
 from faultkit.load.connections import ReuseStats
 from faultkit.load.generator import LoadResult
@@ -126,7 +125,9 @@ def _target_json(target: Target) -> dict[str, Any]:
 
 
 def _spawn(spec: dict[str, Any]) -> subprocess.Popen[str]:
-    root = str(Path(faultkit.__file__).resolve().parent.parent)
+    # the directory that holds the faultkit package (this file is faultkit/load/multiproc.py),
+    # found without importing the package's top, which offers names of every layer
+    root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     proc = subprocess.Popen(

@@ -73,6 +73,7 @@ from faultkit.plugin.fixtures import experiment as experiment
 from faultkit.plugin.fixtures import faultkit_inventory as faultkit_inventory
 from faultkit.plugin.fixtures import faultkit_live as faultkit_live
 from faultkit.plugin.fixtures import faultkit_settings as faultkit_settings
+from faultkit.plugin.fixtures import faultkit_soak_s as faultkit_soak_s
 from faultkit.plugin.fixtures import load_profile as load_profile
 from faultkit.plugin.fixtures import runs_dir as runs_dir
 from faultkit.plugin.nodes import pytest_generate_tests as pytest_generate_tests

@@ -7,6 +7,7 @@ Contract:
   settings; the inventory as the scenarios see it (the candidate config on the selected
   node with ``--serving-config``, Prometheus overridden by ``--prometheus-url``); the runs
   directory, created.
+- ``faultkit_soak_s``: how long a ``soak`` scenario soaks (the settings' ``soak_s``).
 - ``load_profile``: the ``load_profile`` marker, else ``--load-profile``, else the
   background profile; a bad profile is a :class:`pytest.UsageError`.
 - ``faultkit_live``: the test's :class:`~faultkit.experiment.live.LiveStatus`, attached to the
@@ -63,6 +64,13 @@ def runs_dir(faultkit_settings: Settings) -> Path:
     path = faultkit_settings.runs_dir
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@pytest.fixture
+def faultkit_soak_s(faultkit_settings: Settings) -> float | None:
+    """How long a ``soak`` scenario soaks, in seconds (``--soak-s``, ``$FAULTKIT_SOAK_S``,
+    ini); ``None`` when none was given, and the ``soak`` scenarios are then deselected."""
+    return faultkit_settings.soak_s
 
 
 @pytest.fixture
