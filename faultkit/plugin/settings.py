@@ -21,7 +21,7 @@ class Settings:
     load_profile: str | None
     serving_config: str | None
     dry_run: bool
-    #: the live status line: ``auto`` (on a terminal), ``on`` or ``off`` (faultkit.plugin.live)
+    #: the live status line: ``auto`` (on a terminal), ``on`` or ``off`` (faultkit.experiment.live)
     live: str = "auto"
     #: how long ``test_soak`` soaks (s); None: the ``soak`` scenarios are deselected
     soak_s: float | None = None

@@ -27,7 +27,7 @@ Not :mod:`rich`, which :mod:`faultkit.progress` uses for the CLI: ``rich.live`` 
 region it redraws, where this line must give pytest's row back exactly as it found it. The
 CLI's decision (:func:`~faultkit.progress.is_live`) and time format are reused.
 
-Light (pytest, the standard library and :mod:`faultkit.plugin.live`): the plugin's entry
+Light (pytest, the standard library and :mod:`faultkit.experiment.live`): the plugin's entry
 module imports it.
 """
 
