@@ -60,10 +60,10 @@ TABLE: tuple[tuple[str, Truth], ...] = (
      _t("the test SIGKILLs the engine's worker inside the container; the node's own "
         "supervision (restart policy, entrypoint) brings it back",
         "injected_kill_process", back=RESTART_POLICY)),
-    (r"test_pause\[vllm\]", _t("the test freezes the container, or — on a cgroup v1 host whose "
-                                "freezer cannot freeze vLLM's many processes, as Docker says "
-                                "— the fault is not applied and the run is INCONCLUSIVE",
-                                "injected_pause", "fault_not_applied")),
+    (r"test_pause\[vllm\]", _t("the inventory freezes this node with SIGSTOP of every process of "
+                                "its container (pause_with: sigstop; the cgroup v1 freezer "
+                                "refuses vLLM's); its revert sends SIGCONT",
+                                "injected_stall", back=(*REVERT, "(SIGCONT"))),
     (r"test_pause\[.*\]", _t("the test freezes the container; its revert unpauses it",
                              "injected_pause", back=(*REVERT, "(unpause)"))),
     (r"test_partition\[.*\]", _t("the test cuts the node off the network; the revert "
