@@ -126,6 +126,12 @@ class FaultRefused(FaultError):
     """The blast-radius policy forbids this fault on this node; nothing was done."""
 
 
+class NodeBusy(FaultRefused):
+    """Another fault (of this harness or another one) holds the node's lock; nothing was
+    done. A precondition of the experiment, not a finding about the node: a run that meets
+    it is INCONCLUSIVE."""
+
+
 class FaultAlreadyActive(FaultError):
     """``inject()`` was called on a fault instance that is already injected."""
 

@@ -20,7 +20,9 @@ Contract of ``run_steps(state, fault, plan, during=…, after_revert=…)``:
    upstream traffic again). A fault that could not be applied
    (:class:`~faultkit.errors.FaultNotApplied`: an act still failed after its retries, and
    what was done is reverted) does not end the run: its reason is noted as an
-   ``evidence_gap`` and the run goes on to be measured like any other.
+   ``evidence_gap`` and the run goes on to be measured like any other. A node another
+   fault holds (:class:`~faultkit.errors.NodeBusy`: its lock taken by another run) ends
+   the run INCONCLUSIVE, nothing injected.
 6. Recovery is awaited (the node recovered and held for ``recovery_hold_s``, or the
    deadline), the loads drain.
 7. Measure (:func:`finish`): Docker's events and Prometheus' series are captured, the
@@ -44,7 +46,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from faultkit.errors import FaultkitError, FaultNotApplied
+from faultkit.errors import FaultkitError, FaultNotApplied, NodeBusy
 from faultkit.events import EventKind
 from faultkit.experiment.node_evidence import container_timeline
 from faultkit.experiment.outcomes import DryRunPlan
@@ -161,6 +163,10 @@ async def run_steps(
         except FaultNotApplied as exc:  # reverted already: measured all the same
             not_applied = exc
             state.note(EventKind.EVIDENCE_GAP, reason=exc.reason)
+        except NodeBusy as exc:  # another fault holds the node: nothing acted, nothing to judge
+            state.live.phase("drain")
+            await stack.aclose()
+            raise state.abort(f"the node was busy, so nothing was injected: {exc}") from exc
         _keep_result(state, fault, found)
         state.live.phase("recovering")
         if after_revert is not None:

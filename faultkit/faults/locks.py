@@ -2,9 +2,10 @@
 
 A fault takes the lock of every node it reaches before it does anything (before
 ``inject_start``) and keeps it until its revert has ended; a second fault on a locked
-node, in another process or in this one, is refused with :class:`FaultRefused` naming the
-holder (fault id, kind, pid, age), and nothing is done. Two faults on one node would
-undo each other badly: the second journals the first one's damage as the state to
+node, in another process or in this one, is refused with
+:class:`~faultkit.errors.NodeBusy` (a ``FaultRefused``) naming the holder (fault id, kind,
+pid, age), and nothing is done; an experiment that meets it is INCONCLUSIVE. Two faults
+on one node would undo each other badly: the second journals the first one's damage as the state to
 restore (a lowered memory limit, a paused container), and its revert puts it back.
 
 The locks are ``flock`` files in the journal directory (:mod:`faultkit.nodelock`, same
@@ -31,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from faultkit.errors import FaultRefused
+from faultkit.errors import NodeBusy
 from faultkit.inventory import Node
 from faultkit.journal import FaultJournal, NodeHolder
 
@@ -67,7 +68,7 @@ class HeldLocks:
         self._held: list[NodeLock] = []
 
     def take(self, locks: Sequence[NodeLock]) -> None:
-        """Take every lock in ``locks``, or none: raise :class:`FaultRefused` naming the holder."""
+        """Take every lock in ``locks``, or none: raise :class:`NodeBusy` naming the holder."""
         now = time.time()
         for lock in locks:
             if any(held.key == lock.key for held in self._held):
@@ -79,7 +80,7 @@ class HeldLocks:
                 self.release()
                 what = "another rollout is in place" if lock.layer == "rollout" else \
                     "one fault per node at a time"
-                raise FaultRefused(
+                raise NodeBusy(
                     f"refused: {self.kind} on {lock.node.name!r}: {busy.describe(now)}; {what}. "
                     "Wait until that fault is reverted, or stop its harness (it reverts on "
                     "Ctrl-C, SIGTERM and SIGHUP; `faultkit sweep` cleans up after a killed "

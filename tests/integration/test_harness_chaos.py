@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -219,6 +219,25 @@ def _start_scenario(
     return proc, RunDir(Path(proc.stdout.readline().strip()))
 
 
+def _sigkill_once(proc: subprocess.Popen[Any], ready: Callable[[], bool], within_s: float,
+                  what: str, said: Callable[[], str] = lambda: "") -> None:
+    """SIGKILL ``proc`` the moment ``ready()`` holds (polled every 2 ms); fail if it ends
+    first (with what it ``said``) or ``within_s`` passes. The process is gone when this
+    returns, whatever happened."""
+    deadline = time.monotonic() + within_s
+    try:
+        while not ready():
+            assert proc.poll() is None, f"the process ended before {what}: {said()}"
+            assert time.monotonic() < deadline, f"no {what} within {within_s:g} s"
+            time.sleep(0.002)
+        proc.kill()
+        assert proc.wait(30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+
+
 def _rendering(run: RunDir) -> bool:
     """The report is being written: the verdict is in and a chart or report file (or its
     temporary file) has appeared."""
@@ -238,18 +257,7 @@ def test_sigkill_while_rendering_the_report_leaves_it_whole_and_re_renderable(
     inventory, node, _prometheus = watched
     before = node_snapshot(node)
     proc, run = _start_scenario(inventory, node, tmp_path, home)
-    deadline = time.monotonic() + 90
-    try:
-        while not _rendering(run):
-            assert proc.poll() is None, "the scenario ended before its report was rendered"
-            assert time.monotonic() < deadline, "the scenario never reached its report"
-            time.sleep(0.002)
-        proc.kill()
-        assert proc.wait(30) == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
+    _sigkill_once(proc, lambda: _rendering(run), 90, "its report was rendered")
     png, md = run.timeline_png, run.incident_md
     assert not png.exists() or png.read_bytes().endswith(PNG_END), "a torn timeline.png"
     assert not md.exists(), "the report was complete before the kill: nothing was tested"
@@ -356,18 +364,8 @@ def test_sigkill_during_a_rollback_then_sweep_restores_the_node(
             [*FAULTKIT, "inject", "rollout", "--node", node.name, "--inventory",
              str(inventory_file), "--duration", "1s", "--journal-dir", str(journal),
              "--param", "config=llama-alt"], stdout=subprocess.DEVNULL, stderr=err)
-        try:
-            deadline = time.monotonic() + 120
-            while "revert_start" not in events.read_text(errors="replace"):
-                assert proc.poll() is None, events.read_text(errors="replace")[-800:]
-                assert time.monotonic() < deadline, "the rollback never began"
-                time.sleep(0.002)
-            proc.kill()
-            assert proc.wait(30) == -signal.SIGKILL
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(30)
+        _sigkill_once(proc, lambda: "revert_start" in events.read_text(errors="replace"), 120,
+                      "the rollback began", lambda: events.read_text(errors="replace")[-800:])
     assert [r.id for r in FaultJournal(journal).unreverted()], "nothing was left to sweep"
     swept = subprocess.run([*FAULTKIT, "sweep", "--journal-dir", str(journal), "--inventory",
                             str(inventory_file)], capture_output=True, text=True, timeout=180,
