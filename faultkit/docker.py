@@ -150,10 +150,15 @@ class DockerHost(SystemOps):
             raise DockerError(f"container {name!r} is not running (status {st.status}); no PID")
         return st.pid
 
-    def logs(self, name: str, *, tail: int = 200, since: float | None = None) -> str:
+    def logs(self, name: str, *, tail: int | str = 200, since: float | None = None,
+             timestamps: bool = False) -> str:
+        """The container's log lines (``tail``: the last N, or ``"all"``) written since
+        ``since`` (epoch seconds); ``timestamps`` prefixes each with the RFC 3339 time Docker
+        received it (nanoseconds, UTC), whatever the engine's own format."""
         with self._mapped(container=name):
             raw = self.client.api.logs(
-                name, stdout=True, stderr=True, tail=tail, since=int(since) if since else None
+                name, stdout=True, stderr=True, tail=tail, since=since if since else None,
+                timestamps=timestamps,
             )
         return raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
 

@@ -129,29 +129,35 @@ class ContainerEvidence:
     after: ContainerSnapshot = field(default_factory=ContainerSnapshot)
     #: the container log's last lines; ``None`` when absent or not a string
     log_tail: str | None = None
+    #: the lines it wrote since a start during the run, each with Docker's RFC 3339 time
+    #: (empty: it did not start during the run; ``None``: not captured)
+    startup_log: str | None = None
     #: the file held a non-empty JSON object
     captured: bool = False
 
     @classmethod
-    def of(cls, before: Any, after: Any, log_tail: str) -> ContainerEvidence:
+    def of(cls, before: Any, after: Any, log_tail: str,
+           startup_log: str = "") -> ContainerEvidence:
         """The evidence a run writes: each side as ``ContainerState.to_json()`` gives it
         (secrets redacted), ``{"error": why}``, or ``None`` for a node without a container."""
         return cls(before=ContainerSnapshot.from_json(before),
-                   after=ContainerSnapshot.from_json(after), log_tail=log_tail, captured=True)
+                   after=ContainerSnapshot.from_json(after), log_tail=log_tail,
+                   startup_log=startup_log, captured=True)
 
     def to_json(self) -> dict[str, Any]:
         return {"before": self.before.to_json(), "after": self.after.to_json(),
-                "log_tail": self.log_tail}
+                "log_tail": self.log_tail, "startup_log": self.startup_log}
 
     @classmethod
     def from_json(cls, data: Any) -> ContainerEvidence:
         if not isinstance(data, dict):
             return cls()
-        tail = data.get("log_tail")
+        tail, startup = data.get("log_tail"), data.get("startup_log")
         return cls(
             before=ContainerSnapshot.from_json(data.get("before")),
             after=ContainerSnapshot.from_json(data.get("after")),
             log_tail=tail if isinstance(tail, str) else None,
+            startup_log=startup if isinstance(startup, str) else None,
             captured=bool(data),
         )
 

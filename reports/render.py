@@ -32,6 +32,7 @@ from reports.diagnosis import diagnose
 from reports.evidence import fault_kind
 from reports.figures import Figure, key_figures, no_outage, num, pct
 from reports.load import RUN_FILES, RunData, load_run
+from reports.phases import recovery_phases, slowest
 from reports.prevention import changes_for
 from reports.recovery import analyse
 from reports.steady import steady_view
@@ -132,6 +133,7 @@ def incident_context(data: RunData) -> dict[str, Any]:
     m = data.measurement
     existing = {name for name in LINKED_FILES if (data.path / name).exists()}
     series = series_rows(data)
+    phases = recovery_phases(data)
     return {
         "run": data.run,
         "path": data.path.name,
@@ -168,6 +170,8 @@ def incident_context(data: RunData) -> dict[str, Any]:
         "diagnoses": diagnoses,
         "changes": changes_for(diagnoses, data),
         "recovery": analyse(data),
+        "phases": phases,
+        "slowest": slowest(phases),
         "missing": data.missing,
         "problems": data.problems,
         "slo": data.run.slo,

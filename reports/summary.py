@@ -18,6 +18,7 @@ from reports.diagnosis import rollout_result
 from reports.evidence import fault_kind, fault_node
 from reports.figures import no_outage, num
 from reports.load import RunData
+from reports.phases import Phase, recovery_phases, slowest
 from slo.types import Measurement
 
 #: error class → (singular, plural) as a person says it
@@ -77,7 +78,8 @@ def _detection_clause(m: Measurement) -> str:
 RECOVERED_AT_ONCE_S = 0.05
 
 
-def _impact_clause(node: str, kind: str | None, what: str, m: Measurement) -> str:
+def _impact_clause(node: str, kind: str | None, what: str, m: Measurement,
+                   longest: Phase | None = None) -> str:
     if no_outage(kind, m) or (m.lost_total == 0 and m.recovery_s == 0):
         return f"{node} kept serving through {what}"
     if m.recovery_s is None:
@@ -90,7 +92,10 @@ def _impact_clause(node: str, kind: str | None, what: str, m: Measurement) -> st
                 "flight at that moment were cut")
     spec = spec_of(kind)
     fared, prep = (spec.impact, spec.preposition) if spec else ("was down for", "after")
-    clause = f"{node} {fared} {num(m.recovery_s)} s {prep} {what}"
+    clause = f"{node} {fared} {num(m.recovery_s)} s"
+    if longest is not None:
+        clause += f" (its longest phase: {longest.name}, {num(longest.duration_s)} s)"
+    clause += f" {prep} {what}"
     if m.harness_intervened:
         clause += " and came back only because the harness intervened"
     return clause
@@ -110,7 +115,7 @@ def summary(data: RunData) -> str:
     elsewhere = fault_node(data)
     if elsewhere is not None and elsewhere != node:
         what = f"{what} on {elsewhere} behind it"
-    parts = [_impact_clause(node, kind, what, m)]
+    parts = [_impact_clause(node, kind, what, m, slowest(recovery_phases(data)))]
     if (candidate := _candidate_clause(data)) is not None:
         parts.insert(0, candidate)
     if (upstream := _upstream_clause(data.route_around)) is not None:

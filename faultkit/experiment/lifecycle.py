@@ -307,7 +307,7 @@ def finish(state: ExperimentState, prom: Prometheus) -> Measurement:
     evidence = state.evidence
     state.run.write_container_evidence(ContainerEvidence.of(
         before=state.container_before, after=evidence.container_state(),
-        log_tail=evidence.log_tail(),
+        log_tail=evidence.log_tail(), startup_log=evidence.startup_log(),
     ))
     state.write_run_info(t_end=t_end)
     return state.measurement

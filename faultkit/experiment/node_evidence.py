@@ -41,6 +41,8 @@ log = logging.getLogger("faultkit.experiment")
 
 #: lines of the container's log kept in ``container.json``
 LOG_TAIL_LINES = 80
+#: the start-up lines kept of a container restarted during the run (vLLM prints ~100)
+STARTUP_LOG_LINES = 300
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,26 @@ class NodeEvidence:
             tail = docker_host(self.node.docker.host).logs(
                 self.node.docker.container, tail=LOG_TAIL_LINES, since=self.since)
             return str(self.redact(tail))
+        except FaultkitError as exc:
+            return f"(logs unavailable: {self.redact(str(exc))})"
+
+
+    def startup_log(self) -> str:
+        """The first :data:`STARTUP_LOG_LINES` lines the container wrote since its last start,
+        when it started during the run, each with Docker's own timestamp (RFC 3339, UTC),
+        secrets redacted; empty otherwise. The recovery phases of a restarted engine (weights
+        loaded, engine ready) are dated from them, and a tail would have lost them under
+        load behind per-request lines."""
+        if self.node.docker is None:
+            return ""
+        host = docker_host(self.node.docker.host)
+        try:
+            started = host.state(self.node.docker.container).started_at
+            if started is None or started < self.since:
+                return ""
+            lines = host.logs(self.node.docker.container, tail="all", since=started,
+                              timestamps=True).splitlines()[:STARTUP_LOG_LINES]
+            return str(self.redact("\n".join(lines)))
         except FaultkitError as exc:
             return f"(logs unavailable: {self.redact(str(exc))})"
 

@@ -294,7 +294,8 @@ SUMMARIES = {
     "pass-kill": "PASS: sim-vllm-a was down for 8.3 s after a SIGKILL of its main process; "
     "Prometheus alerted "
     "after 4.0 s; 19 of 120 requests were lost (17 refused connections, 2 resets).",
-    "fail-oom": "FAIL: sim-vllm-b was down for 31.5 s after a memory squeeze to 1536m; "
+    "fail-oom": "FAIL: sim-vllm-b was down for 31.5 s (its longest phase: a restart loop (3 "
+                "more death(s) and restart(s)), 22.2 s) after a memory squeeze to 1536m; "
     "Prometheus alerted after 5.0 s; 65 of 160 requests were lost (63 refused connections, "
     "2 resets).",
     "not-detected": "FAIL: llamacpp-a was degraded for 25.5 s under 30 % packet loss; "

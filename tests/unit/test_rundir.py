@@ -171,12 +171,15 @@ def test_run_info_updates_are_written_as_given_and_keep_unknown_keys(tmp_path: P
 def test_container_evidence_written_and_read_back(tmp_path: Path) -> None:
     run = RunDir(tmp_path)
     before = {"status": "running", "restart_count": 0, "started_at": 10.0}
-    run.write_container_evidence(ContainerEvidence.of(before=before, after=None, log_tail="x"))
+    started = "2026-01-01T12:00:01.201000000Z INFO Starting vLLM API server on http://0.0.0.0:8000"
+    run.write_container_evidence(ContainerEvidence.of(before=before, after=None, log_tail="x",
+                                                      startup_log=started))
     assert json.loads(run.container_json.read_text()) == {
-        "before": before, "after": None, "log_tail": "x"}
+        "before": before, "after": None, "log_tail": "x", "startup_log": started}
     evidence = run.container_evidence()
     assert evidence.before.restart_count == 0 and evidence.before.status == "running"
     assert not evidence.after.captured and evidence.log_tail == "x" and evidence.captured
+    assert evidence.startup_log == started
 
 
 def test_run_json_wrong_types_read_as_none(tmp_path: Path) -> None:

@@ -1,0 +1,101 @@
+"""A restarted engine's way back in phases, each dated from its own evidence: Docker's die
+and start, the engine's start-up lines as Docker timestamped them, the observer's first
+health answer, the first-token probe and the measured recovery."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from reports.load import load_run
+from reports.phases import recovery_phases, slowest
+from reports.summary import summary
+
+T0 = 1_767_268_800.0  # 2026-01-01 12:00:00 UTC: the fault's effect
+
+
+def _stamp(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
+
+
+def _ev(t: float, source: str, kind: str, **data: Any) -> dict[str, Any]:
+    return {"t": t, "source": source, "kind": kind, "node": "n1", "data": data}
+
+
+def _run(tmp_path: Path, timeline: list[dict[str, Any]], startup: list[tuple[float, str]],
+         fault: str = "kill", recovered: float = 9.0) -> Path:
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "run.json").write_text(json.dumps(
+        {"scenario": "kill", "node": "n1", "t_start": T0 - 10, "t_end": T0 + 30,
+         "fault": {"kind": fault, "params": {}}}))
+    (tmp_path / "timeline.jsonl").write_text("".join(json.dumps(e) + "\n" for e in timeline))
+    (tmp_path / "container.json").write_text(json.dumps(
+        {"before": None, "after": None, "log_tail": "",
+         "startup_log": "\n".join(f"{_stamp(t)} {text}" for t, text in startup)}))
+    (tmp_path / "measurement.json").write_text(json.dumps(
+        {"node": "n1", "t_inject": T0 - 0.1, "t_revert": T0 + 1, "t_effect": T0,
+         "effect_evidence": "docker_event", "t_detect": T0 + 1,
+         "detect_signal": "alert", "detection_s": 1.0, "t_recovered": T0 + recovered,
+         "recovery_s": recovered, "t_window_end": T0 + 30, "lost_total": 3,
+         "requests_total": 90}))
+    return tmp_path
+
+
+KILL = [_ev(T0 - 0.1, "fault", "act", what="SIGKILL"),
+        _ev(T0 + 0.2, "harness", "docker_die", exit_code=137),
+        _ev(T0 + 1.5, "harness", "docker_start"),
+        _ev(T0 + 7.0, "observer", "health_ok", ok=True),
+        _ev(T0 + 7.3, "fault", "first_token", served=True)]
+STARTUP = [(T0 + 1.6, "INFO simnode vllm personality"),
+           (T0 + 3.5, "(APIServer pid=1) INFO Model loading took 0.1 GiB and 1.8 seconds"),
+           (T0 + 6.8, "(APIServer pid=1) INFO Starting vLLM API server 0 on http://0.0.0.0:8000")]
+
+
+def test_each_phase_ends_at_its_own_evidence(tmp_path: Path) -> None:
+    phases = recovery_phases(load_run(_run(tmp_path, KILL, STARTUP)))
+    assert [(p.name, round(p.t_start - T0, 3), round(p.t_end - T0, 3)) for p in phases] == [
+        ("until the container exited", 0.0, 0.2),
+        ("until it started again", 0.2, 1.5),
+        ("weight loading", 1.5, 3.5),
+        ("engine start-up", 3.5, 6.8),
+        ("until /health 200", 6.8, 7.0),
+        ("until the first token", 7.0, 7.3),
+        ("until steady state", 7.3, 9.0),
+    ]
+    longest = slowest(phases)
+    assert longest is not None and longest.name == "engine start-up"
+    assert "down for 9.0 s (its longest phase: engine start-up, 3.3 s)" in \
+        summary(load_run(tmp_path))
+
+
+def test_a_phase_without_evidence_merges_into_the_next(tmp_path: Path) -> None:
+    phases = recovery_phases(load_run(_run(tmp_path, KILL, [])))
+    assert [p.name for p in phases] == ["until the container exited", "until it started again",
+                                        "until /health 200", "until the first token",
+                                        "until steady state"]
+    assert phases[2].t_start == T0 + 1.5  # from the start: no start-up line to date
+
+
+def test_a_restart_loop_is_one_phase_before_the_start_that_held(tmp_path: Path) -> None:
+    loop = [_ev(T0 + 0.2, "harness", "docker_die", exit_code=137),
+            _ev(T0 + 1.0, "harness", "docker_start"),
+            _ev(T0 + 2.0, "harness", "docker_die", exit_code=137),
+            _ev(T0 + 3.0, "harness", "docker_start"),
+            _ev(T0 + 4.0, "harness", "docker_die", exit_code=137),
+            _ev(T0 + 5.0, "harness", "docker_start"),
+            _ev(T0 + 8.0, "observer", "health_ok", ok=True)]
+    phases = recovery_phases(load_run(_run(tmp_path, loop, [])))
+    assert [(p.name, p.t_end - T0) for p in phases] == [
+        ("a restart loop (2 more death(s) and restart(s))", 4.0),
+        ("until it started again", 5.0),
+        ("until /health 200", 8.0),
+        ("until steady state", 9.0),
+    ]
+
+
+def test_no_phases_without_a_restart_or_for_a_rollout(tmp_path: Path) -> None:
+    paused = [_ev(T0, "harness", "docker_pause"), _ev(T0 + 8, "harness", "docker_unpause")]
+    assert recovery_phases(load_run(_run(tmp_path / "a", paused, [], fault="pause"))) == []
+    assert recovery_phases(load_run(_run(tmp_path / "b", KILL, STARTUP, fault="rollout"))) == []
