@@ -10,8 +10,9 @@ milestone           evidence
 the fault's effect  ``measurement.json`` ``t_effect``
 process reaped      Docker's first ``die`` from then on (``docker_die``)
 container started   Docker's next ``start`` (the restart policy's, or the harness's)
-weights loaded      the engine's own start-up line, dated by Docker (``startup_log``)
-engine ready        the engine's "API server started" line, dated by Docker
+engine initialised  the engine's first start-up line, dated by Docker (``startup_log``)
+weights loaded      the engine's weights-loaded line, dated by Docker
+API server started  the engine's "server started" line, dated by Docker
 ``/health`` 200     the observer's first ``health_ok`` after the start
 first token         the fault's ``first_token`` event (a tiny chat request served)
 steady state        ``measurement.json`` ``t_recovered``
@@ -34,13 +35,18 @@ from faultkit.events import EventKind
 from reports.evidence import fault_kind, fault_node
 from reports.load import RunData
 
+#: an engine's first line of its own initialisation, once its process started (vLLM's engine
+#: core, SGLang's weight loading, llama.cpp's model loader, the simulator)
+ENGINE_INIT_RE = re.compile(
+    r"Initializing a V1 LLM engine|simnode \w+ personality|Load weight begin"
+    r"|llama_model_loader: loaded meta data|load_model: loading model")
 #: an engine's line once its weights are loaded (vLLM, SGLang, llama.cpp, the simulator)
 WEIGHTS_LOADED_RE = re.compile(
     r"Model loading took|Loading weights took|Loading model weights took|Load weight end"
     r"|main: model loaded|load_tensors: .*buffer size")
 #: an engine's line once it serves (vLLM's API server, SGLang, llama.cpp)
 ENGINE_READY_RE = re.compile(
-    r"Starting vLLM API server|Application startup complete|fired up and ready"
+    r"Starting vLLM (?:API )?server|Application startup complete|fired up and ready"
     r"|server is listening on")
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?Z\s(.*)$")
 
@@ -114,7 +120,8 @@ def recovery_phases(data: RunData) -> list[Phase]:
     started = starts[-1]  # the start the node came back from (a loop restarts it again)
     deaths = _events(data, EventKind.DOCKER_DIE, m.t_effect, started)
     died = deaths[-1] if deaths else None
-    weights = _first_line(data, WEIGHTS_LOADED_RE, started)
+    init = _first_line(data, ENGINE_INIT_RE, started)
+    weights = _first_line(data, WEIGHTS_LOADED_RE, init if init is not None else started)
     ready = _first_line(data, ENGINE_READY_RE, weights if weights is not None else started)
     health = _first_event(data, EventKind.HEALTH_OK, started, source="observer")
     token = _first_event(data, EventKind.FIRST_TOKEN, started, source="fault")
@@ -125,8 +132,9 @@ def recovery_phases(data: RunData) -> list[Phase]:
          "Docker's die events" if loop > 0 else "Docker's die"),
         (started, "until it started again",
          "Docker's start (the restart policy's, the harness's or the fault's)"),
-        (weights, "weight loading", "the engine's start-up log line"),
-        (ready, "engine start-up", "the engine's start-up log line (API server started)"),
+        (init, "until the engine initialised", "the engine's first start-up line"),
+        (weights, "until the weights were loaded", "the engine's weights-loaded line"),
+        (ready, "until the API server started", "the engine's server-started line"),
         (health, "until /health 200", "the observer's first health_ok"),
         (token, "until the first token", "the fault's first_token probe"),
         (m.t_recovered, "until steady state",

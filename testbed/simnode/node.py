@@ -82,9 +82,11 @@ class SimNode:
         api = Api(self.engine)
         if cfg.personality == "sglang":
             await self._bind(api)
+        await asyncio.sleep(cfg.load_seconds)
+        # printed once the weights are in, as vLLM prints it: the recovery phases date the
+        # end of weight loading by this line
         log.info("Loading model weights took %.2f GiB (simulated %.1f s)",
                  cfg.weights_gb, cfg.load_seconds)
-        await asyncio.sleep(cfg.load_seconds)
         try:
             validate_kv_cache(cfg, self.budget)
         except StartupError as exc:

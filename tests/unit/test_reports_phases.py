@@ -48,9 +48,11 @@ KILL = [_ev(T0 - 0.1, "fault", "act", what="SIGKILL"),
         _ev(T0 + 1.5, "harness", "docker_start"),
         _ev(T0 + 7.0, "observer", "health_ok", ok=True),
         _ev(T0 + 7.3, "fault", "first_token", served=True)]
-STARTUP = [(T0 + 1.6, "INFO simnode vllm personality"),
+STARTUP = [(T0 + 1.6, "(APIServer pid=8) INFO non-default args: {}"),
+           (T0 + 2.0, "(EngineCore pid=20) INFO Initializing a V1 LLM engine (v0.32.0)"),
            (T0 + 3.5, "(APIServer pid=1) INFO Model loading took 0.1 GiB and 1.8 seconds"),
-           (T0 + 6.8, "(APIServer pid=1) INFO Starting vLLM API server 0 on http://0.0.0.0:8000")]
+           (T0 + 6.8, "(APIServer pid=8) INFO Starting vLLM server on http://0.0.0.0:8000"),
+           (T0 + 7.1, "INFO:     Application startup complete.")]
 
 
 def test_each_phase_ends_at_its_own_evidence(tmp_path: Path) -> None:
@@ -58,15 +60,16 @@ def test_each_phase_ends_at_its_own_evidence(tmp_path: Path) -> None:
     assert [(p.name, round(p.t_start - T0, 3), round(p.t_end - T0, 3)) for p in phases] == [
         ("until the container exited", 0.0, 0.2),
         ("until it started again", 0.2, 1.5),
-        ("weight loading", 1.5, 3.5),
-        ("engine start-up", 3.5, 6.8),
+        ("until the engine initialised", 1.5, 2.0),
+        ("until the weights were loaded", 2.0, 3.5),
+        ("until the API server started", 3.5, 6.8),
         ("until /health 200", 6.8, 7.0),
         ("until the first token", 7.0, 7.3),
         ("until steady state", 7.3, 9.0),
     ]
     longest = slowest(phases)
-    assert longest is not None and longest.name == "engine start-up"
-    assert "down for 9.0 s (its longest phase: engine start-up, 3.3 s)" in \
+    assert longest is not None and longest.name == "until the API server started"
+    assert "down for 9.0 s (its longest phase: until the API server started, 3.3 s)" in \
         summary(load_run(tmp_path))
 
 
