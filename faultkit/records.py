@@ -108,6 +108,16 @@ class RequestRecord:
     served_by: str | None = None
     gateway_retries: int | None = None
 
+    @property
+    def arrival(self) -> float:
+        """When the user arrived: the scheduled time (open loop), else the send time."""
+        return self.t_scheduled if self.t_scheduled is not None else self.t_invoke
+
+    @property
+    def lateness_s(self) -> float:
+        """How long after its user arrived the client sent it (0 without a schedule)."""
+        return 0.0 if self.t_scheduled is None else self.t_invoke - self.t_scheduled
+
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

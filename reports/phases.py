@@ -27,6 +27,7 @@ lines are matched in the start-up log Docker timestamped (``container.json``
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -82,19 +83,18 @@ def _first_line(data: RunData, pattern: re.Pattern[str], after: float) -> float 
     return None
 
 
-def _events(data: RunData, kind: str, after: float, until: float) -> list[float]:
-    """When the node's ``kind`` events happened in ``[after, until]``, oldest first."""
+def _times(data: RunData, kind: str, after: float, until: float = math.inf,
+           source: str | None = None) -> list[float]:
+    """When the node's ``kind`` events (of ``source``, if given) happened in
+    ``[after, until]``, oldest first."""
     node = data.run.node
     return [e.t for e in data.timeline if e.kind == kind and after <= e.t <= until
+            and (source is None or e.source == source)
             and (node is None or e.node in (None, node))]
 
 
-def _first_event(data: RunData, kind: str, after: float, source: str | None = None
-                 ) -> float | None:
-    node = data.run.node
-    return next((e.t for e in data.timeline if e.kind == kind and e.t >= after
-                 and (source is None or e.source == source)
-                 and (node is None or e.node in (None, node))), None)
+def _first(times: list[float]) -> float | None:
+    return times[0] if times else None
 
 
 #: kinds whose node comes back as the same engine restarting; a rollout's way back is its
@@ -114,17 +114,17 @@ def recovery_phases(data: RunData) -> list[Phase]:
             or (other is not None and other != data.run.node)):
         return []
     end = m.t_recovered if m.t_recovered is not None else m.t_window_end
-    starts = _events(data, EventKind.DOCKER_START, m.t_effect, end)
+    starts = _times(data, EventKind.DOCKER_START, m.t_effect, end)
     if not starts:
         return []
     started = starts[-1]  # the start the node came back from (a loop restarts it again)
-    deaths = _events(data, EventKind.DOCKER_DIE, m.t_effect, started)
+    deaths = _times(data, EventKind.DOCKER_DIE, m.t_effect, started)
     died = deaths[-1] if deaths else None
     init = _first_line(data, ENGINE_INIT_RE, started)
     weights = _first_line(data, WEIGHTS_LOADED_RE, init if init is not None else started)
     ready = _first_line(data, ENGINE_READY_RE, weights if weights is not None else started)
-    health = _first_event(data, EventKind.HEALTH_OK, started, source="observer")
-    token = _first_event(data, EventKind.FIRST_TOKEN, started, source="fault")
+    health = _first(_times(data, EventKind.HEALTH_OK, started, source="observer"))
+    token = _first(_times(data, EventKind.FIRST_TOKEN, started, source="fault"))
     loop = len(deaths) - 1
     milestones: list[tuple[float | None, str, str]] = [
         (died, f"a restart loop ({loop} more death(s) and restart(s))"

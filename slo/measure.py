@@ -52,17 +52,9 @@ from typing import Any
 
 from faultkit.events import EventKind
 from faultkit.load.stats import e2e_s, percentile, tpot_s, ttft_s
-from faultkit.records import (
-    CLIENT_SIDE,
-    LATE_CLIENT_S,
-    Event,
-    RequestRecord,
-    is_clean_rejection,
-)
-from faultkit.timestamps import utc_clock
+from faultkit.records import CLIENT_SIDE, Event, RequestRecord, is_clean_rejection
 from slo.detection import detect
 from slo.effect import (
-    Effect,
     MeasurementInputError,
     client_failures,
     earliest_effect,
@@ -70,13 +62,11 @@ from slo.effect import (
     fault_events,
     fault_time,
 )
+from slo.gaps import evidence_gaps, late_gap, sent_late
 from slo.types import Measurement, WindowSLIs
 
 #: events on the observer's readiness track
 _HEALTH_KINDS = frozenset({EventKind.HEALTH_OK, EventKind.HEALTH_FAIL})
-#: error classes that mean the *client* failed, not the node (shed arrivals are lost to
-#: users, but only exhaustion makes the run unjudgeable)
-_CLIENT_EXHAUSTION = CLIENT_SIDE - {"shed_client"}
 #: failures that say nothing about the node's health (they never break a recovery stretch)
 _NOT_ABOUT_THE_NODE = CLIENT_SIDE | {"cancelled"}
 
@@ -100,8 +90,8 @@ __all__ = [
 
 
 def arrival(r: RequestRecord) -> float:
-    """When the user arrived: the scheduled time (open loop), else the send time."""
-    return r.t_scheduled if r.t_scheduled is not None else r.t_invoke
+    """When the user arrived (:attr:`RequestRecord.arrival`)."""
+    return r.arrival
 
 
 def user_ttft(r: RequestRecord) -> float | None:
@@ -220,78 +210,6 @@ def window_slis(requests: Sequence[RequestRecord], start: float, end: float) -> 
 
 
 # --------------------------------------------------------------------------- inconclusive
-
-
-def evidence_gaps(
-    timeline: Sequence[Event], requests: Sequence[RequestRecord], node: str, effect: Effect
-) -> list[str]:
-    """Why the run cannot be judged (empty: the evidence is complete)."""
-    gaps = [str(e.data.get("reason")) for e in timeline
-            if e.kind == EventKind.EVIDENCE_GAP and e.node in (None, node)]
-    gaps.extend(effect.gaps)
-    down = [e for e in timeline if e.kind == EventKind.PROMETHEUS_DOWN and e.node == node]
-    if down:
-        gaps.append(f"Prometheus was unreachable during the run ({down[0].data.get('detail')})"
-                    f"{_prometheus_gap(timeline, node, down[0])}: monitoring could not be "
-                    "observed")
-    stalled = [r for r in requests if r.error_class == "client_stalled"]
-    if stalled:
-        gaps.append(f"the load client's event loop stalled: {len(stalled)} requests timed out "
-                    f"while it could not act on time ({stalled[0].error_detail}); the node "
-                    "cannot be judged on them")
-    exhausted = [r for r in requests if r.error_class in _CLIENT_EXHAUSTION - {"client_stalled"}]
-    if exhausted:
-        gaps.append(f"the load client ran out of resources ({len(exhausted)} requests "
-                    f"{exhausted[0].error_class}: {exhausted[0].error_detail}); the node "
-                    "cannot be judged on them")
-    return list(dict.fromkeys(gaps))
-
-
-def _lateness(r: RequestRecord) -> float:
-    """How long after its user's arrival the client sent ``r`` (s; 0 without a schedule)."""
-    return 0.0 if r.t_scheduled is None else r.t_invoke - r.t_scheduled
-
-
-def sent_late(
-    requests: Sequence[RequestRecord], edges: Sequence[float | None]
-) -> list[RequestRecord]:
-    """The requests the client sent ``LATE_CLIENT_S`` or more after their user arrived *and*
-    across an edge of the outage (an ``edges`` moment — the fault's effect, its revert,
-    the recovery — between the arrival and the send): their fate is the node's after the
-    edge, the user's was before it, and the moments they stamped cannot date the edge. A
-    request sent late on the same side of every edge met what its user would have met
-    (a starved harness during an outage still sees the outage), so it is no gap."""
-    moments = [m for m in edges if m is not None]
-    return [r for r in requests if _lateness(r) >= LATE_CLIENT_S
-            and any(arrival(r) < m <= r.t_invoke for m in moments)]
-
-
-def _late_gap(late: Sequence[RequestRecord]) -> list[str]:
-    """The evidence gap of requests sent late in the judged span (none: no gap)."""
-    if not late:
-        return []
-    worst = max(late, key=_lateness)
-    return [f"the load client's event loop stalled: {len(late)} requests were sent "
-            f"{LATE_CLIENT_S:g} s or more after their users arrived, across an edge of the "
-            f"outage (the latest {_lateness(worst):.2f} s late, arriving at "
-            f"{utc_clock(arrival(worst))}); what their users would have met cannot be told "
-            "from what the late sends met, for the node or against it"]
-
-
-def _prometheus_gap(timeline: Sequence[Event], node: str, down: Event) -> str:
-    """The span of the first Prometheus outage, from its last answer (``since``) to the
-    next ``prometheus_up`` (or the end of the window), as ``, from … to … (N s)``."""
-    since = down.data.get("since")
-    if not isinstance(since, int | float):
-        return ""
-    back = next((e.t for e in timeline if e.kind == EventKind.PROMETHEUS_UP
-                 and e.node == node and e.t >= down.t), None)
-    if back is None:
-        return f", from {utc_clock(since)} to the end of the window"
-    return f", from {utc_clock(since)} to {utc_clock(back)} ({back - since:.1f} s)"
-
-
-# --------------------------------------------------------------------------- measure
 
 
 def _slowed(r: RequestRecord, t_recovered: float | None, objective_s: float | None) -> bool:
@@ -415,6 +333,6 @@ def measure(
         slis=slis,
         server_cross_check=server_cross_check,
         harness_intervened=intervened,
-        inconclusive=[*evidence_gaps(timeline, requests, node, effect), *_late_gap(late)],
+        inconclusive=[*evidence_gaps(timeline, requests, node, effect), *late_gap(late)],
         notes=notes,
     )

@@ -59,8 +59,8 @@ def suite_run(lab: Lab, kernel_log: KernelLog,
               tmp_path_factory: pytest.TempPathFactory) -> SuiteRun:
     """The scenario catalogue in its lanes (``scenario_suite.run_scenario_lanes``), then the
     known-good gate of ``sim-vllm`` (``known_good_gate``, planted secrets) — after the
-    lanes, not beside the vLLM lane: beside it, vLLM's rollout recovery reached 152.7 s
-    against its 150 s objective in CI run F1 (docs/ci.md)."""
+    lanes, not beside the vLLM lane: beside it, the gate's load slows vLLM's rollout
+    recovery past its 150 s objective (docs/ci.md)."""
     from tests.e2e.known_good_gate import run_planted_gate
     from tests.e2e.scenario_suite import run_scenario_lanes
 

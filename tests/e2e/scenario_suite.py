@@ -151,7 +151,7 @@ def rerun_stalled(
 ) -> tuple[dict[str, Outcome], tuple[int, dict[str, Outcome], str] | None]:
     """Run once more, alone, every scenario that was INCONCLUSIVE because the harness
     stalled (:meth:`Outcome.harness_stalled`: a machine that froze every process for
-    seconds, CI run K23); the later attempt's outcome stands, the earlier one is kept in
+    seconds); the later attempt's outcome stands, the earlier one is kept in
     its ``earlier``. Nothing else is rerun: a FAIL, or an INCONCLUSIVE for want of the
     node's own evidence, stands as it is. Returns the outcomes and the rerun's result
     (None when nothing stalled)."""
@@ -182,20 +182,12 @@ def run_scenario_lanes(out: Path, inventory: Inventory) -> tuple[int, dict[str, 
     first), the gateway once its upstreams' lanes have ended, then the ``exclusive``
     scenarios alone. Exit code: the worst of the processes.
 
-    Who shares the two cores is measured, not assumed. The simulators' latency is
-    simulated time, hardly moved by a busy CPU: every simulated node's scenario passed
-    beside another lane in every CI run since E. The real engines' figures are CPU-bound,
-    and were kept alone while they broke objectives beside other lanes: vLLM's rollouts
-    when its start took 87-92 s (runs F1, F2, G1, K4; it takes ≈ 25 s under the lanes
-    since the shared model-info cache), llama.cpp's overload beside that vLLM (run F). On
-    2026-12-05 vLLM's lane beside the other four passed in five lab runs
-    (``bench/results/catalogue-lanes-5-*.json``), once the latency check stopped comparing
-    two windows that contention moves; the gateway beside vLLM's lane lost 4 users > 3 in
-    one of three (its streams through a starved LiteLLM lasted 0.91 s, not 0.6 s), so it
-    ran after the lanes until its serving configs got the CPU weight of a latency-critical
-    front (``cpu_shares: 8192``).
-    Two ``test_overload`` floods never run at once (the machine lock ``flood``): two at once,
-    one per lane, stalled the background load's event loop 2.2 s on the lab (docs/ci-history.md).
+    Who shares the two cores follows what was measured (the runs are in
+    docs/ci-history.md): the simulators' latency is simulated time, hardly moved by a busy
+    CPU, so they run side by side; the real engines' figures are CPU-bound, so the gateway
+    runs after the lanes unless its serving configs carry a latency-critical CPU weight
+    (``cpu_shares: 8192``), and two ``test_overload`` floods never run at once (the machine
+    lock ``flood``: two at once stall the background load's event loop for seconds).
     """
     plan = plan_passes(inventory, SCENARIO_LANES, ALONE_ENGINES)
     passes = run_side_by_side(

@@ -523,8 +523,8 @@ def test_gate_fails_a_config_that_never_starts(
 
 #: The testbed's KNOWN BAD configs that serve well until sustained load has grown their
 #: memory to the container's limit: the gate's soak must catch them (node, config, current,
-#: soak seconds). llama.cpp's host prompt cache grew ~390 KiB/s at 10 req/s in a 60 s soak
-#: (2026-12-03), so its soak is long enough for a 4 MiB rise after the warm-up.
+#: soak seconds). llama.cpp's host prompt cache grows ~390 KiB/s at 10 req/s, so its soak is
+#: long enough for a 4 MiB rise after the warm-up.
 GROWS_UNDER_LOAD = [("llama", "llama-bad-cacheram", "llama-good", "45"),
                     ("sim-vllm", "sim-vllm-bad-leak", "sim-vllm-good", "30")]
 

@@ -171,8 +171,8 @@ async def _experiment(venv: Path, workdir: Path) -> Run:
 
             async def killer() -> float:
                 # at least BEFORE_KILL_S of traffic *and* SERVED_BEFORE_KILL answers: the
-                # proxy's first requests are slow (its warm-up: 2.7 s each in CI run G1,
-                # where a fixed 3 s left only 2 served before the kill)
+                # proxy's first requests are slow (its warm-up: seconds each, so a fixed
+                # wait could leave too few served before the kill)
                 await asyncio.sleep(BEFORE_KILL_S)
                 with contextlib.suppress(TimeoutError):  # then the tests say too little came
                     await asyncio.wait_for(warm.wait(), WARMUP_DEADLINE_S)

@@ -121,7 +121,7 @@ def test_sigkill_of_main_process_restarts_and_is_ready_again(
     killed_at = time.monotonic()
     os.kill(vllm.host_pid(), signal.SIGKILL)
     # the kill reaches the namespace's processes asynchronously: a /health right after it
-    # can still be answered by the dying server (CI run K8), so the restart comes first
+    # can still be answered by the dying server, so the restart comes first
     deadline = killed_at + 30
     while vllm.restart_count() == restarts and time.monotonic() < deadline:
         time.sleep(0.1)

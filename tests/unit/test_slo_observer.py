@@ -180,21 +180,30 @@ def test_the_same_prometheus_answering_again_is_no_outage() -> None:
     assert sink.events == []
 
 
+
+class QuietPrometheus:
+    """A Prometheus that answers every look with nothing: no alert, no sample, no rule,
+    started once (tests override what their case needs)."""
+
+    def alerts(self) -> list[Alert]:
+        return []
+
+    def query_samples(self, promql: str) -> list[Series]:
+        return []
+
+    def rules(self, kind: str) -> list[dict[str, object]]:
+        return []
+
+    def start_time(self) -> float:
+        return 1.0
+
+
 async def test_a_restart_between_two_answered_looks_shows_at_the_last_look() -> None:
     """The last look reads the start time even when no look failed."""
 
-    class RestartsUnseen:
+    class RestartsUnseen(QuietPrometheus):
         def __init__(self) -> None:
             self.starts = 0
-
-        def alerts(self) -> list[Alert]:
-            return []
-
-        def query_samples(self, promql: str) -> list[Series]:
-            return []
-
-        def rules(self, kind: str) -> list[dict[str, object]]:
-            return []
 
         def start_time(self) -> float:
             self.starts += 1
@@ -217,7 +226,7 @@ def test_prometheus_never_answering_is_an_outage_at_once() -> None:
 async def test_a_failed_last_look_is_an_outage() -> None:
     """The end of the window cannot be observed: the run must not pass on it."""
 
-    class FailsAfterTheFirstLook:
+    class FailsAfterTheFirstLook(QuietPrometheus):
         def __init__(self) -> None:
             self.looks = 0
 
@@ -226,15 +235,6 @@ async def test_a_failed_last_look_is_an_outage() -> None:
             if self.looks > 1:
                 raise PrometheusUnavailable("http://127.0.0.1:1", "refused")
             return []
-
-        def query_samples(self, promql: str) -> list[Series]:
-            return []
-
-        def rules(self, kind: str) -> list[dict[str, object]]:
-            return []
-
-        def start_time(self) -> float:
-            return 1.0
 
     sink = Sink()
     async with Observer(node(), FailsAfterTheFirstLook(), sink, interval_s=0.5):  # type: ignore[arg-type]

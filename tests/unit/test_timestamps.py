@@ -58,7 +58,8 @@ def test_the_gap_makes_the_measurement_inconclusive() -> None:
     from faultkit.events import EventKind
     from faultkit.records import Event
     from faultkit.timestamps import clock_step_gap
-    from slo.measure import Effect, evidence_gaps
+    from slo.effect import Effect
+    from slo.gaps import evidence_gaps
 
     reason = clock_step_gap(0.0, offset_now=28.3)
     timeline = [Event(t=1.0, source="harness", kind=EventKind.EVIDENCE_GAP, node="n",
