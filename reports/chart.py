@@ -69,8 +69,8 @@ def _label(text: object, max_len: int = 60) -> str:
 
 
 def arrival(r: RequestRecord) -> float:
-    """When the user arrived: ``t_scheduled``, else (older ledgers) ``t_invoke``."""
-    return r.t_scheduled if r.t_scheduled is not None else r.t_invoke
+    """When the user arrived (:attr:`RequestRecord.arrival`)."""
+    return r.arrival
 
 
 def outcome(r: RequestRecord) -> str:

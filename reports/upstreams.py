@@ -30,10 +30,6 @@ GATEWAY_OWN = "(none: the gateway's own error)"
 PHASES = ("before", "fault", "after")
 
 
-def _arrival(r: RequestRecord) -> float:
-    return r.t_scheduled if r.t_scheduled is not None else r.t_invoke
-
-
 def gateway_users(data: RunData) -> list[RequestRecord]:
     """The run node's users' requests when it is a gateway (some name an upstream), else []."""
     mine = [r for r in data.ledger if r.kind != "probe" and r.node == data.run.node]
@@ -80,7 +76,7 @@ def upstream_rows(data: RunData) -> list[UpstreamRow]:
         name = r.served_by or (GATEWAY_OWN if r.status != "ok" else "(not named)")
         row = rows.setdefault(name, UpstreamRow(name, dict.fromkeys(PHASES, 0),
                                                 dict.fromkeys(PHASES, 0)))
-        phase = phase_of(_arrival(r), t_effect, t_after)
+        phase = phase_of(r.arrival, t_effect, t_after)
         (row.ok if r.status == "ok" else row.failed)[phase] += 1
     return sorted(rows.values(), key=lambda row: (row.upstream.startswith("("), row.upstream))
 
@@ -93,7 +89,7 @@ def per_upstream_per_second(
     sent = [r for r in records if r.error_class != "shed_client"]
     if not sent:
         return [], {}
-    bins = [math.floor(_arrival(r) - t0) for r in sent]
+    bins = [math.floor(r.arrival - t0) for r in sent]
     edges = list(range(min(bins), max(bins) + 1))
     counts: dict[str, list[int]] = {}
     for r, b in zip(sent, bins, strict=True):

@@ -57,14 +57,10 @@ __all__ = ["RouteAround", "hit_dead_upstream", "route_around"]
 _NOT_ROUTED = CLIENT_SIDE | {"cancelled"}
 
 
-def _arrival(r: RequestRecord) -> float:
-    return r.t_scheduled if r.t_scheduled is not None else r.t_invoke
-
-
 def hit_dead_upstream(r: RequestRecord, upstream: str, t_back: float | None = None) -> bool:
     """``r`` failed on ``upstream``, failed naming no upstream, or was sent to ``upstream``
     before ``t_back`` (module docstring)."""
-    if r.served_by == upstream and t_back is not None and _arrival(r) < t_back:
+    if r.served_by == upstream and t_back is not None and r.arrival < t_back:
         return True
     if r.status == "ok" or r.error_class in _NOT_ROUTED:
         return False
@@ -158,15 +154,15 @@ def route_around(
         (
             r
             for r in records
-            if r.node == node and r.kind != "probe" and t_effect <= _arrival(r) <= t_end
+            if r.node == node and r.kind != "probe" and t_effect <= r.arrival <= t_end
         ),
-        key=_arrival,
+        key=lambda r: r.arrival,
     )
     hits = [r for r in mine if hit_dead_upstream(r, upstream, t_back)]
     t_routed: float | None = None
     start = t_effect  # candidate start of a clean stretch
     for r in mine:
-        t = _arrival(r)
+        t = r.arrival
         if hit_dead_upstream(r, upstream, t_back):
             if t - start >= stretch_s and _arrived_in(mine, start, t):
                 t_routed = start
@@ -180,12 +176,12 @@ def route_around(
     if t_routed is not None and not outage_too_short:
         routed = t_routed
         routed_while_down = (t_back is None or routed < t_back) and not any(
-            r.served_by == upstream and routed <= _arrival(r) < routed + stretch_s for r in mine
+            r.served_by == upstream and routed <= r.arrival < routed + stretch_s for r in mine
         )
     since = t_effect if t_back is None else max(t_effect, t_back)
     back = next(
-        (_arrival(r) for r in mine
-         if r.status == "ok" and r.served_by == upstream and _arrival(r) >= since),
+        (r.arrival for r in mine
+         if r.status == "ok" and r.served_by == upstream and r.arrival >= since),
         None,
     )
     return RouteAround(
@@ -194,7 +190,7 @@ def route_around(
         stretch_s=stretch_s,
         t_routed=t_routed,
         hits=len(hits),
-        t_last_hit=max((_arrival(r) for r in hits), default=None),
+        t_last_hit=max((r.arrival for r in hits), default=None),
         served_by_upstream_after=sum(
             1 for r in mine if r.status == "ok" and r.served_by == upstream
         ),
@@ -208,8 +204,8 @@ def route_around(
 
 def _next_arrival(records: Sequence[RequestRecord], after: float, t_end: float) -> float:
     """The first arrival strictly after ``after`` (``t_end`` if none)."""
-    return next((_arrival(r) for r in records if _arrival(r) > after), t_end)
+    return next((r.arrival for r in records if r.arrival > after), t_end)
 
 
 def _arrived_in(records: Sequence[RequestRecord], start: float, end: float) -> bool:
-    return any(start <= _arrival(r) < end for r in records)
+    return any(start <= r.arrival < end for r in records)

@@ -234,10 +234,6 @@ def _truth_moments(
     return effect, recovered, problems
 
 
-def _arrival(r: RequestRecord) -> float:
-    return r.t_scheduled if r.t_scheduled is not None else r.t_invoke
-
-
 #: A request the server finished this soon before its process died may not have reached
 #: the client: the bytes were still being written when the kernel killed it.
 DELIVERY_RACE_S = 0.1
@@ -284,7 +280,7 @@ def truth_lost(
     ours = [r for r in ledger if r.node == node.name and r.kind != "probe"]
     # in flight at ``effect`` includes a request the effect itself ended (t_end = effect)
     span = [r for r in ours
-            if effect <= _arrival(r) <= recovered or r.t_invoke < effect <= r.t_end]
+            if effect <= r.arrival <= recovered or r.t_invoke < effect <= r.t_end]
 
     def cut_off(request_id: str) -> bool:
         """Accepted before a cut and finished only after it: its connection was gone."""

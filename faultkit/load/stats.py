@@ -96,16 +96,12 @@ def user_ttft_s(record: RequestRecord) -> float | None:
     """
     if record.t_first_token is None:
         return None
-    return record.t_first_token - _arrival(record)
+    return record.t_first_token - record.arrival
 
 
 def user_e2e_s(record: RequestRecord) -> float:
     """User-facing E2E = t_end − (t_scheduled or t_invoke), from the scheduled arrival."""
-    return record.t_end - _arrival(record)
-
-
-def _arrival(record: RequestRecord) -> float:
-    return record.t_scheduled if record.t_scheduled is not None else record.t_invoke
+    return record.t_end - record.arrival
 
 
 def itl_values(records: Iterable[RequestRecord]) -> list[float]:
