@@ -293,8 +293,11 @@ def measure(
 
     # SLI windows: the fault window lasts while the fault is applied *or* its effects last
     # (to revert, or to recovery if that is later); "after" is everything once both ended.
-    # a client that sent late across the outage's edges could not see them
-    late = sent_late(requests, (t_effect, t_revert, t_recovered))
+    # a client that sent late across the outage's edges could not see them; a node that
+    # served through the fault (recovered at its effect, nothing lost) had no outage and no
+    # edge to cross
+    served_through = t_recovered is not None and t_recovered <= t_effect and not lost
+    late = [] if served_through else sent_late(requests, (t_effect, t_revert, t_recovered))
     start = min((arrival(r) for r in requests), default=t_effect)
     slis = {
         "baseline": window_slis(requests, min(start, t_effect), t_effect),

@@ -337,6 +337,18 @@ def test_requests_sent_late_across_an_edge_of_the_outage_make_the_run_inconclusi
         assert measure(inside, outage_timeline(), NODE).inconclusive == [], (lo, hi)
 
 
+def test_a_node_that_served_through_the_fault_has_no_edge_to_send_late_across() -> None:
+    """Nothing lost and recovered at the effect (a request-level fault the node served
+    through): the fault's moments are no outage edges, so late sends leave no gap."""
+    calm = [req(i, round(1000 + i * 0.1, 3)) for i in range(300)]
+    timeline = [e for e in outage_timeline() if e.kind != "health_fail"]
+    late = [dataclasses.replace(r, t_scheduled=r.t_invoke - 1.5)
+            if 1010.3 <= r.t_invoke < 1011.3 else r for r in calm]
+    m = measure(late, timeline, NODE)
+    assert m.lost_total == 0 and m.t_recovered is not None and m.t_recovered <= m.t_effect
+    assert m.sent_late == 0 and m.inconclusive == []
+
+
 def test_client_exhaustion_is_inconclusive_not_the_nodes_fault() -> None:
     ledger = [*outage_ledger(), req(7000, 1020.0, "fail", "client_exhausted")]
     m = measure(ledger, outage_timeline(), NODE)
