@@ -53,10 +53,10 @@ CLIENT_SIDE: frozenset[str] = frozenset({"shed_client", "client_exhausted", "cli
 #: How late the client may be and still vouch for a request: one sent this long or longer
 #: after its arrival, or whose timer noticed its deadline this late, was delayed by the
 #: client's own stalled event loop (a healthy loop is milliseconds late). A timeout that
-#: late is ``client_stalled``; any request sent that late makes the run INCONCLUSIVE
-#: (``slo.measure.evidence_gaps``). Measured on the testbed beside the vLLM lane: requests
-#: sent 2.1 s late, whose connect then "timed out" although the kernel completes a
-#: loopback handshake in microseconds.
+#: late is ``client_stalled``; one outside the outage, or a request sent that late across
+#: an edge of it, makes the run INCONCLUSIVE (``slo.gaps``). Measured on the testbed
+#: beside the vLLM lane: requests sent 2.1 s late, whose connect then "timed out"
+#: although the kernel completes a loopback handshake in microseconds.
 LATE_CLIENT_S = 0.5
 
 

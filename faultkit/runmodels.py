@@ -234,6 +234,9 @@ class RunInfo:
     #: requests expected in the SLO window (reports' "SLO budget spent"), when recorded;
     #: an int when written as one
     slo_window_requests: float | None = None
+    #: how ``slo_window_requests`` was counted (``slo.traffic.WindowTraffic.to_json``:
+    #: window, history Prometheus held, PromQL) or why it could not be
+    slo_window: dict[str, Any] = field(default_factory=dict)
 
     def get(self, name: str, default: Any = None) -> Any:
         """A key as written (any JSON value), ``default`` when absent."""
@@ -295,6 +298,7 @@ class RunInfo:
             fault_result=_object(data.get("fault_result")),
             aborted=_text(data.get("aborted")),
             slo_window_requests=_as_written(data.get("slo_window_requests")),
+            slo_window=_object(data.get("slo_window")),
         )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeGuard
 
+from faultkit.durations import rough_duration
 from faultkit.kinds import spec_of
 from faultkit.rundir import MEASUREMENT_JSON, RUN_JSON
 from reports.load import RunData
@@ -110,12 +111,14 @@ def _na(label: str, m: Measurement) -> Figure:
 
 
 def budget_figure(data: RunData) -> Figure:
-    """SLO error budget spent = lost / ((1 − availability) × requests expected in the window).
+    """SLO error budget spent = lost / ((1 − availability) × requests in the window), and
+    what that is in full outage at the node's mean traffic.
 
-    The requests expected in the SLO window come from run.json ``slo_window_requests``
-    (written by whoever knows the node's traffic, e.g. from Prometheus). Without it the
-    budget cannot be computed honestly, and the figure shows the share of this scenario's
-    own requests that were lost instead, saying so.
+    The requests in the SLO window are the ones the node's server counted over its rolling
+    window up to the run's end (run.json ``slo_window_requests``, :mod:`slo.traffic`), so
+    the figure is the cost ``faultkit budget`` lists for the run. Without them the budget
+    cannot be computed honestly: the figure shows the share of this scenario's own requests
+    that were lost instead, and says why (``slo_window.missing``) and what to configure.
     """
     m = data.measurement
     label = "SLO budget spent"
@@ -123,6 +126,7 @@ def budget_figure(data: RunData) -> Figure:
         return Figure(label, NOT_CAPTURED, (Source(MEASUREMENT_JSON, (), "missing"),))
     availability = data.run.slo.get("availability")
     expected = data.run.slo_window_requests
+    window = data.run.slo_window
     if (
         isinstance(availability, int | float)
         and 0 < availability < 1
@@ -133,13 +137,15 @@ def budget_figure(data: RunData) -> Figure:
         return Figure(
             label,
             f"{m.lost_total} / ((1 − {availability}) × {num(expected)}) = "
-            f"{pct(m.lost_total / budget)}",
+            f"{pct(m.lost_total / budget)}{_as_outage(m.lost_total, expected, data)}",
             (
                 Source(MEASUREMENT_JSON, ("lost_total",)),
-                Source(RUN_JSON, ("slo.availability", "slo_window_requests")),
+                Source(RUN_JSON, ("slo.availability", "slo_window_requests", "slo_window")),
             ),
             derived=True,
         )
+    missing = window.get("missing")
+    why = missing if isinstance(missing, str) and missing else "run.json has no slo_window_requests"
     if m.requests_total > 0:
         return Figure(
             "Share of this scenario's requests lost",
@@ -148,7 +154,7 @@ def budget_figure(data: RunData) -> Figure:
                 Source(
                     MEASUREMENT_JSON,
                     ("lost_total", "requests_total"),
-                    "(SLO budget not computable: run.json has no slo_window_requests)",
+                    f"(SLO budget not computable: {why})",
                 ),
             ),
             derived=True,
@@ -156,6 +162,28 @@ def budget_figure(data: RunData) -> Figure:
     return Figure(
         label, "not computable (no requests recorded)", (Source(MEASUREMENT_JSON, ()),)
     )
+
+
+def _as_outage(lost: int, expected: float, data: RunData) -> str:
+    """`` — N min of full outage at the node's mean traffic (M requests over its window
+    or the part of it Prometheus holds)``; empty when the window's span is unknown."""
+    window = data.run.slo_window
+    days = data.run.slo.get("window_days")
+    if not _is_num(days) or days <= 0:
+        return ""
+    window_s = float(days) * 86_400
+    held = window.get("history_s")
+    span_s = min(float(held), window_s) if _is_num(held) and held > 0 else window_s
+    outage_s = lost / (expected / span_s)
+    span = (f"its {num(int(days), 0)}-day window" if span_s >= window_s * 0.99
+            else f"the {rough_duration(span_s)} of its {num(int(days), 0)}-day window "
+                 "Prometheus holds")
+    return (f", the equivalent of {_outage_text(outage_s)} of full outage at the node's "
+            f"mean traffic ({num(expected)} requests over {span})")
+
+
+def _outage_text(seconds: float) -> str:
+    return f"{seconds:.1f} s" if seconds < 60 else rough_duration(seconds)
 
 
 def _detection(m: Measurement) -> Figure:

@@ -29,10 +29,10 @@ from typing import Any
 from faultkit.durations import parse_prometheus_duration
 from faultkit.inventory import Inventory, Node
 from faultkit.rundir import MEASUREMENT_JSON, RUN_JSON, RunDir, RunInfo, UnreadableRunFile
-from slo.profiles import NodeQueries
 from slo.prom import Prometheus
 from slo.rules import BURN_WINDOWS
 from slo.spec import RatioSLO, ratio_slos
+from slo.traffic import window_traffic
 
 THRESHOLDS: dict[str, float] = {"1h": 14.4, "6h": 6.0, "1d": 3.0, "3d": 1.0}
 
@@ -87,11 +87,7 @@ def _slo_review(prom: Prometheus, slo: RatioSLO, window: str, firing: list[str],
 
 
 def _node_requests(prom: Prometheus, node: Node, window: str, now: float) -> float | None:
-    q = NodeQueries.for_node(node)
-    if q is None:
-        return None
-    promql = q.increase(q.profile.requests_total, window)
-    return None if promql is None else _num(prom.query_value(promql, now))
+    return window_traffic(prom, node, window, now).requests
 
 
 def _run_start(info: RunInfo, measurement: dict[str, Any]) -> float | None:

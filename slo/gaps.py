@@ -25,9 +25,15 @@ _CLIENT_EXHAUSTION = CLIENT_SIDE - {"shed_client"}
 
 
 def evidence_gaps(
-    timeline: Sequence[Event], requests: Sequence[RequestRecord], node: str, effect: Effect
+    timeline: Sequence[Event], requests: Sequence[RequestRecord], node: str, effect: Effect,
+    outage: tuple[float, float] | None = None,
 ) -> list[str]:
-    """Why the run cannot be judged (empty: the evidence is complete)."""
+    """Why the run cannot be judged (empty: the evidence is complete).
+
+    ``outage`` is the span in which the fault held the node in one state, from its effect
+    to its first edge after (the revert or the recovery): a timeout the stalled client
+    could not vouch for whose whole life — its user's arrival to the moment the client
+    noticed — lies inside it met what its user would have met, so it is no gap."""
     gaps = [str(e.data.get("reason")) for e in timeline
             if e.kind == EventKind.EVIDENCE_GAP and e.node in (None, node)]
     gaps.extend(effect.gaps)
@@ -36,7 +42,8 @@ def evidence_gaps(
         gaps.append(f"Prometheus was unreachable during the run ({down[0].data.get('detail')})"
                     f"{_prometheus_gap(timeline, node, down[0])}: monitoring could not be "
                     "observed")
-    stalled = [r for r in requests if r.error_class == "client_stalled"]
+    stalled = [r for r in requests if r.error_class == "client_stalled"
+               and not (outage and outage[0] <= r.arrival and r.t_end < outage[1])]
     if stalled:
         gaps.append(f"the load client's event loop stalled: {len(stalled)} requests timed out "
                     f"while it could not act on time ({stalled[0].error_detail}); the node "

@@ -291,13 +291,17 @@ def measure(
     by_class = Counter(r.error_class or r.status for r in lost)
     impact = min((r.t_end for r in lost), default=None)
 
-    # SLI windows: the fault window lasts while the fault is applied *or* its effects last
-    # (to revert, or to recovery if that is later); "after" is everything once both ended.
     # a client that sent late across the outage's edges could not see them; a node that
     # served through the fault (recovered at its effect, nothing lost) had no outage and no
-    # edge to cross
+    # edge to cross; inside the outage, up to its first edge, the node stayed as the fault
+    # held it
     served_through = t_recovered is not None and t_recovered <= t_effect and not lost
     late = [] if served_through else sent_late(requests, (t_effect, t_revert, t_recovered))
+    edges_after = [t for t in (t_revert, t_recovered) if t is not None and t > t_effect]
+    outage = None if served_through else (t_effect, min(edges_after, default=end))
+
+    # SLI windows: the fault window lasts while the fault is applied *or* its effects last
+    # (to revert, or to recovery if that is later); "after" is everything once both ended.
     start = min((arrival(r) for r in requests), default=t_effect)
     slis = {
         "baseline": window_slis(requests, min(start, t_effect), t_effect),
@@ -336,6 +340,7 @@ def measure(
         slis=slis,
         server_cross_check=server_cross_check,
         harness_intervened=intervened,
-        inconclusive=[*evidence_gaps(timeline, requests, node, effect), *late_gap(late)],
+        inconclusive=[*evidence_gaps(timeline, requests, node, effect, outage),
+                      *late_gap(late)],
         notes=notes,
     )

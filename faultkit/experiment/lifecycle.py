@@ -65,6 +65,7 @@ from slo.evidence import preflight_gaps, steady_state_violations
 from slo.measure import MeasurementInputError, effect_of, measure, recovered_at
 from slo.observer import Observer
 from slo.prom import Prometheus
+from slo.traffic import window_traffic
 from slo.types import Measurement, Verdict
 
 __all__ = ["RunPlan", "Step", "finish", "run_steps"]
@@ -272,8 +273,10 @@ async def _wait_recovered(state: ExperimentState, deadline_s: float) -> None:
 def finish(state: ExperimentState, prom: Prometheus) -> Measurement:
     """Measure the run: Docker's events onto the timeline, Prometheus' series
     (``prometheus.json``), the measurement (``measurement.json``), ``loop-stalls.json``,
-    ``container.json`` and ``run.json``'s ``t_end``; a wall-clock step since the scenario
-    started is an evidence gap. Raises ``MeasurementInputError`` when no fault ran."""
+    ``container.json``, and ``run.json``'s ``t_end`` and the node's requests over its
+    SLO window (``slo_window_requests``, the budget's denominator); a wall-clock step
+    since the scenario started is an evidence gap. Raises ``MeasurementInputError``
+    when no fault ran."""
     state.live.phase("measure")
     stepped = clock_step_gap(state.clock_offset)
     if stepped is not None:
@@ -309,7 +312,9 @@ def finish(state: ExperimentState, prom: Prometheus) -> Measurement:
         before=state.container_before, after=evidence.container_state(),
         log_tail=evidence.log_tail(), startup_log=evidence.startup_log(),
     ))
-    state.write_run_info(t_end=t_end)
+    traffic = window_traffic(prom, state.node, f"{state.slo.window_days}d", t_end)
+    state.write_run_info(t_end=t_end, slo_window_requests=traffic.requests,
+                         slo_window=traffic.to_json())
     return state.measurement
 
 

@@ -4,6 +4,8 @@ of lost requests, for every scenario × node the catalogue ran — 100 % require
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.e2e.conftest import SuiteRun
@@ -59,3 +61,27 @@ def test_every_report_of_the_catalogue_reads_its_chain_on_the_first_screen(
         if chain_end > FIRST_SCREEN_LINES or "## Preventive changes" not in lines[:chain_end]:
             late.append(f"{path.parent.name}: the chain ends at line {chain_end}")
     assert not late, "\n".join(late)
+
+
+def test_every_incident_of_the_catalogue_states_what_it_cost_the_error_budget(
+    suite_run: SuiteRun,
+) -> None:
+    """Each measured run's report carries its SLO cost, counted from the node's own
+    requests over its window (docs/slo.md, "What an incident cost"), or — for an engine
+    with no request counter — says so and what to configure; never the bare fallback."""
+    measured = [o.run_dir for o in suite_run.outcomes.values() if o.run_dir is not None
+                and (o.run_dir / "incident.md").exists()
+                and (o.run_dir / "measurement.json").exists()]
+    assert len(measured) >= 60, len(measured)
+    untold = []
+    for run_dir in measured:
+        info = json.loads((run_dir / "run.json").read_text())
+        md = (run_dir / "incident.md").read_text(encoding="utf-8")
+        counted = isinstance(info.get("slo_window_requests"), int | float)
+        if counted and "| SLO budget spent |" in md and "of full outage" in md:
+            continue
+        if info.get("engine") == "llamacpp" and "exports no request counter" in md:
+            continue
+        untold.append(f"{run_dir.name} ({info.get('engine')}): "
+                      f"{info.get('slo_window', {}).get('missing')}")
+    assert not untold, f"{len(untold)} of {len(measured)} reports:\n" + "\n".join(untold)

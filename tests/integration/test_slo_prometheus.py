@@ -24,6 +24,7 @@ import json
 import socket
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,11 +38,13 @@ from click.testing import CliRunner
 from faultkit.cli import cli
 from faultkit.inventory import Inventory, parse_inventory
 from faultkit.records import Event, RequestRecord
+from slo.budget import parse_window
 from slo.capture import capture, cross_check
 from slo.measure import measure
 from slo.observer import Observer
 from slo.prom import Prometheus
 from slo.rules import render_rules
+from slo.traffic import HISTORY_STEP, window_traffic
 
 PROMETHEUS = Path("/usr/bin/prometheus")
 pytestmark = pytest.mark.skipif(not PROMETHEUS.exists(), reason="needs /usr/bin/prometheus")
@@ -238,7 +241,8 @@ async def test_outage_measured_against_truth(lab: Lab) -> None:
             sink.write(Event(time.time(), "fault", "inject_start", "fake"))
             t_off = time.time()
             await node.stop()
-            sink.write(Event(time.time(), "fault", "inject_end", "fake"))
+            t_closed = time.time()
+            sink.write(Event(t_closed, "fault", "inject_end", "fake"))
             await asyncio.sleep(4.5)
             sink.write(Event(time.time(), "fault", "revert_start", "fake"))
             await node.start()
@@ -271,15 +275,18 @@ async def test_outage_measured_against_truth(lab: Lab) -> None:
         assert m.t_recovered == pytest.approx(t_on, abs=0.5)
         assert m.recovery_after_revert_s == pytest.approx(0.0, abs=0.5)
 
-        # --- lost: exactly the requests the node never answered (its own record: a request
-        # sent while stop() was still closing the listener may be answered, so the window
-        # [t_off, t_on) only bounds them), all refused
+        # --- lost: exactly the requests the node never answered (its own record). The stop
+        # can only have reached a request that was still open when it began and was sent
+        # before the node was back; one sent once the listener had closed was refused, while
+        # one in flight as stop() closed it may instead have had its connection reset (the
+        # client's own record says which)
         unanswered = [r for r in load.records if r.id not in node.answered]
         failed = [r for r in load.records if r.status != "ok"]
         assert len(unanswered) > 50
-        assert all(t_off <= r.t_invoke < t_on for r in unanswered)
+        assert all(r.t_end >= t_off and r.t_invoke < t_on for r in unanswered)
+        assert all(r.error_class == "refused" for r in unanswered if r.t_invoke >= t_closed)
         assert m.lost_total == len(failed) == len(unanswered)
-        assert m.lost_by_class == {"refused": len(unanswered)}
+        assert m.lost_by_class == dict(Counter(r.error_class for r in unanswered))
         assert m.clean_rejections == 0
 
         # --- server-side cross-check survives the restart's counter reset
@@ -289,6 +296,17 @@ async def test_outage_measured_against_truth(lab: Lab) -> None:
         assert check["server_requests"] > served_after_restart  # both sides of the reset
         # only requests served between the last scrape and the switch-off go unseen
         assert 0 <= check["difference"] <= 25
+
+        # --- the budget's denominator: the requests the server counted over its window,
+        # against its own record (less those served between its last scrape and the
+        # switch-off, as above; plus increase()'s extrapolation to the window's ends, at
+        # most a scrape interval's share at each), over the history Prometheus holds (the
+        # node was scraped before the load began; stated to within HISTORY_STEP)
+        traffic = window_traffic(prom, node_cfg, "1h", t_end)
+        assert traffic.missing is None and traffic.requests is not None
+        assert len(node.answered) - 25 <= traffic.requests <= 1.1 * len(node.answered) + 1
+        assert traffic.history_s is not None
+        assert t_end - traffic.history_s <= t_start + parse_window(HISTORY_STEP)
 
         # --- captured series for prometheus.json
         captured = capture(prom, node_cfg, t_start, t_end, step=0.5, timeline=timeline)

@@ -163,6 +163,36 @@ def test_budget_uses_slo_window_requests_when_recorded(tmp_path: Path) -> None:
     md = render_incident(d).read_text()
     row = next(line for line in md.splitlines() if line.startswith("| SLO budget spent"))
     assert "19 / ((1 − 0.99) × 1000000) = 0.19 %" in row
+    # 1 000 000 requests over 30 days is 0.386 per second: 19 lost is 49.2 s of full outage
+    assert "the equivalent of 49.2 s of full outage" in row
+    assert "(1000000 requests over its 30-day window)" in row
+
+
+def test_budget_states_the_part_of_the_window_prometheus_holds(tmp_path: Path) -> None:
+    d = copy_run("pass-kill", tmp_path)
+    run = json.loads((d / "run.json").read_text())
+    run["slo_window_requests"] = 3600
+    run["slo_window"] = {"window": "30d", "history_s": 7200.0, "missing": None}
+    (d / "run.json").write_text(json.dumps(run))
+    md = render_incident(d).read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| SLO budget spent"))
+    # 3600 requests over the 2 h held: 0.5 per second, so 19 lost is 38 s of full outage
+    assert "19 / ((1 − 0.99) × 3600) = 52.8 %" in row
+    assert "the equivalent of 38.0 s of full outage" in row
+    assert "over the 2 h of its 30-day window Prometheus holds" in row
+
+
+def test_budget_not_computable_says_why_and_what_to_configure(tmp_path: Path) -> None:
+    d = copy_run("pass-kill", tmp_path)
+    run = json.loads((d / "run.json").read_text())
+    run.pop("slo_window_requests", None)
+    run["slo_window"] = {"window": "30d", "missing": "llama.cpp exports no request counter"}
+    (d / "run.json").write_text(json.dumps(run))
+    md = render_incident(d).read_text()
+    row = next(line for line in md.splitlines()
+               if line.startswith("| Share of this scenario's requests lost"))
+    assert "SLO budget not computable: llama.cpp exports no request counter" in row
+    assert "SLO budget spent" not in md.split("## Key figures")[1].split("##")[0]
 
 
 @pytest.mark.parametrize("name", FIXTURE_NAMES)

@@ -349,6 +349,27 @@ def test_a_node_that_served_through_the_fault_has_no_edge_to_send_late_across() 
     assert m.sent_late == 0 and m.inconclusive == []
 
 
+def test_an_unvouched_timeout_inside_the_outage_met_what_its_user_met() -> None:
+    """A timeout the stalled client could not vouch for (``client_stalled``): if its
+    user's arrival and the moment the client noticed both lie inside the outage (effect at
+    1010 to its first edge, the revert at 1015), the node was held down throughout and the
+    user would have met the same — it is lost, and no gap; crossing the revert, or in the
+    healthy baseline, it cannot be told from a stall and the run is INCONCLUSIVE."""
+    def stalled(arrived: float, sent: float, noticed: float) -> RequestRecord:
+        return dataclasses.replace(req(7000, sent, "fail", "client_stalled",
+                                       dur=noticed - sent), t_scheduled=arrived)
+
+    inside = measure([*outage_ledger(), stalled(1012.0, 1012.6, 1014.8)], outage_timeline(),
+                     NODE)
+    assert inside.inconclusive == []
+    assert inside.lost_by_class["client_stalled"] == 1
+    for arrived, sent, noticed in ((1013.0, 1013.6, 1015.4), (1003.0, 1003.6, 1005.8)):
+        m = measure([*outage_ledger(), stalled(arrived, sent, noticed)], outage_timeline(),
+                    NODE)
+        assert len(m.inconclusive) == 1 and "timed out while it could not act on time" \
+            in m.inconclusive[0], (arrived, m.inconclusive)
+
+
 def test_client_exhaustion_is_inconclusive_not_the_nodes_fault() -> None:
     ledger = [*outage_ledger(), req(7000, 1020.0, "fail", "client_exhausted")]
     m = measure(ledger, outage_timeline(), NODE)
