@@ -186,14 +186,24 @@ class FaultJournal:
             self._write(record)
         except JournalError as exc:  # no record, so the fault must not act
             self._release(record.id)
-            raise JournalUnwritable(str(exc)) from exc
+            raise JournalUnwritable(
+                f"{exc}; the fault was not applied (check disk space and FAULTKIT_HOME)"
+            ) from exc
         except BaseException:
             self._release(record.id)
             raise
 
     def update(self, record: JournalRecord) -> None:
-        """Rewrite a record this process owns (e.g. more undo steps, state ``applied``)."""
-        self._write(record)
+        """Rewrite a record this process owns (e.g. more undo steps, state ``applied``).
+        The fault has acted by then, so a record that cannot be rewritten says so: its
+        undo steps on disk may be fewer than what was done."""
+        try:
+            self._write(record)
+        except JournalError as exc:
+            raise JournalError(
+                f"{exc}; the fault has acted and its record on disk may lack its latest undo "
+                "steps: free space, then run `faultkit sweep` and check the node by hand"
+            ) from exc
 
     def mark_reverted(self, record: JournalRecord, note: str = "") -> None:
         """Durably mark ``record`` reverted and drop its liveness lock."""
@@ -206,7 +216,13 @@ class FaultJournal:
         record.t_reverted = time.time()
         if note:
             record.note = note
-        self._write(record)
+        try:
+            self._write(record)
+        except JournalError as exc:
+            raise JournalError(
+                f"{exc}; the fault was reverted, but its record still reads applied: the "
+                "next `faultkit sweep` will find it and revert it again"
+            ) from exc
         self._archive(record.id)
 
     def _archive(self, record_id: str) -> None:
@@ -248,10 +264,7 @@ class FaultJournal:
             os.replace(tmp, path)
             _fsync_directory(self.directory)
         except OSError as exc:
-            raise JournalError(
-                f"cannot write fault journal record {path}: {exc}; "
-                "the fault was not applied (check disk space and FAULTKIT_HOME)"
-            ) from exc
+            raise JournalError(f"cannot write fault journal record {path}: {exc}") from exc
 
     # locks ----------------------------------------------------------------------------
     def _try_lock(self, record_id: str) -> int | None:

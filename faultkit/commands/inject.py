@@ -78,7 +78,6 @@ def inject(kind: str, node_name: str, inventory_path: Path, duration: str,
 
     fault = make_fault(kind, node_name, inventory=inventory, timeline=emit, journal=journal,
                        **given)
-    click.echo(fault.describe() + f" for {seconds:g} s")
     signum = asyncio.run(_run(fault, seconds))
     if fault.result:
         click.echo("result: " + json.dumps(fault.result, default=str))
@@ -100,6 +99,8 @@ async def _hold(fault: Any, seconds: float) -> None:
     """Inject, keep the fault applied for ``seconds`` (a live line on a terminal), revert."""
     live = sys.stderr.isatty()
     async with fault:
+        # said once it holds: a fault its journal refused was never applied
+        click.echo(f"applied: {fault.describe()} for {seconds:g} s")
         start = time.monotonic()
         while (left := seconds - (time.monotonic() - start)) > 0 and fault.active:
             if live:

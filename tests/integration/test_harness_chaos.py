@@ -167,6 +167,7 @@ def test_journal_on_a_full_filesystem_applies_nothing(
     assert len(errors) == 1 and errors[0] == done.stderr.strip().splitlines()[-1], done.stderr
     assert what_failed in errors[0] and "No space left on device" in errors[0], errors
     assert "not applied" in errors[0] or "nothing was done" in errors[0], errors
+    assert "applied:" not in done.stdout, done.stdout  # never announced as holding
     assert records == []
     assert "pause" not in docker_actions_since(node, t0)
     assert node_snapshot(node) == before

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import click
@@ -9,8 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from faultkit.cli import cli
-from faultkit.commands.inject import parse_duration, parse_params
+from faultkit.commands.inject import _hold, parse_duration, parse_params
 from faultkit.commands.input import DEFAULT_INVENTORY
+from faultkit.errors import JournalUnwritable
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("30s", 30), ("2m", 120), ("500ms", 0.5),
@@ -69,6 +71,30 @@ def test_dry_run_prints_plan_and_writes_nothing(inv: Path, tmp_path: Path) -> No
     assert result.output.startswith("plan: kill on a (a): docker_kill=True")
     assert "will NOT restart" in result.output
     assert not (tmp_path / "j").exists()
+
+
+class _RefusedByItsJournal:
+    """A fault whose journal record cannot be written: it raises on entry, before acting."""
+
+    def describe(self) -> str:
+        return "kill on a"
+
+    async def __aenter__(self) -> None:
+        raise JournalUnwritable("cannot write fault journal record: [Errno 28] No space "
+                                "left; the fault was not applied")
+
+    async def __aexit__(self, *exc: object) -> None:
+        raise AssertionError("a fault that never entered is never exited")
+
+
+def test_a_fault_its_journal_refuses_is_never_announced_as_applied(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``faultkit inject`` says "applied:" once the fault holds, never before its journal
+    record is written: a full disk reads as one line saying it was not applied."""
+    with pytest.raises(JournalUnwritable):
+        asyncio.run(_hold(_RefusedByItsJournal(), 1.0))
+    assert "applied" not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("kind", "node_name", "message"), [

@@ -52,10 +52,34 @@ def test_a_record_that_cannot_be_written_is_unwritable_and_unlocked(
         raise JournalError("cannot write fault journal record: [Errno 28] No space left")
 
     monkeypatch.setattr(journal, "_write", full)
-    with pytest.raises(JournalUnwritable, match="No space left"):
+    with pytest.raises(JournalUnwritable, match="No space left.*the fault was not applied"):
         journal.begin(JournalRecord(id="f1", kind="pause", node="n", description="d"))
     assert not journal.is_live("f1")
     assert journal.ids() == []
+
+
+def test_a_record_that_cannot_be_rewritten_after_acting_never_says_not_applied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the fault has acted, a full disk on a rewrite (more undo steps) or on the
+    reverted mark is no "not applied": it says what is true and what to do."""
+    journal = FaultJournal(tmp_path)
+    record = _record("r1")
+    journal.begin(record)
+
+    def full(record: JournalRecord) -> None:
+        raise JournalError("cannot write fault journal record: [Errno 28] No space left")
+
+    monkeypatch.setattr(journal, "_write", full)
+    with pytest.raises(JournalError, match="has acted") as acted:
+        journal.update(record)
+    with pytest.raises(JournalError, match="was reverted, but its record still reads "
+                                           "applied") as reverted:
+        journal.mark_reverted(record)
+    for raised in (acted, reverted):
+        assert "not applied" not in str(raised.value)
+        assert not isinstance(raised.value, JournalUnwritable)  # not exit 2: it acted
+        assert "faultkit sweep" in str(raised.value)
 
 
 def test_mark_reverted_releases(tmp_path: Path) -> None:
