@@ -54,6 +54,7 @@ from faultkit.inventory.loading import load_inventory, parse_inventory
 from faultkit.inventory.models import (
     GATEWAY_ENGINES,
     AcceptedFinding,
+    AlertmanagerSettings,
     DockerRef,
     Engine,
     Inventory,
@@ -75,6 +76,7 @@ from faultkit.inventory.topology import (
 __all__ = [
     "GATEWAY_ENGINES",
     "AcceptedFinding",
+    "AlertmanagerSettings",
     "ContainerKey",
     "DockerRef",
     "Engine",

@@ -301,10 +301,29 @@ class PrometheusSettings(_Model):
     )
 
 
+class AlertmanagerSettings(_Model):
+    """The Alertmanager the inventory's Prometheus sends its alerts to: read through its
+    API v2 (alerts, silences), never reconfigured; ``pager_url``, a ``faultkit pager``
+    its route delivers to (a webhook receiver), dates each page as it arrived."""
+
+    url: str = Field(description="Alertmanager's base URL, e.g. http://127.0.0.1:9093")
+    pager_url: str | None = Field(
+        None, description="base URL of a `faultkit pager` that a route of this Alertmanager "
+        "delivers to (webhook_configs); without one, no page can be dated, only its state")
+
+    @field_validator("url", "pager_url")
+    @classmethod
+    def _http(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/") if value is not None else None
+
+
 class Inventory(_Model):
     """The whole inventory file."""
 
     prometheus: PrometheusSettings = Field(default_factory=lambda: PrometheusSettings())
+    alertmanager: AlertmanagerSettings | None = None
     slo: SLOSettings = Field(default_factory=lambda: SLOSettings())
     nodes: list[Node] = Field(min_length=1)
     serving_configs: dict[str, ServingConfig] = Field(default_factory=dict)
@@ -388,6 +407,7 @@ def _container_key(node: Node) -> ContainerKey:
 MODELS_BY_PATH: dict[tuple[str, ...], type[BaseModel]] = {
     (): Inventory,
     ("prometheus",): PrometheusSettings,
+    ("alertmanager",): AlertmanagerSettings,
     ("slo",): SLOSettings,
     ("nodes",): Node,
     ("nodes", "docker"): DockerRef,
