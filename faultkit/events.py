@@ -78,6 +78,14 @@ class EventKind(StrEnum):
     ALERT_PENDING = "alert_pending"  # alert_kind(state)
     ALERT_FIRING = "alert_firing"
     ALERT_RESOLVED = "alert_resolved"
+    # Alertmanager, when the inventory names one (source "observer"): its state of the
+    # node's alerts, and the pages its route delivered
+    AM_ALERT = "am_alert"  # an alert first seen in Alertmanager, or its state changed
+    ALERTMANAGER_DOWN = "alertmanager_down"
+    ALERTMANAGER_UP = "alertmanager_up"
+    AM_ROUTE = "am_route"  # the root route's timing (group_wait …), read as the run starts
+    PAGED = "paged"  # a firing notification naming the node reached the pager (t: arrival)
+    PAGER_DOWN = "pager_down"  # the pager did not answer when its pages were collected
 
     # -- recognised by the reports, written by no emitter here: hand-made run directories
     READINESS_TIMEOUT = "readiness_timeout"

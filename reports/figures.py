@@ -215,6 +215,27 @@ def _signals(m: Measurement) -> Figure | None:
     )
 
 
+def _paging(m: Measurement) -> Figure | None:
+    """The stages after firing, to the page (``None``: no Alertmanager watched the run)."""
+    paging = m.paging
+    if paging is None:
+        return None
+    sources = (Source(MEASUREMENT_JSON, ("paging",)),)
+    wait = paging.group_wait_s
+    route = f"group_wait {wait:g} s" if wait is not None else "route timing not read"
+    received = (f"Alertmanager held it at {num(paging.received_s, 2)} s"
+                if paging.received_s is not None else "")
+    if paging.page_s is not None:
+        after = (f", {num(paging.after_firing_s, 2)} s after firing"
+                 if paging.after_firing_s is not None else "")
+        stages = "; ".join(x for x in (received, route) if x)
+        return Figure("Paged", f"paged at {num(paging.page_s, 2)} s{after} ({stages}; "
+                      f"receiver {paging.receiver})", sources)
+    if paging.finding:
+        return Figure("Paged", paging.finding, sources)
+    return Figure("Paged", "; ".join(x for x in (received, route) if x) or "no page", sources)
+
+
 def _probe(m: Measurement) -> Figure:
     label = "Harness readiness probe (not detection)"
     field = "probe_detection_s" if m.probe_detection_s is not None else "detection_by_signal_s"
@@ -307,8 +328,10 @@ def key_figures(data: RunData, kind: str | None = None) -> list[Figure]:
             _na("Detection time", m), _probe(m), _na("Recovery time", m), *_impact(data, m),
             budget_figure(data),
         ]
-    signals = _signals(m)
-    detection = _detection(m) if signals is None else _joined(_detection(m), signals)
+    detection = _detection(m)
+    for more in (_signals(m), _paging(m)):
+        if more is not None:
+            detection = _joined(detection, more)
     return [
         detection, _probe(m), _joined(_recovery(m), _recovery_after_revert(m)),
         *_impact(data, m), budget_figure(data),

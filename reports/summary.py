@@ -71,7 +71,15 @@ def _detection_clause(m: Measurement) -> str:
     if m.detect_signal == "up":
         return (f"Prometheus saw its target down (up == 0) after {num(m.detection_s)} s, "
                 "but no alert fired")
-    return f"Prometheus alerted after {num(m.detection_s)} s"
+    alerted = f"Prometheus alerted after {num(m.detection_s)} s"
+    paging = m.paging
+    if paging is None or not paging.pager:
+        return alerted
+    if paging.page_s is not None:
+        return f"{alerted} and someone was paged after {num(paging.page_s)} s"
+    if paging.suppressed_by:
+        return f"{alerted}, but no one was paged: Alertmanager suppressed it"
+    return f"{alerted}, but no page arrived"
 
 
 #: a recovery this short is "at once": the steady state held from the effect on

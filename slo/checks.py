@@ -123,6 +123,40 @@ def alert_fired_within(seconds: float) -> Checks:
     return check(fn)
 
 
+def paged_within(seconds: float) -> Checks:
+    """Someone was paged — a page naming the node reached the pager — within ``seconds``
+    of the fault taking effect (docs/definitions.md, "Detection to the page").
+
+    Not detected is :func:`detected_within`'s failure, so this check is then not judged;
+    an alert Alertmanager silenced or inhibited, or a page that never came, FAILs with
+    the reason; no Alertmanager or no pager to date the page is INCONCLUSIVE.
+    """
+
+    def fn(m: Measurement) -> CheckResult:
+        name, expected = "paged", f"paged within {seconds:g} s"
+        paging = m.paging
+        if paging is None or not paging.pager:
+            missing = ("no Alertmanager in the inventory" if paging is None
+                       else "no pager receives Alertmanager's pages (alertmanager.pager_url)")
+            return CheckResult(name, False, expected, "not observed", missing,
+                               inconclusive=True)
+        if m.t_detect is None:
+            return CheckResult(name, False, expected, "not detected",
+                               "nothing was detected to page about (see detection)",
+                               inconclusive=True)
+        if paging.page_s is None:
+            return CheckResult(name, False, expected, "no page",
+                               paging.finding or "no page reached the pager")
+        ok = paging.page_s <= seconds
+        wait = paging.group_wait_s
+        observed = _s(paging.page_s) + (f" (group_wait {wait:g} s)" if wait is not None else "")
+        why = (f"paged {paging.page_s:.3f} s after the fault took effect" if ok
+               else f"{paging.page_s:.3f} s > {seconds:g} s")
+        return CheckResult(name, ok, expected, observed, why)
+
+    return check(fn)
+
+
 def recovered_within(seconds: float) -> Checks:
     """The node recovered (docs/definitions.md) within ``seconds`` of the fault taking effect
     (who brought it back is :func:`recovered_without_intervention`'s concern)."""
@@ -268,8 +302,8 @@ def error_ratio_at_most(ratio: float, window: str = "after") -> Checks:
 
 def checks_from_slo(settings: SLOSettings) -> Checks:
     """The default check set for a node's SLO settings (inventory defaults + overrides):
-    detection, recovery, recovery without intervention, loss (if capped), error ratio and
-    TTFT p95 after the fault."""
+    detection, recovery, recovery without intervention, loss (if capped), the page (if an
+    objective), error ratio and TTFT p95 after the fault."""
     out = (
         detected_within(settings.detection_s_max)
         & recovered_within(settings.recovery_s_max)
@@ -277,4 +311,6 @@ def checks_from_slo(settings: SLOSettings) -> Checks:
     )
     if settings.lost_max is not None:
         out = out & lost_at_most(settings.lost_max)
+    if settings.page_s_max is not None:
+        out = out & paged_within(settings.page_s_max)
     return out & window_checks(settings)

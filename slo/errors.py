@@ -3,9 +3,10 @@
 Tree::
 
     FaultkitError
-    └── PrometheusError           Prometheus answered, but not with what was asked for
-        ├── PrometheusUnavailable cannot reach Prometheus at the inventory's URL (or not ready)
-        └── PrometheusQueryError  Prometheus rejected a query (bad PromQL, timeout, …)
+    ├── PrometheusError              Prometheus answered, but not with what was asked for
+    │   ├── PrometheusUnavailable    cannot reach Prometheus at the inventory's URL (or not ready)
+    │   └── PrometheusQueryError     Prometheus rejected a query (bad PromQL, timeout, …)
+    └── AlertmanagerUnavailable      Alertmanager did not answer its API v2 usably
 
 The CLI turns any ``FaultkitError`` into one message and a non-zero exit, so "Prometheus
 is down" is never rendered as an empty, healthy-looking result.
@@ -46,4 +47,16 @@ class PrometheusQueryError(PrometheusError):
         self.error = error
         super().__init__(
             url, f"Prometheus at {url} rejected the query {query!r}: {error_type}: {error}"
+        )
+
+
+class AlertmanagerUnavailable(FaultkitError):
+    """Alertmanager at ``url`` did not answer its API v2 with what was asked for."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(
+            f"Alertmanager unreachable at {url}: {reason}. Is it running? (`faultkit testbed "
+            "up` starts the testbed's; for your own, check the inventory's alertmanager.url)"
         )

@@ -63,6 +63,7 @@ from slo.effect import (
     fault_time,
 )
 from slo.gaps import evidence_gaps, late_gap, sent_late
+from slo.paging import page_of
 from slo.types import Measurement, WindowSLIs
 
 #: events on the observer's readiness track
@@ -267,6 +268,8 @@ def measure(
         notes.append(f"not detected by monitoring within the window (no alert firing, no "
                      f"up == 0){probe_note}")
 
+    paging = page_of(timeline, node, t_effect, t_detect, end)
+
     t_recovered, rec_notes = recovered_at(requests, timeline, node, t_effect, end,
                                           recovery_hold_s)
     notes.extend(rec_notes)
@@ -340,6 +343,7 @@ def measure(
         slis=slis,
         server_cross_check=server_cross_check,
         harness_intervened=intervened,
+        paging=paging,
         inconclusive=[*evidence_gaps(timeline, requests, node, effect, outage),
                       *late_gap(late)],
         notes=notes,

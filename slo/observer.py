@@ -19,6 +19,11 @@ alert_resolved     … t_state = the moment it was first seen missing from /api/
 prometheus_down    detail, since (restarted_at) — Prometheus unreachable long enough for
                    evidence to be lost, or restarted (below; written once per outage);
                    prometheus_up again
+am_alert           alertname, fingerprint, state (active / suppressed / unprocessed),
+                   silenced_by (each silence described: id, who, why), inhibited_by,
+                   starts_at, labels — an alert naming the node first seen in Alertmanager,
+                   or its state there changed (only with an ``alertmanager``)
+alertmanager_down  detail — Alertmanager did not answer a look; alertmanager_up again
 =================  ==========================================================================
 
 ``Event.t`` is always the epoch moment the observer *saw* the change; the ``t_state`` /
@@ -60,7 +65,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 import httpx
@@ -70,7 +75,8 @@ from faultkit.health import ProbeResult, probe
 from faultkit.inventory import Node
 from faultkit.records import Event
 from faultkit.timestamps import utc_clock
-from slo.errors import PrometheusError
+from slo.alertmanager import Alertmanager, AmAlert, Silence
+from slo.errors import AlertmanagerUnavailable, PrometheusError
 from slo.profiles import node_selector
 from slo.prom import Alert, Prometheus
 
@@ -79,6 +85,13 @@ from slo.prom import Alert, Prometheus
 UP_LOOKBACK_S = 10.0
 #: no answer from Prometheus for this long (s) is an outage: samples may be lost
 PROMETHEUS_GAP_S = UP_LOOKBACK_S - 2.0
+
+
+def names_node(labels: Mapping[str, str], node: Node) -> bool:
+    """An alert's labels name ``node`` (``node=<name>``) or its Prometheus job: the one
+    rule for which alerts — in Prometheus, Alertmanager or a page — are the node's."""
+    job = node.prometheus.job if node.prometheus else None
+    return labels.get("node") == node.name or (job is not None and labels.get("job") == job)
 
 
 class EventSink(Protocol):
@@ -96,6 +109,7 @@ class Observer:
         interval_s: float = 0.25,
         *,
         probe_timeout_s: float = 1.0,
+        alertmanager: Alertmanager | None = None,
     ) -> None:
         if interval_s > 0.5:
             raise ValueError("the observer polls at least every 0.5 s (interval_s ≤ 0.5)")
@@ -119,6 +133,11 @@ class Observer:
         self._probes_in_flight: set[asyncio.Task[None]] = set()
         self._newest_judged = float("-inf")  # send time of the newest probe judged
         self._client: httpx.AsyncClient | None = None
+        self.alertmanager = alertmanager
+        #: fingerprint -> (state, silenced_by, inhibited_by) as last written
+        self._am_alerts: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
+        self._silences: dict[str, Silence] = {}
+        self._am_down = False
 
     # ------------------------------------------------------------------ lifecycle
     async def __aenter__(self) -> Observer:
@@ -150,6 +169,8 @@ class Observer:
         loops = [self._probe_every()]
         if self.prometheus is not None:
             loops.append(self._every(self._prometheus_once))
+        if self.alertmanager is not None:
+            loops.append(self._every(self._alertmanager_once))
         await asyncio.gather(*loops)
 
     async def _every(self, step: Callable[[], Awaitable[None]]) -> None:
@@ -289,16 +310,57 @@ class Observer:
                 last_t, last_v = t_sample, value
             self._up[key] = (last_t, last_v)
 
-    def _mine(self, alert: Alert) -> bool:
-        job = self.node.prometheus.job if self.node.prometheus else None
-        return alert.labels.get("node") == self.node.name or (
-            job is not None and alert.labels.get("job") == job
-        )
+    def _mine(self, labels: Mapping[str, str]) -> bool:
+        return names_node(labels, self.node)
+
+    # -- Alertmanager (a worker thread too: the client is synchronous)
+    async def _alertmanager_once(self) -> None:
+        if self.alertmanager is not None:
+            self._on_alertmanager(*await asyncio.to_thread(self._alertmanager_look))
+
+    def _alertmanager_look(
+        self,
+    ) -> tuple[float, list[AmAlert] | None, str, dict[str, Silence]]:
+        """The node's alerts as Alertmanager holds them, and each silence newly seen
+        suppressing one (read once: who set it and why does not change)."""
+        assert self.alertmanager is not None
+        seen = time.time()
+        try:
+            alerts = [a for a in self.alertmanager.alerts() if self._mine(a.labels)]
+            silences = {sid: self.alertmanager.silence(sid) for a in alerts
+                        for sid in a.silenced_by if sid not in self._silences}
+        except AlertmanagerUnavailable as exc:
+            return seen, None, exc.reason, {}
+        return seen, alerts, "", silences
+
+    def _on_alertmanager(self, seen: float, alerts: list[AmAlert] | None, error: str,
+                         silences: dict[str, Silence]) -> None:
+        if alerts is None:
+            if not self._am_down:
+                self._am_down = True
+                self._emit(EventKind.ALERTMANAGER_DOWN, seen, {"detail": error})
+            return
+        if self._am_down:
+            self._am_down = False
+            self._emit(EventKind.ALERTMANAGER_UP, seen, {})
+        self._silences.update(silences)
+        for alert in alerts:
+            state = (alert.state, alert.silenced_by, alert.inhibited_by)
+            if self._am_alerts.get(alert.fingerprint) == state:
+                continue
+            self._am_alerts[alert.fingerprint] = state
+            self._emit(EventKind.AM_ALERT, seen, {
+                "alertname": alert.name, "fingerprint": alert.fingerprint,
+                "state": alert.state, "labels": alert.labels, "starts_at": alert.starts_at,
+                "silenced_by": [self._silences[s].describe() if s in self._silences else
+                                f"silence {s}" for s in alert.silenced_by],
+                "inhibited_by": list(alert.inhibited_by),
+            })
 
     def _on_alerts(self, seen: float, alerts: list[Alert]) -> None:
         current: dict[tuple[str, ...], Alert] = {}
         for alert in alerts:
-            if self._mine(alert):
+            if self._mine(alert.labels):
                 current[tuple(f"{k}={v}" for k, v in sorted(alert.labels.items()))] = alert
         for key, alert in current.items():
             previous = self._alerts.get(key)

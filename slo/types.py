@@ -18,6 +18,7 @@ from faultkit.rundir import RunDir
 
 # CheckResult and Verdict live in slo.verdict; re-exported for existing imports
 from faultkit.windows import WindowSLIs as WindowSLIs
+from slo.paging import Paging
 from slo.verdict import CheckResult as CheckResult
 from slo.verdict import Verdict as Verdict
 
@@ -85,6 +86,8 @@ class Measurement:
     harness_intervened: list[str] = field(default_factory=list)
     inconclusive: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: detection to the page through Alertmanager (``None``: no Alertmanager watched it)
+    paging: Paging | None = None
 
     @property
     def detected(self) -> bool:
@@ -105,6 +108,7 @@ class Measurement:
             if new not in values and old in values:
                 values[new] = values[old]
         values["slis"] = {k: WindowSLIs(**v) for k, v in (values.get("slis") or {}).items()}
+        values["paging"] = Paging.from_json(values.get("paging"))
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in names})
 

@@ -50,6 +50,7 @@ from faultkit.errors import FaultkitError, FaultNotApplied, NodeBusy
 from faultkit.events import EventKind
 from faultkit.experiment.node_evidence import container_timeline
 from faultkit.experiment.outcomes import DryRunPlan
+from faultkit.experiment.pages import collect_pages, watch_alertmanager
 from faultkit.experiment.state import ExperimentState
 from faultkit.gcquiet import collector_frozen
 from faultkit.inventory import Node
@@ -133,7 +134,11 @@ async def run_steps(
     async with contextlib.AsyncExitStack() as stack:
         stack.enter_context(collector_frozen())  # no GC pass walks the whole heap meanwhile
         state.loop_watch = await stack.enter_async_context(LoopWatch())
-        await stack.enter_async_context(Observer(state.node, prom, state))
+        alertmanager = await asyncio.to_thread(watch_alertmanager, state)
+        if alertmanager is not None:
+            stack.callback(alertmanager.close)
+        await stack.enter_async_context(Observer(state.node, prom, state,
+                                                 alertmanager=alertmanager))
         await _start_loads(state, plan, stack)
         state.live.phase("baseline")
         state.note(EventKind.BASELINE_START, seconds=plan.baseline_s)
@@ -271,7 +276,7 @@ async def _wait_recovered(state: ExperimentState, deadline_s: float) -> None:
 
 
 def finish(state: ExperimentState, prom: Prometheus) -> Measurement:
-    """Measure the run: Docker's events onto the timeline, Prometheus' series
+    """Measure the run: Docker's events and the pages onto the timeline, Prometheus' series
     (``prometheus.json``), the measurement (``measurement.json``), ``loop-stalls.json``,
     ``container.json``, and ``run.json``'s ``t_end`` and the node's requests over its
     SLO window (``slo_window_requests``, the budget's denominator); a wall-clock step
@@ -285,6 +290,7 @@ def finish(state: ExperimentState, prom: Prometheus) -> Measurement:
     t_end = time.time()
     for event in container_timeline((state.node, state.fault_node), state.t_start, t_end):
         state.emit(event)
+    collect_pages(state, state.t_start, t_end)
     try:
         state.run.write_model(
             state.run.prometheus_json,

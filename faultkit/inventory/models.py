@@ -70,6 +70,9 @@ class SLOSettings(_Model):
     detection_s_max: float = Field(30.0, gt=0)
     recovery_s_max: float = Field(120.0, gt=0)
     lost_max: int | None = Field(None, ge=0, description="max lost requests; None = no limit")
+    page_s_max: float | None = Field(
+        None, gt=0, description="max seconds from the fault to a page reaching the pager "
+        "(needs alertmanager.pager_url); None = not judged")
     recovery_hold_s: float = Field(5.0, gt=0)
     window_days: int = Field(30, ge=1, le=366)
 

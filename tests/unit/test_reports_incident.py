@@ -455,3 +455,34 @@ def test_impact_per_second_counts_arrivals_by_outcome() -> None:
     shed_seconds = [e for e, n in zip(edges, counts["shed"], strict=True) if n]
     assert min(shed_seconds) >= 2 and max(shed_seconds) < 10  # by arrival, inside the flood
     assert impact_per_second([], 0.0) == ([], {"ok": [], "failed": [], "shed": []})
+
+
+def _with_paging(tmp_path: Path, **paging: Any) -> str:
+    """pass-kill (fault at t, alert firing 4 s later) re-rendered with ``paging``."""
+    d = copy_run("pass-kill", tmp_path)
+    measurement = json.loads((d / "measurement.json").read_text())
+    measurement["paging"] = {"alertmanager": "http://127.0.0.1:19093", "pager": True,
+                             "route": {"receiver": "faultkit-pager", "group_wait_s": 2.0},
+                             **paging}
+    (d / "measurement.json").write_text(json.dumps(measurement))
+    return render_incident(d).read_text()
+
+
+def test_the_detection_row_and_headline_end_at_the_page(tmp_path: Path) -> None:
+    md = _with_paging(tmp_path, received_s=4.3, page_s=6.4, after_firing_s=2.4,
+                      receiver="faultkit-pager", alertname="FaultkitNodeDown")
+    row = next(line for line in md.splitlines() if line.startswith("| Detection time"))
+    assert ("paged at 6.40 s, 2.40 s after firing (Alertmanager held it at 4.30 s; "
+            "group_wait 2 s; receiver faultkit-pager)") in row
+    assert "and someone was paged after 6.4 s" in md.split("\n## ")[0]
+
+
+def test_a_silenced_page_reads_as_a_finding_in_the_headline(tmp_path: Path) -> None:
+    finding = ('detected, but no one was paged: Alertmanager suppressed the alert (silence '
+               's1 by alice ("maintenance"))')
+    md = _with_paging(tmp_path, received_s=4.3, suppressed_by=['silence s1 by alice '
+                                                              '("maintenance")'],
+                      finding=finding)
+    row = next(line for line in md.splitlines() if line.startswith("| Detection time"))
+    assert finding in row
+    assert "but no one was paged: Alertmanager suppressed it" in md.split("\n## ")[0]

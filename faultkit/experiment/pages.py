@@ -1,0 +1,69 @@
+"""Detection to the page: the run's Alertmanager and pager, when the inventory names them
+(docs/slo.md, "Detection to the page").
+
+:func:`watch_alertmanager` gives the observer its Alertmanager and notes the root route's
+timing as the run starts (``am_route``); :func:`collect_pages` puts each page the pager
+received during the run that names the node on the timeline (``paged``, at its arrival).
+:func:`slo.paging.page_of` reads both. Neither ever fails a run: paging is judged only
+where an objective asks for it, and missing evidence says so there.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from faultkit.events import EventKind
+from faultkit.experiment.state import ExperimentState
+from faultkit.pager import PagerUnavailable, fetch_notifications
+from faultkit.records import Event
+from slo.alertmanager import Alertmanager
+from slo.errors import AlertmanagerUnavailable
+from slo.observer import names_node
+
+__all__ = ["collect_pages", "watch_alertmanager"]
+
+log = logging.getLogger(__name__)
+
+
+def watch_alertmanager(state: ExperimentState) -> Alertmanager | None:
+    """The inventory's Alertmanager for the observer (``None``: none named), its root
+    route's timing noted on the timeline — or why it could not be read."""
+    settings = state.inventory.alertmanager
+    if settings is None:
+        return None
+    alertmanager = Alertmanager(settings.url)
+    try:
+        route = alertmanager.route().to_json()
+    except AlertmanagerUnavailable as exc:
+        log.warning("%s", exc)
+        route = {"error": exc.reason}
+    state.note(EventKind.AM_ROUTE, url=settings.url, pager=settings.pager_url is not None,
+               **route)
+    return alertmanager
+
+
+def collect_pages(state: ExperimentState, t_from: float, t_to: float) -> None:
+    """Each page the pager received in [``t_from``, ``t_to``] naming the node, on the
+    timeline at the moment it arrived (one ``paged`` event per notification)."""
+    settings = state.inventory.alertmanager
+    if settings is None or settings.pager_url is None:
+        return
+    try:
+        notifications = fetch_notifications(settings.pager_url, t_from, t_to)
+    except PagerUnavailable as exc:
+        log.warning("%s", exc)
+        state.note(EventKind.PAGER_DOWN, detail=str(exc))
+        return
+    for notification in notifications:
+        payload = notification.payload
+        alert = next((a for a in payload.get("alerts") or () if isinstance(a, dict)
+                      and names_node(a.get("labels") or {}, state.node)), None)
+        if alert is None:
+            continue
+        state.emit(Event(
+            t=notification.t_received, source="observer", kind=EventKind.PAGED,
+            node=state.node.name,
+            data={"status": alert.get("status"),
+                  "alertname": (alert.get("labels") or {}).get("alertname"),
+                  "receiver": payload.get("receiver"), "group_key": payload.get("groupKey")},
+        ))

@@ -1,0 +1,221 @@
+"""Detection to the page: Alertmanager's API v2 answers read, the stages after firing dated
+from the timeline, a page that never came explained, and the objective judged."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from faultkit.events import EventKind
+from faultkit.inventory import parse_inventory
+from faultkit.records import Event
+from slo.alertmanager import AmAlert, RouteTiming, Silence, parse_am_duration
+from slo.checks import judge, paged_within
+from slo.observer import Observer
+from slo.paging import Paging, page_of
+from slo.types import Measurement
+
+NODE = "vllm"
+T_EFFECT, T_FIRING, T_END = 1000.0, 1001.2, 1030.0
+
+#: GET /api/v2/alerts, as Alertmanager 0.25 answers it: one alert a silence holds back
+ALERTS_SILENCED: list[dict[str, Any]] = [{
+    "annotations": {"summary": "vllm: Prometheus cannot scrape vllm (up == 0)"},
+    "endsAt": "2026-12-06T13:05:04.262Z",
+    "fingerprint": "4c5a1b2e9f0d7a31",
+    "receivers": [{"name": "faultkit-pager"}],
+    "startsAt": "2026-12-06T13:01:04.262Z",
+    "status": {"inhibitedBy": [], "silencedBy": ["0a8b0c4e-1d2f-4b55-9a1c-7e9f3c2d1b00"],
+               "state": "suppressed"},
+    "updatedAt": "2026-12-06T13:01:05.001Z",
+    "labels": {"alertname": "FaultkitNodeDown", "job": "vllm", "node": "vllm",
+               "severity": "page"},
+}]
+#: GET /api/v2/silence/{id}
+SILENCE: dict[str, Any] = {
+    "id": "0a8b0c4e-1d2f-4b55-9a1c-7e9f3c2d1b00", "createdBy": "alice",
+    "comment": "maintenance window", "startsAt": "2026-12-06T12:00:00Z",
+    "endsAt": "2026-12-06T14:00:00Z", "status": {"state": "active"},
+    "matchers": [{"name": "node", "value": "vllm", "isRegex": False, "isEqual": True}],
+}
+ROUTE_CONFIG = """
+global: {resolve_timeout: 5m}
+route:
+  receiver: faultkit-pager
+  group_by: [alertname, node]
+  group_wait: 2s
+  group_interval: 1m30s
+  routes: [{matchers: ['severity="ticket"'], receiver: tickets}]
+receivers: [{name: faultkit-pager}, {name: tickets}]
+"""
+
+
+def ev(t: float, kind: str, source: str = "observer", **data: Any) -> Event:
+    return Event(t=t, source=source, kind=kind, node=NODE, data=data)  # type: ignore[arg-type]
+
+
+def route_event(pager: bool = True, **timing: Any) -> Event:
+    route = RouteTiming.from_config(ROUTE_CONFIG).to_json() | timing
+    return ev(990.0, EventKind.AM_ROUTE, "harness", url="http://127.0.0.1:19093", pager=pager,
+              **route)
+
+
+def am_alert(t: float, state: str = "active", starts_at: float = T_FIRING,
+             silenced_by: tuple[str, ...] = ()) -> Event:
+    return ev(t, EventKind.AM_ALERT, alertname="FaultkitNodeDown", fingerprint="4c5a",
+              state=state, starts_at=starts_at, silenced_by=list(silenced_by),
+              inhibited_by=[], labels={"node": NODE})
+
+
+def paged(t: float, status: str = "firing") -> Event:
+    return ev(t, EventKind.PAGED, status=status, alertname="FaultkitNodeDown",
+              receiver="faultkit-pager", group_key="{}:{alertname=\"FaultkitNodeDown\"}")
+
+
+# ------------------------------------------------------------------ the API's answers
+
+
+def test_durations_as_alertmanager_writes_them() -> None:
+    assert parse_am_duration("30s") == 30.0
+    assert parse_am_duration("1m30s") == 90.0
+    assert parse_am_duration("4h") == 14_400.0
+    for bad in ("", "30", "1.5m", "30 s", "3x"):
+        with pytest.raises(ValueError, match="not a duration"):
+            parse_am_duration(bad)
+
+
+def test_the_root_route_timing_with_alertmanagers_defaults() -> None:
+    route = RouteTiming.from_config(ROUTE_CONFIG)
+    assert (route.receiver, route.group_wait_s, route.group_interval_s) == \
+        ("faultkit-pager", 2.0, 90.0)
+    assert route.repeat_interval_s == 4 * 3600.0  # not set: Alertmanager's default
+    assert route.has_children and route.group_by == ("alertname", "node")
+    bare = RouteTiming.from_config("route: {receiver: x}\nreceivers: [{name: x}]")
+    assert (bare.group_wait_s, bare.group_interval_s) == (30.0, 300.0)
+    with pytest.raises(ValueError, match="no route"):
+        RouteTiming.from_config("receivers: []")
+
+
+def test_an_alert_and_the_silence_that_holds_it() -> None:
+    (alert,) = [AmAlert.from_api(a) for a in ALERTS_SILENCED]
+    assert alert.state == "suppressed" and alert.name == "FaultkitNodeDown"
+    assert alert.silenced_by == ("0a8b0c4e-1d2f-4b55-9a1c-7e9f3c2d1b00",)
+    assert alert.starts_at == pytest.approx(1796562064.262)  # 2026-12-06T13:01:04.262Z
+    said = Silence.from_api(SILENCE).describe()
+    assert said == ('silence 0a8b0c4e-1d2f-4b55-9a1c-7e9f3c2d1b00 by alice ("maintenance '
+                    'window"), matching node="vllm"')
+
+
+class _Sink:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def write(self, obj: Event) -> None:
+        self.events.append(obj)
+
+
+def test_the_observer_writes_alertmanagers_state_on_changes_only() -> None:
+    node = parse_inventory(f"""
+nodes: [{{name: {NODE}, engine: vllm, base_url: "http://127.0.0.1:1", model: m,
+          prometheus: {{job: vllm}}}}]
+""").nodes[0]
+    sink = _Sink()
+    observer = Observer(node, None, sink)
+    silenced = [AmAlert.from_api(a) for a in ALERTS_SILENCED]
+    silence = Silence.from_api(SILENCE)
+    observer._on_alertmanager(1001.0, silenced, "", {silence.id: silence})
+    observer._on_alertmanager(1001.5, silenced, "", {})  # unchanged: nothing written
+    observer._on_alertmanager(1002.0, None, "connection refused", {})
+    observer._on_alertmanager(1002.5, None, "connection refused", {})
+    observer._on_alertmanager(1003.0, silenced, "", {})
+    kinds = [e.kind for e in sink.events]
+    assert kinds == [EventKind.AM_ALERT, EventKind.ALERTMANAGER_DOWN, EventKind.ALERTMANAGER_UP]
+    first = sink.events[0].data
+    assert first["state"] == "suppressed"
+    assert first["silenced_by"] == [silence.describe()]
+
+
+# ------------------------------------------------------------------ the stages
+
+
+def test_firing_held_then_paged_each_stage_dated() -> None:
+    timeline = [route_event(), am_alert(1001.6), paged(1003.4)]
+    paging = page_of(timeline, NODE, T_EFFECT, T_FIRING, T_END)
+    assert paging is not None
+    assert paging.received_s == pytest.approx(1.6)
+    assert paging.page_s == pytest.approx(3.4)
+    assert paging.after_firing_s == pytest.approx(2.2)  # group_wait 2 s + delivery
+    assert paging.group_wait_s == 2.0 and paging.receiver == "faultkit-pager"
+    assert paging.finding is None
+    assert Paging.from_json(paging.to_json()) == paging
+
+
+def test_no_alertmanager_no_paging() -> None:
+    assert page_of([am_alert(1001.6)], NODE, T_EFFECT, T_FIRING, T_END) is None
+
+
+def test_a_silenced_alert_is_a_finding_naming_the_silence() -> None:
+    said = Silence.from_api(SILENCE).describe()
+    timeline = [route_event(), am_alert(1001.6, "suppressed", silenced_by=(said,))]
+    paging = page_of(timeline, NODE, T_EFFECT, T_FIRING, T_END)
+    assert paging is not None and paging.page_s is None
+    assert paging.finding == ("detected, but no one was paged: Alertmanager suppressed the "
+                              f"alert ({said})")
+
+
+@pytest.mark.parametrize(("timeline", "t_end", "reason"), [
+    ([route_event()], T_END, "Alertmanager never held the alert"),
+    ([route_event(), ev(1001.0, EventKind.ALERTMANAGER_DOWN, detail="connection refused")],
+     T_END, "Alertmanager did not answer (connection refused)"),
+    ([route_event(), am_alert(1001.6)], 1002.0, "inside the route's group_wait (2 s)"),
+    ([route_event(pager=False), am_alert(1001.6)], T_END, "no pager receives its pages"),
+    ([route_event(), am_alert(1001.6),
+      ev(1030.0, EventKind.PAGER_DOWN, "harness", detail="pager unreachable")],
+     T_END, "the pager did not answer"),
+    ([route_event(), am_alert(1001.6)], T_END, "no page reached the pager"),
+])
+def test_detected_but_no_page_says_why(timeline: list[Event], t_end: float,
+                                       reason: str) -> None:
+    paging = page_of(timeline, NODE, T_EFFECT, T_FIRING, t_end)
+    assert paging is not None and paging.finding is not None
+    assert reason in paging.finding
+
+
+def test_pages_and_alerts_from_before_the_fault_are_not_this_faults() -> None:
+    stale = [route_event(), am_alert(1001.0, starts_at=900.0), paged(995.0),
+             paged(1004.0, status="resolved")]
+    paging = page_of(stale, NODE, T_EFFECT, T_FIRING, T_END)
+    assert paging is not None
+    assert paging.t_received is None and paging.t_paged is None
+
+
+# ------------------------------------------------------------------ the objective
+
+
+def _measured(paging: Paging | None, detected: bool = True) -> Measurement:
+    return Measurement(node=NODE, t_effect=T_EFFECT, t_revert=1010.0, t_window_end=T_END,
+                       t_detect=T_FIRING if detected else None,
+                       detection_s=T_FIRING - T_EFFECT if detected else None,
+                       detect_signal="alert" if detected else None, paging=paging)
+
+
+def test_paged_within_judges_the_page_and_never_passes_without_one() -> None:
+    on_time = page_of([route_event(), am_alert(1001.6), paged(1003.4)], NODE, T_EFFECT,
+                      T_FIRING, T_END)
+    (result,) = judge(_measured(on_time), paged_within(5)).checks
+    assert result.passed and result.observed == "3.400 s (group_wait 2 s)"
+    (late,) = judge(_measured(on_time), paged_within(3)).checks
+    assert late.failed
+    silenced = page_of([route_event(), am_alert(1001.6, "suppressed", silenced_by=("s1",))],
+                       NODE, T_EFFECT, T_FIRING, T_END)
+    (no_page,) = judge(_measured(silenced), paged_within(30)).checks
+    assert no_page.failed and "suppressed" in no_page.why
+    assert on_time is not None
+    for paging in (None, dataclasses.replace(on_time, pager=False)):
+        (unknown,) = judge(_measured(paging), paged_within(30)).checks
+        assert unknown.inconclusive and not unknown.passed
+    (undetected,) = judge(_measured(on_time, detected=False), paged_within(30)).checks
+    assert undetected.inconclusive
+
