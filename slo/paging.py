@@ -136,9 +136,14 @@ def _why_no_page(paging: Paging, timeline: Sequence[Event], node: str, t_detect:
         return ("Alertmanager holds the alert (active), but no pager receives its pages: "
                 "when the page went out cannot be told (alertmanager.pager_url)")
     wait = paging.group_wait_s
+    interval = paging.route.get("group_interval_s")
     waited = t_end - t_detect
     if wait is not None and waited < wait:
         return (f"no page within the window: it ended {waited:.1f} s after the alert fired, "
                 f"inside the route's group_wait ({wait:g} s)")
+    if isinstance(interval, int | float) and waited < interval:
+        return (f"no page within the window: it ended {waited:.1f} s after the alert fired; "
+                "an alert joining a group Alertmanager already holds (the same alert paged "
+                f"shortly before) waits for the group's next group_interval ({interval:g} s)")
     return (f"detected, but no page reached the pager within the window ({waited:.1f} s "
             "after the alert fired): check the route's receiver and the pager")

@@ -32,6 +32,7 @@ from faultkit.experiment import Experiment
 from faultkit.inventory import Inventory, Node
 from faultkit.load import LoadProfile
 from faultkit.loopwatch import LoopStall
+from faultkit.pager import fetch_notifications
 from faultkit.records import RequestRecord
 from faultkit.rundir import RunDir
 from slo.prom import Prometheus
@@ -129,6 +130,20 @@ def host_deaths(since: float, until: float) -> list[float]:
     stream = host.client.events(since=int(since), until=int(until) + 1, decode=True,
                                 filters={"container": host2.CONTAINER, "event": "die"})
     return sorted(_t(event) for event in stream)
+
+
+def first_page(inventory: Inventory, node: Node, since: float, until: float) -> float | None:
+    """When the pager received the first firing notification naming ``node`` in
+    [``since``, ``until``], as the pager itself recorded it (``None``: no pager, or no
+    page): read here directly, never through the run's timeline."""
+    settings = inventory.alertmanager
+    if settings is None or settings.pager_url is None:
+        return None
+    for notification in fetch_notifications(settings.pager_url, since, until):
+        if any(a.get("status") == "firing" and (a.get("labels") or {}).get("node") == node.name
+               for a in notification.payload.get("alerts") or () if isinstance(a, dict)):
+            return notification.t_received
+    return None
 
 
 def _t(event: dict[str, Any]) -> float:
@@ -320,6 +335,7 @@ async def run_trial(name: str, inventory: Inventory, runs_dir: Path, node_name: 
     prom = Prometheus(inventory.prometheus.url)
     alert = first_alert_firing(prom, node, effect or t0, t_end,
                                inventory.prometheus.slo_evaluation_interval_s)
+    paged = first_page(inventory, node, effect or t0, t_end)
     ledger = exp.run.ledger()
     lost: int | None = None
     racing = 0
@@ -344,15 +360,18 @@ async def run_trial(name: str, inventory: Inventory, runs_dir: Path, node_name: 
             "detect_signal": m.detect_signal, "detection_s": m.detection_s,
             "recovery_s": m.recovery_s, "lost": m.lost_total,
             "inconclusive": m.inconclusive, "harness_intervened": m.harness_intervened,
+            "t_paged": m.paging.t_paged if m.paging else None,
+            "paging_finding": m.paging.finding if m.paging else None,
         },
         truth={"t_effect": effect, "t_recovered": recovered, "t_alert_firing": alert,
-               "lost": lost, "lost_undecidable": racing},
+               "lost": lost, "lost_undecidable": racing, "t_paged": paged},
         errors={
             "t_effect": diff(m.t_effect, effect),
             "t_recovered": diff(m.t_recovered, recovered),
             "t_detect_vs_alerts": (
                 diff(m.t_detect, alert) if m.detect_signal == "alert" else None
             ),
+            "t_paged": diff(m.paging.t_paged if m.paging else None, paged),
             # 0 when the measured count is the truth's, give or take the undecidable ones
             "lost": None if lost is None else float(
                 0 if lost <= m.lost_total <= lost + racing

@@ -174,7 +174,8 @@ def test_a_silenced_alert_is_a_finding_naming_the_silence() -> None:
     ([route_event(), am_alert(1001.6),
       ev(1030.0, EventKind.PAGER_DOWN, "harness", detail="pager unreachable")],
      T_END, "the pager did not answer"),
-    ([route_event(), am_alert(1001.6)], T_END, "no page reached the pager"),
+    ([route_event(), am_alert(1001.6)], 1100.0, "no page reached the pager"),
+    ([route_event(), am_alert(1001.6)], 1030.0, "next group_interval (90 s)"),
 ])
 def test_detected_but_no_page_says_why(timeline: list[Event], t_end: float,
                                        reason: str) -> None:
