@@ -85,3 +85,41 @@ def test_every_incident_of_the_catalogue_states_what_it_cost_the_error_budget(
         untold.append(f"{run_dir.name} ({info.get('engine')}): "
                       f"{info.get('slo_window', {}).get('missing')}")
     assert not untold, f"{len(untold)} of {len(measured)} reports:\n" + "\n".join(untold)
+
+
+#: Prometheus' evaluation interval and the pager's delivery on the lab, beyond the route's
+#: own wait
+PAGE_SLACK_S = 3.0
+
+
+def test_every_alert_of_the_catalogue_ends_at_a_page_or_says_why_not(
+    suite_run: SuiteRun,
+) -> None:
+    """The lab routes every alert to its pager: each run whose alert fired shows when
+    someone was paged — after the route's group_wait, or the next group_interval of a group
+    Alertmanager already held — or a finding saying why no one was; never nothing."""
+    fired = []
+    for outcome in suite_run.outcomes.values():
+        run_dir = outcome.run_dir
+        if run_dir is None or not (run_dir / "measurement.json").exists():
+            continue
+        m = json.loads((run_dir / "measurement.json").read_text())
+        if m.get("detect_signal") == "alert":
+            fired.append((run_dir, m))
+    assert len(fired) >= 30, len(fired)
+    untold, paged = [], 0
+    for run_dir, m in fired:
+        paging = m.get("paging") or {}
+        md = (run_dir / "incident.md").read_text(encoding="utf-8")
+        route = paging.get("route") or {}
+        if paging.get("page_s") is not None:
+            paged += 1
+            wait = max(route.get("group_wait_s", 0.0), route.get("group_interval_s", 0.0))
+            after = paging.get("after_firing_s")
+            if not ("paged at" in md and after is not None
+                    and 0 <= after <= wait + PAGE_SLACK_S):
+                untold.append(f"{run_dir.name}: paged {after} s after firing, route {route}")
+        elif not paging.get("finding") or paging["finding"] not in md:
+            untold.append(f"{run_dir.name}: no page and no finding in the report ({paging})")
+    assert not untold, f"{len(untold)} of {len(fired)}:\n" + "\n".join(untold)
+    assert paged >= len(fired) // 2, f"only {paged} of {len(fired)} alerts paged anyone"
