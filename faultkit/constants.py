@@ -39,3 +39,11 @@ def faultkit_home() -> Path:
     """
     env = os.environ.get(HOME_ENV)
     return Path(env).expanduser() if env else Path.home() / ".cache" / "faultkit"
+
+
+#: The alerts ``faultkit rules`` writes for every scraped node (docs/slo.md): the names an
+#: inventory's ``prometheus.alert_for`` and ``faultkit rules --for`` may set a ``for:`` on
+FAULTKIT_ALERTS: tuple[str, ...] = (
+    "FaultkitNodeDown", "FaultkitNodeRestarted", "FaultkitMetricsAbsent",
+    "FaultkitErrorRatioHigh", "FaultkitSLOBurn",
+)

@@ -34,6 +34,25 @@ def parse_prometheus_duration(text: str) -> float:
     return float(match.group(1)) * UNIT_SECONDS[match.group(2)]
 
 
+#: Prometheus' own duration grammar (``0s``, ``30s``, ``1m30s``, ``1h30m``): units largest
+#: first, each at most once — what a rule's ``for:`` and Alertmanager's timings accept
+_MODEL_DURATION = re.compile(
+    r"(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?")
+_MODEL_UNITS = (365 * 86400.0, 604800.0, 86400.0, 3600.0, 60.0, 1.0, 0.001)
+
+
+def parse_model_duration(text: str) -> float:
+    """A duration in Prometheus' own grammar — a rule's ``for:``, Alertmanager's
+    ``group_wait`` (``0s``, ``30s``, ``1m30s``, ``4h``) — in seconds; :class:`ValueError`
+    for anything else (``1.5m``, ``30 s``, a bare number)."""
+    stripped = text.strip()
+    match = _MODEL_DURATION.fullmatch(stripped)
+    if not stripped or match is None or not any(match.groups()):
+        raise ValueError(f"{text!r} is not a Prometheus duration such as 0s, 30s, 2m or 1h30m")
+    return sum(int(n) * unit for n, unit in zip(match.groups(), _MODEL_UNITS, strict=True)
+               if n is not None)
+
+
 def human_duration(seconds: float) -> str:
     """``7d``, ``1h``, ``90s``: the largest unit (up to days) that divides ``seconds`` exactly."""
     for unit in ("d", "h", "m"):

@@ -14,7 +14,6 @@ and never retries: a watcher polling twice a second must learn at once that it i
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -22,28 +21,15 @@ from typing import Any
 import httpx
 import yaml
 
+from faultkit.durations import parse_model_duration
 from slo.errors import AlertmanagerUnavailable
 
-__all__ = ["Alertmanager", "AmAlert", "RouteTiming", "Silence", "parse_am_duration"]
+__all__ = ["Alertmanager", "AmAlert", "RouteTiming", "Silence"]
 
 #: Alertmanager's own defaults for a route that does not set them (its configuration docs)
 DEFAULT_GROUP_WAIT_S = 30.0
 DEFAULT_GROUP_INTERVAL_S = 300.0
 DEFAULT_REPEAT_INTERVAL_S = 4 * 3600.0
-
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0,
-          "y": 365 * 86400.0}
-_PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
-
-
-def parse_am_duration(text: str) -> float:
-    """An Alertmanager (Prometheus model) duration — ``30s``, ``1m30s``, ``4h`` — in
-    seconds; :class:`ValueError` for anything else."""
-    parts = _PART.findall(text.strip())
-    if not parts or "".join(n + u for n, u in parts) != text.strip():
-        raise ValueError(f"{text!r} is not a duration such as 30s, 1m30s or 4h")
-    return sum(int(n) * _UNITS[u] for n, u in parts)
-
 
 def _epoch(text: object) -> float | None:
     """An RFC 3339 time as Alertmanager writes it, in epoch seconds (None if absent)."""
@@ -140,7 +126,7 @@ class RouteTiming:
 
         def seconds(key: str, default: float) -> float:
             value = route.get(key)
-            return default if value is None else parse_am_duration(str(value))
+            return default if value is None else parse_model_duration(str(value))
 
         return cls(
             receiver=str(route.get("receiver", "")),

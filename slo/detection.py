@@ -28,6 +28,8 @@ def _state_time(event: Event) -> float:
 #: signal kinds on the observer's track → the name measurement reports
 _SIGNALS: dict[str, str] = {
     EventKind.ALERT_FIRING: "alert", EventKind.UP_0: "up", EventKind.HEALTH_FAIL: "probe",
+    # a rule with a for: goes pending first: shown, never detection (nobody is told yet)
+    EventKind.ALERT_PENDING: "pending",
 }
 
 
@@ -56,8 +58,9 @@ def detect(
 ) -> tuple[float | None, DetectSignal | None, str | None, dict[str, float], list[str]]:
     """First moment each signal showed the fault at or after ``t_from``; pick by priority.
 
-    Returns (t_detect, monitoring signal, detail, first time per signal incl. ``probe``,
-    notes). Only ``alert`` and ``up`` are detection; ``probe`` is reported as a figure.
+    Returns (t_detect, monitoring signal, detail, first time per signal incl. ``probe``
+    and ``pending``, notes). Only ``alert`` and ``up`` are detection; ``probe`` and an
+    alert still ``pending`` (its rule's ``for:`` not yet elapsed) are reported as figures.
     A signal counts only as a *transition* (an alert already firing before the fault
     began shows up as no new ``alert_firing`` event).
 
@@ -79,6 +82,8 @@ def detect(
         t = _state_time(event)
         if event.kind == EventKind.ALERT_FIRING:
             detail = f"alert {event.data.get('alertname')} firing"
+        elif event.kind == EventKind.ALERT_PENDING:
+            detail = f"alert {event.data.get('alertname')} pending"
         elif event.kind == EventKind.UP_0:
             detail = "up == 0 (scrape failed)"
         else:

@@ -115,6 +115,16 @@ def page_of(timeline: Sequence[Event], node: str, t_effect: float,
 def _why_no_page(paging: Paging, timeline: Sequence[Event], node: str, t_detect: float,
                  t_end: float) -> str:
     """Detected, but no page: the first reason the evidence shows."""
+    mine = [e for e in timeline if e.node == node and e.source == "observer"
+            and e.t >= t_detect - STARTED_BEFORE_S]
+    if not any(e.kind == EventKind.ALERT_FIRING for e in mine):
+        pending = next((e for e in mine if e.kind == EventKind.ALERT_PENDING), None)
+        if pending is not None:
+            for_s = pending.data.get("for_s")
+            wait = f" ({for_s:g} s)" if isinstance(for_s, int | float) else ""
+            return (f"no alert fired, so no one was paged: {pending.data.get('alertname')} "
+                    f"went pending, but what it watched ended before its for:{wait} elapsed")
+        return "no alert fired, so no one was paged (detection rests on up == 0 alone)"
     if paging.suppressed_by:
         return ("detected, but no one was paged: Alertmanager suppressed the alert "
                 f"({'; '.join(paging.suppressed_by)})")

@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from faultkit.pager import fetch_notifications
+
 from faultkit.constants import LOCAL_DOCKER
 from faultkit.docker import DockerHost
 from faultkit.events import EventKind
@@ -32,7 +34,6 @@ from faultkit.experiment import Experiment
 from faultkit.inventory import Inventory, Node
 from faultkit.load import LoadProfile
 from faultkit.loopwatch import LoopStall
-from faultkit.pager import fetch_notifications
 from faultkit.records import RequestRecord
 from faultkit.rundir import RunDir
 from slo.prom import Prometheus

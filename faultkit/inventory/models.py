@@ -28,7 +28,8 @@ from pydantic import (
     model_validator,
 )
 
-from faultkit.constants import LOCAL_DOCKER
+from faultkit.constants import FAULTKIT_ALERTS, LOCAL_DOCKER
+from faultkit.durations import parse_model_duration
 from faultkit.errors import InventoryError
 from faultkit.inventory.problems import format_errors
 from faultkit.inventory.topology import (
@@ -92,6 +93,22 @@ class DockerRef(_Model):
 class PrometheusRef(_Model):
     job: str
     selector: str = Field("", description='extra PromQL label matchers, e.g. model_name="x"')
+    alert_for: dict[str, str] = Field(
+        default_factory=dict,
+        description="`for:` of this node's faultkit alerts, by name (FaultkitNodeDown: 1m), "
+        "as your own rules set it; `faultkit rules` writes it")
+
+    @field_validator("alert_for")
+    @classmethod
+    def _known_alerts(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, duration in value.items():
+            if name not in FAULTKIT_ALERTS:
+                raise ValueError(f"no faultkit alert {name!r} (have: {', '.join(FAULTKIT_ALERTS)})")
+            try:
+                parse_model_duration(duration)
+            except ValueError as exc:
+                raise ValueError(f"{name}: {exc}") from None
+        return {name: duration.strip() for name, duration in value.items()}
 
 
 class AcceptedFinding(_Model):

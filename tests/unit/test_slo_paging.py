@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
+from faultkit.durations import parse_model_duration
 from faultkit.events import EventKind
 from faultkit.inventory import parse_inventory
 from faultkit.records import Event
-from slo.alertmanager import AmAlert, RouteTiming, Silence, parse_am_duration
+from slo.alertmanager import AmAlert, RouteTiming, Silence
 from slo.checks import judge, paged_within
 from slo.observer import Observer
 from slo.paging import Paging, page_of
@@ -74,16 +75,22 @@ def paged(t: float, status: str = "firing") -> Event:
               receiver="faultkit-pager", group_key="{}:{alertname=\"FaultkitNodeDown\"}")
 
 
+#: Prometheus fired the node's alert (the observer's event)
+FIRING = ev(T_FIRING + 0.1, EventKind.ALERT_FIRING, alertname="FaultkitNodeDown",
+            t_state=T_FIRING, for_s=0.0)
+
+
 # ------------------------------------------------------------------ the API's answers
 
 
-def test_durations_as_alertmanager_writes_them() -> None:
-    assert parse_am_duration("30s") == 30.0
-    assert parse_am_duration("1m30s") == 90.0
-    assert parse_am_duration("4h") == 14_400.0
-    for bad in ("", "30", "1.5m", "30 s", "3x"):
-        with pytest.raises(ValueError, match="not a duration"):
-            parse_am_duration(bad)
+def test_durations_as_alertmanager_and_rules_write_them() -> None:
+    assert parse_model_duration("30s") == 30.0
+    assert parse_model_duration("1m30s") == 90.0
+    assert parse_model_duration("4h") == 14_400.0
+    assert parse_model_duration("0s") == 0.0
+    for bad in ("", "30", "1.5m", "30 s", "3x", "30s1m"):
+        with pytest.raises(ValueError, match="not a Prometheus duration"):
+            parse_model_duration(bad)
 
 
 def test_the_root_route_timing_with_alertmanagers_defaults() -> None:
@@ -141,7 +148,7 @@ nodes: [{{name: {NODE}, engine: vllm, base_url: "http://127.0.0.1:1", model: m,
 
 
 def test_firing_held_then_paged_each_stage_dated() -> None:
-    timeline = [route_event(), am_alert(1001.6), paged(1003.4)]
+    timeline = [FIRING, route_event(), am_alert(1001.6), paged(1003.4)]
     paging = page_of(timeline, NODE, T_EFFECT, T_FIRING, T_END)
     assert paging is not None
     assert paging.received_s == pytest.approx(1.6)
@@ -158,7 +165,7 @@ def test_no_alertmanager_no_paging() -> None:
 
 def test_a_silenced_alert_is_a_finding_naming_the_silence() -> None:
     said = Silence.from_api(SILENCE).describe()
-    timeline = [route_event(), am_alert(1001.6, "suppressed", silenced_by=(said,))]
+    timeline = [FIRING, route_event(), am_alert(1001.6, "suppressed", silenced_by=(said,))]
     paging = page_of(timeline, NODE, T_EFFECT, T_FIRING, T_END)
     assert paging is not None and paging.page_s is None
     assert paging.finding == ("detected, but no one was paged: Alertmanager suppressed the "
@@ -166,16 +173,16 @@ def test_a_silenced_alert_is_a_finding_naming_the_silence() -> None:
 
 
 @pytest.mark.parametrize(("timeline", "t_end", "reason"), [
-    ([route_event()], T_END, "Alertmanager never held the alert"),
-    ([route_event(), ev(1001.0, EventKind.ALERTMANAGER_DOWN, detail="connection refused")],
+    ([FIRING, route_event()], T_END, "Alertmanager never held the alert"),
+    ([FIRING, route_event(), ev(1001.0, EventKind.ALERTMANAGER_DOWN, detail="connection refused")],
      T_END, "Alertmanager did not answer (connection refused)"),
-    ([route_event(), am_alert(1001.6)], 1002.0, "inside the route's group_wait (2 s)"),
-    ([route_event(pager=False), am_alert(1001.6)], T_END, "no pager receives its pages"),
-    ([route_event(), am_alert(1001.6),
+    ([FIRING, route_event(), am_alert(1001.6)], 1002.0, "inside the route's group_wait (2 s)"),
+    ([FIRING, route_event(pager=False), am_alert(1001.6)], T_END, "no pager receives its pages"),
+    ([FIRING, route_event(), am_alert(1001.6),
       ev(1030.0, EventKind.PAGER_DOWN, "harness", detail="pager unreachable")],
      T_END, "the pager did not answer"),
-    ([route_event(), am_alert(1001.6)], 1100.0, "no page reached the pager"),
-    ([route_event(), am_alert(1001.6)], 1030.0, "next group_interval (90 s)"),
+    ([FIRING, route_event(), am_alert(1001.6)], 1100.0, "no page reached the pager"),
+    ([FIRING, route_event(), am_alert(1001.6)], 1030.0, "next group_interval (90 s)"),
 ])
 def test_detected_but_no_page_says_why(timeline: list[Event], t_end: float,
                                        reason: str) -> None:
@@ -184,8 +191,22 @@ def test_detected_but_no_page_says_why(timeline: list[Event], t_end: float,
     assert reason in paging.finding
 
 
+def test_an_alert_that_never_fired_pages_no_one_and_says_its_for_outlasted_the_outage(
+) -> None:
+    """A rule with for: 1m went pending on a 20 s outage; detection rested on up == 0."""
+    pending = ev(1001.1, EventKind.ALERT_PENDING, alertname="FaultkitNodeDown",
+                 t_state=1000.9, for_s=60.0)
+    paging = page_of([route_event(), pending], NODE, T_EFFECT, 1000.9, T_END)
+    assert paging is not None and paging.page_s is None
+    assert paging.finding == ("no alert fired, so no one was paged: FaultkitNodeDown went "
+                              "pending, but what it watched ended before its for: (60 s) elapsed")
+    bare = page_of([route_event()], NODE, T_EFFECT, 1000.9, T_END)
+    assert bare is not None and bare.finding is not None
+    assert "detection rests on up == 0 alone" in bare.finding
+
+
 def test_pages_and_alerts_from_before_the_fault_are_not_this_faults() -> None:
-    stale = [route_event(), am_alert(1001.0, starts_at=900.0), paged(995.0),
+    stale = [FIRING, route_event(), am_alert(1001.0, starts_at=900.0), paged(995.0),
              paged(1004.0, status="resolved")]
     paging = page_of(stale, NODE, T_EFFECT, T_FIRING, T_END)
     assert paging is not None
@@ -203,13 +224,13 @@ def _measured(paging: Paging | None, detected: bool = True) -> Measurement:
 
 
 def test_paged_within_judges_the_page_and_never_passes_without_one() -> None:
-    on_time = page_of([route_event(), am_alert(1001.6), paged(1003.4)], NODE, T_EFFECT,
+    on_time = page_of([FIRING, route_event(), am_alert(1001.6), paged(1003.4)], NODE, T_EFFECT,
                       T_FIRING, T_END)
     (result,) = judge(_measured(on_time), paged_within(5)).checks
     assert result.passed and result.observed == "3.400 s (group_wait 2 s)"
     (late,) = judge(_measured(on_time), paged_within(3)).checks
     assert late.failed
-    silenced = page_of([route_event(), am_alert(1001.6, "suppressed", silenced_by=("s1",))],
+    silenced = page_of([FIRING, route_event(), am_alert(1001.6, "suppressed", silenced_by=("s1",))],
                        NODE, T_EFFECT, T_FIRING, T_END)
     (no_page,) = judge(_measured(silenced), paged_within(30)).checks
     assert no_page.failed and "suppressed" in no_page.why

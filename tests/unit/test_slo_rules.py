@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from faultkit.errors import InventoryError
 from faultkit.inventory import parse_inventory
 from slo.profiles import le_matcher
 from slo.rules import render_rules, rule_groups
@@ -180,3 +181,77 @@ def test_promtool_unit_tests_node_down_bucket_ratio_and_burn(
         result = subprocess.run([promtool_path, "test", "rules", name], cwd=rules_file.parent,
                                 capture_output=True, text=True, timeout=120, check=False)
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+#: llama's NodeDown as an operator writes it (for: 1m); sg's at faultkit's 0s
+FOR_INVENTORY = INVENTORY.replace(
+    "prometheus: {job: llama}}", "prometheus: {job: llama, alert_for: {FaultkitNodeDown: 1m}}}")
+FOR_TEST = """
+rule_files: [RULES]
+evaluation_interval: 1s
+tests:
+  - interval: 1s
+    input_series:
+      - series: 'up{job="llama"}'
+        values: '1 0x30 1x40 0x80'
+      - series: 'up{job="sg"}'
+        values: '1 0x30 1x40 0x80'
+    alert_rule_test:
+      # a 30 s outage: sg pages at once, llama's 1-minute for: outlasts it and never fires
+      - eval_time: 5s
+        alertname: FaultkitNodeDown
+        exp_alerts:
+          - exp_labels: {node: sg, job: sg, severity: page}
+            exp_annotations: {summary: 'sg: Prometheus cannot scrape sg (up == 0)'}
+      - eval_time: 40s
+        alertname: FaultkitNodeDown
+        exp_alerts: []
+      # a longer one: llama fires once up has been 0 for a minute
+      - eval_time: 130s
+        alertname: FaultkitNodeDown
+        exp_alerts:
+          - exp_labels: {node: sg, job: sg, severity: page}
+            exp_annotations: {summary: 'sg: Prometheus cannot scrape sg (up == 0)'}
+      - eval_time: 133s
+        alertname: FaultkitNodeDown
+        exp_alerts:
+          - exp_labels: {node: llama, job: llama, severity: page}
+            exp_annotations: {summary: 'llama: Prometheus cannot scrape llama (up == 0)'}
+          - exp_labels: {node: sg, job: sg, severity: page}
+            exp_annotations: {summary: 'sg: Prometheus cannot scrape sg (up == 0)'}
+"""
+
+
+def test_a_nodes_alert_for_is_written_and_the_command_line_overrides_it() -> None:
+    def fors(alert_for: dict[str, str] | None = None) -> dict[tuple[str, str], str]:
+        groups = rule_groups(parse_inventory(FOR_INVENTORY), alert_for=alert_for)
+        return {(r["labels"]["node"], r["alert"]): r["for"] for g in groups
+                for r in g["rules"] if "alert" in r and "for" in r}
+
+    inventory_only = fors()
+    assert inventory_only[("llama", "FaultkitNodeDown")] == "1m"
+    assert inventory_only[("simv", "FaultkitNodeDown")] == "0s"
+    assert inventory_only[("llama", "FaultkitNodeRestarted")] == "0s"
+    overridden = fors({"FaultkitNodeDown": "2m", "FaultkitSLOBurn": "5m"})
+    assert {overridden[(n, "FaultkitNodeDown")] for n in ("llama", "simv", "sg")} == {"2m"}
+    assert overridden[("simv", "FaultkitSLOBurn")] == "5m"
+
+
+def test_promtool_a_for_outlasting_the_outage_never_fires(tmp_path: Path,
+                                                          promtool_path: str) -> None:
+    (tmp_path / "rules.yml").write_text(render_rules(parse_inventory(FOR_INVENTORY)))
+    (tmp_path / "for.yml").write_text(FOR_TEST.replace("RULES", "rules.yml"))
+    result = subprocess.run([promtool_path, "test", "rules", "for.yml"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(("alert_for", "message"), [
+    ("{FaultkitNodeUp: 1m}", "no faultkit alert 'FaultkitNodeUp'"),
+    ("{FaultkitNodeDown: 1.5m}", "not a Prometheus duration"),
+])
+def test_an_unknown_alert_or_duration_in_alert_for_is_bad_input(alert_for: str,
+                                                                message: str) -> None:
+    with pytest.raises(InventoryError, match=message):
+        parse_inventory(INVENTORY.replace("prometheus: {job: llama}}",
+                                          f"prometheus: {{job: llama, alert_for: {alert_for}}}}}"))
