@@ -363,6 +363,7 @@ async def run_trial(name: str, inventory: Inventory, runs_dir: Path, node_name: 
             "inconclusive": m.inconclusive, "harness_intervened": m.harness_intervened,
             "t_paged": m.paging.t_paged if m.paging else None,
             "paging_finding": m.paging.finding if m.paging else None,
+            "paging_route": m.paging.route if m.paging else None,
         },
         truth={"t_effect": effect, "t_recovered": recovered, "t_alert_firing": alert,
                "lost": lost, "lost_undecidable": racing, "t_paged": paged},

@@ -65,6 +65,10 @@ async def check_trial(name: str, lab_inventory: Inventory, tmp_path: Path, node:
         assert err["t_detect_vs_alerts"] is not None, context
         assert abs(err["t_detect_vs_alerts"]) <= EVALUATION_INTERVAL_S, context
     assert err["lost"] == 0, context
+    # the page, where the lab's pager got one in the window: the measured page is the
+    # pager's own record of the first firing page naming the node (read directly)
+    if trial.truth["t_paged"] is not None:
+        assert err["t_paged"] is not None and abs(err["t_paged"]) <= 0.001, context
 
 
 #: the second Docker host's node (a Docker engine reached over TCP, its events and its
