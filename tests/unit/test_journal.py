@@ -52,7 +52,7 @@ def test_a_record_that_cannot_be_written_is_unwritable_and_unlocked(
         raise JournalError("cannot write fault journal record: [Errno 28] No space left")
 
     monkeypatch.setattr(journal, "_write", full)
-    with pytest.raises(JournalUnwritable, match="No space left.*the fault was not applied"):
+    with pytest.raises(JournalUnwritable, match=r"No space left.*the fault was not applied"):
         journal.begin(JournalRecord(id="f1", kind="pause", node="n", description="d"))
     assert not journal.is_live("f1")
     assert journal.ids() == []
