@@ -35,7 +35,8 @@ GROUP_BY = ("alertname", "node")
 #: How long a new group waits for more alerts before its first page. Alertmanager's default
 #: is 30 s, as long as the scenarios' whole detection objective (``detection_s_max: 30``):
 #: the lab pages 2 s after an alert fires, so a page measures monitoring, not the wait.
-#: Reports state the value configured here beside every figure measured to the page.
+#: Every figure measured to the page includes it: whatever shows such a figure shows this
+#: value beside it.
 GROUP_WAIT = "2s"
 #: How long a group waits before paging about alerts added to it (Alertmanager's default:
 #: 5 m); short so that a second failure of the same kind on the node pages within a run.
