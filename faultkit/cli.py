@@ -41,6 +41,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "inject": ("faultkit.commands.inject:inject", "run one fault against a node for a while"),
     "sweep": ("faultkit.commands.sweep:sweep", "revert every fault a killed harness left"),
+    "pager": (
+        "faultkit.commands.pager:pager",
+        "receive Alertmanager's webhooks and date every page as it arrives",
+    ),
     "rules": (
         "faultkit.commands.rules:rules",
         "write Prometheus alerting/recording rules for the SLOs",

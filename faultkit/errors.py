@@ -21,9 +21,10 @@ Tree::
     ├── JournalError              the fault journal is unreadable or locked
     │   └── JournalUnwritable     a record or node lock could not be written before the
     │                             fault acted (a full disk): nothing was done
-    └── LoadError                 the load generator could not run (e.g. endpoint unreachable)
-        ├── LedgerInvariantError  a request lacks exactly one terminal record (a harness bug)
-        └── LedgerFileError       a ledger file cannot be written or read
+    ├── LoadError                 the load generator could not run (e.g. endpoint unreachable)
+    │   ├── LedgerInvariantError  a request lacks exactly one terminal record (a harness bug)
+    │   └── LedgerFileError       a ledger file cannot be written or read
+    └── PagerUnavailable          a `faultkit pager` did not answer, or answered garbage
 
 The packages above the core raise their own subclasses of :class:`FaultkitError`, kept
 next to their owners: ``slo.errors`` (Prometheus), ``reports.errors`` (``ReportError``,
@@ -197,3 +198,18 @@ class LedgerFileError(LoadError):
         self.path = str(path)
         self.reason = reason
         super().__init__(f"{path}: {reason}")
+
+
+class PagerUnavailable(FaultkitError):
+    """The ``faultkit pager`` at ``url`` did not answer, or its answer was not a list of
+    notifications (:func:`faultkit.pager.fetch_notifications`): no page can be dated, so
+    nothing may be concluded about paging from it."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(
+            f"no usable answer from the faultkit pager at {url}: {reason}. Check that "
+            "`faultkit pager` runs there (`faultkit testbed up` starts the lab's) and that "
+            "it is the inventory's alertmanager.pager_url"
+        )

@@ -41,21 +41,24 @@ def testbed(ctx: click.Context, inventory_path: Path) -> None:
 )
 @click.pass_obj
 def up(inventory_path: Path, skip: tuple[str, ...]) -> None:
-    """Install what is missing and start every node and Prometheus (idempotent)."""
+    """Install what is missing and start every node, Alertmanager, the pager and Prometheus
+    (idempotent)."""
     Lab(inventory_path, progress=_progress()).up(frozenset(skip))
 
 
 @testbed.command()
 @click.pass_obj
 def down(inventory_path: Path) -> None:
-    """Remove every container and network the testbed created, and stop Prometheus."""
+    """Remove every container and network the testbed created, and stop Prometheus,
+    Alertmanager and the pager."""
     Lab(inventory_path, progress=_progress()).down()
 
 
 @testbed.command()
 @click.pass_obj
 def status(inventory_path: Path) -> None:
-    """One row per node: container state, readiness, Prometheus target health."""
+    """One row per node: container state, readiness, Prometheus target health; then
+    Prometheus, Alertmanager and the pager, ready or not."""
     lab = Lab(inventory_path, progress=_progress())
     rows = lab.status()
     headers = ("NODE", "ENGINE", "CONTAINER", "STATE", "RESTARTS", "READY", "TARGET", "STARTED")
@@ -78,6 +81,9 @@ def status(inventory_path: Path) -> None:
     prom_ready = lab.prometheus_ready()
     prom_state = "ready" if prom_ready else "NOT READY"
     click.echo(f"Prometheus {lab.inventory.prometheus.url}: {prom_state}")
+    paging = lab.paging_ready()
+    for what, url, ready in paging:
+        click.echo(f"{what} {url}: {'ready' if ready else 'NOT READY'}")
     nodes_ready = all(r.ready == "ready" for r in rows if r.state != "absent")
-    if not (prom_ready and nodes_ready):
+    if not (prom_ready and nodes_ready and all(ready for _, _, ready in paging)):
         sys.exit(1)

@@ -1,4 +1,5 @@
-"""The local lab: bring the testbed inventory's nodes and Prometheus up, down, or report them.
+"""The local lab: bring the testbed inventory's nodes, Prometheus, Alertmanager and the
+pager up, down, or report them.
 
 ``Lab.up()`` is idempotent: an existing container whose config hash matches is kept
 (started if it had stopped), a changed one is recreated. A fault a killed harness left on
@@ -33,6 +34,7 @@ from faultkit.journal import FaultJournal
 from faultkit.progress import step
 from slo.prom import parse_rfc3339
 from testbed._shell import Progress
+from testbed.alertmanager import Readiness, ensure_alertmanager, readiness, stop_alertmanager
 from testbed.engine import ensure_docker_engine
 from testbed.errors import TestbedError
 from testbed.images import ensure_base_image
@@ -109,6 +111,8 @@ class Lab:
             host2_nodes.up(self.inventory_path, self.progress, rebuild=rebuild)
             recreated |= {n.name for n in host2_nodes.host2_nodes(self.inventory)}
         supersede(self.inventory, rebuild & recreated, self.progress, journal)
+        # before Prometheus, so that its first alert has somewhere to go
+        alertmanager = ensure_alertmanager(self.inventory, self.progress)
         ensure_prometheus(self.inventory, self.progress)
         for node in nodes:
             config = self.inventory.serving_config(node.serving_config or "")
@@ -120,9 +124,10 @@ class Lab:
         with step(self.progress, "waiting for Prometheus to scrape every node"):
             self.wait_scraped(nodes)
         elapsed = time.monotonic() - start
+        paging = f"; Alertmanager {alertmanager}" if alertmanager else ""
         self.progress(
             f"testbed up in {elapsed:.1f} s: {', '.join(n.name for n in nodes)}; "
-            f"Prometheus {self.inventory.prometheus.url}"
+            f"Prometheus {self.inventory.prometheus.url}{paging}"
         )
         return elapsed
 
@@ -215,6 +220,8 @@ class Lab:
         host2.down(self.progress)
         if stop_prometheus():
             self.progress("stopped Prometheus")
+        for stopped in stop_alertmanager():
+            self.progress(f"stopped {stopped}")
         shutil.rmtree(home() / "state", ignore_errors=True)
 
     # status ---------------------------------------------------------------------------
@@ -258,6 +265,10 @@ class Lab:
 
     def prometheus_ready(self) -> bool:
         return is_ready(self.inventory.prometheus.url)
+
+    def paging_ready(self) -> list[Readiness]:
+        """``(what, url, ready)`` of the Alertmanager and the pager the inventory names."""
+        return readiness(self.inventory)
 
 
 async def _probe_once(node: Node) -> str:

@@ -1,7 +1,8 @@
 """The testbed's Prometheus: Debian's ``prometheus`` binary on loopback, 1 s scrape/eval.
 
 The scrape config is generated from the inventory (one job per node that names a
-Prometheus job, target = the host:port of its base_url); alert rules come from
+Prometheus job, target = the host:port of its base_url; alerts go to the inventory's
+Alertmanager, :mod:`testbed.alertmanager`, when it names one); alert rules come from
 :func:`slo.rules.render_rules` (node down, error ratio, burn rates). Data lives under the
 testbed state dir; the PID is kept in a file so ``down`` can stop it.
 """
@@ -40,7 +41,8 @@ groups:
 
 
 def scrape_config(inventory: Inventory) -> dict[str, object]:
-    """A prometheus.yml for the inventory's nodes (scrape and evaluation every interval)."""
+    """A prometheus.yml for the inventory's nodes (scrape and evaluation every interval),
+    sending its alerts to the inventory's Alertmanager when it names one."""
     interval = f"{inventory.prometheus.scrape_interval_s:g}s"
     jobs = []
     for node in inventory.nodes:
@@ -54,11 +56,20 @@ def scrape_config(inventory: Inventory) -> dict[str, object]:
                 "static_configs": [{"targets": [target], "labels": {"node": node.name}}],
             }
         )
-    return {
+    config: dict[str, object] = {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "rule_files": ["rules.yml"],
         "scrape_configs": jobs,
     }
+    if inventory.alertmanager is not None:
+        parts = urlsplit(inventory.alertmanager.url)
+        alertmanager: dict[str, object] = {"static_configs": [{"targets": [parts.netloc]}]}
+        if parts.scheme != "http":
+            alertmanager["scheme"] = parts.scheme
+        if parts.path.strip("/"):
+            alertmanager["path_prefix"] = parts.path
+        config["alerting"] = {"alertmanagers": [alertmanager]}
+    return config
 
 
 def render_rules_for(inventory: Inventory) -> str:

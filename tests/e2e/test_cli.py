@@ -23,6 +23,7 @@ def test_help_lists_every_command() -> None:
         "budget",
         "report",
         "gate",
+        "pager",
     ):
         assert command in result.stdout
 

@@ -1,0 +1,245 @@
+"""The testbed's Alertmanager and the ``faultkit pager`` its one route delivers to.
+
+Debian's ``prometheus-alertmanager`` on loopback (clustering off: one instance), with a
+config generated from the inventory's ``alertmanager:``: one route, grouped by alert name
+and node, to the webhook receiver ``faultkit-pager`` at ``<pager_url>/alerts``, resolved
+notifications included. The pager (``faultkit pager``, :mod:`faultkit.pager`) dates every
+page as it arrives and logs it to ``notifications.jsonl``. Config, data, logs and PID files
+live under the testbed state dir ``alertmanager/``; ``down`` stops both by their PID files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import yaml
+
+from faultkit.inventory import AlertmanagerSettings, Inventory
+from testbed._shell import Progress, ensure_commands, run
+from testbed.errors import TestbedError
+from testbed.paths import state_dir
+from testbed.prometheus import is_ready
+
+#: The receiver every alert of the lab goes to.
+RECEIVER = "faultkit-pager"
+#: One group per alert and node: a page names one failure of one node.
+GROUP_BY = ("alertname", "node")
+#: How long a new group waits for more alerts before its first page. Alertmanager's default
+#: is 30 s, as long as the scenarios' whole detection objective (``detection_s_max: 30``):
+#: the lab pages 2 s after an alert fires, so a page measures monitoring, not the wait.
+#: Every figure measured to the page includes it: whatever shows such a figure shows this
+#: value beside it.
+GROUP_WAIT = "2s"
+#: How long a group waits before paging about alerts added to it (Alertmanager's default:
+#: 5 m); short so that a second failure of the same kind on the node pages within a run.
+GROUP_INTERVAL = "10s"
+#: How long before a page still firing is sent again (Alertmanager's default: 4 h).
+REPEAT_INTERVAL = "1h"
+
+#: ``testbed status`` rows: what, URL, ready.
+Readiness = tuple[str, str, bool]
+
+
+def alertmanager_config(settings: AlertmanagerSettings) -> dict[str, object]:
+    """An alertmanager.yml: one route to the pager (no webhook without a ``pager_url``)."""
+    receiver: dict[str, object] = {"name": RECEIVER}
+    if settings.pager_url is not None:
+        receiver["webhook_configs"] = [
+            {"url": f"{settings.pager_url}/alerts", "send_resolved": True}
+        ]
+    return {
+        "route": {
+            "receiver": RECEIVER,
+            "group_by": list(GROUP_BY),
+            "group_wait": GROUP_WAIT,
+            "group_interval": GROUP_INTERVAL,
+            "repeat_interval": REPEAT_INTERVAL,
+        },
+        "receivers": [receiver],
+    }
+
+
+def listen_address(url: str, what: str) -> tuple[str, int]:
+    """(host, port) to listen on for ``url``: loopback only, as every part of the lab, and
+    the port explicit (Prometheus and Alertmanager read the URL as given)."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "", parts.port
+    if host not in ("127.0.0.1", "localhost"):
+        raise TestbedError(f"the testbed's {what} must listen on loopback, not {host} ({url}): "
+                           "use http://127.0.0.1:PORT in the inventory's alertmanager:")
+    if port is None:
+        raise TestbedError(f"the testbed's {what} URL {url} needs an explicit port "
+                           "(http://127.0.0.1:PORT)")
+    return "127.0.0.1", port
+
+
+def ensure_alertmanager(inventory: Inventory, progress: Progress, *,
+                        timeout_s: float = 30.0) -> str | None:
+    """Write the config, start the pager, then Alertmanager (or have a running one reload
+    a changed config); wait until each is ready; return Alertmanager's URL (None: the
+    inventory names none).
+
+    A running pager is left alone (its history is in memory and in its log). With
+    everything running and the config unchanged, nothing is run: ``testbed up`` stays fast.
+    """
+    settings = inventory.alertmanager
+    if settings is None:
+        return None
+    url = settings.url
+    am_host, am_port = listen_address(url, "Alertmanager")
+    pager = ((settings.pager_url, listen_address(settings.pager_url, "pager"))
+             if settings.pager_url is not None else None)
+    ensure_commands(
+        {"prometheus-alertmanager": "prometheus-alertmanager",
+         "amtool": "prometheus-alertmanager"},
+        progress,
+    )
+    directory = state_dir("alertmanager")
+    config = directory / "alertmanager.yml"
+    changed = _write_checked(config, yaml.safe_dump(alertmanager_config(settings),
+                                                    sort_keys=False))
+    if pager is not None:
+        _ensure_pager(*pager, directory, progress, timeout_s)
+    if is_ready(url):
+        if changed:
+            _reload(url)
+        return url
+    log = directory / "alertmanager.log"
+    progress(f"starting Alertmanager on {am_host}:{am_port} (log: {log})")
+    _start(
+        ["prometheus-alertmanager",
+         f"--config.file={config}",
+         f"--storage.path={directory / 'data'}",
+         f"--web.listen-address={am_host}:{am_port}",
+         "--cluster.listen-address="],  # clustering off: one instance, no gossip port
+        what="Alertmanager", url=url, log=log, pid_file=directory / "alertmanager.pid",
+        timeout_s=timeout_s,
+    )
+    return url
+
+
+def _write_checked(config: Path, text: str) -> bool:
+    """Make ``config`` hold ``text`` once ``amtool check-config`` accepts it; True when it
+    changed. A config refused is never written, so an unchanged one was checked before."""
+    if config.exists() and config.read_text() == text:
+        return False
+    candidate = config.with_name(config.name + ".new")
+    candidate.write_text(text)
+    run(["amtool", "check-config", str(candidate)], what="amtool check-config")
+    os.replace(candidate, config)
+    return True
+
+
+def _ensure_pager(url: str, listen: tuple[str, int], directory: Path, progress: Progress,
+                  timeout_s: float) -> None:
+    """Start ``faultkit pager`` on ``listen`` unless one answers at ``url`` already."""
+    if is_ready(url):
+        return
+    host, port = listen
+    log, pages = directory / "pager.log", directory / "notifications.jsonl"
+    progress(f"starting the pager on {host}:{port} (log: {log}, pages: {pages})")
+    _start(
+        [sys.executable, "-m", "faultkit.cli", "pager", "--listen", f"{host}:{port}",
+         "--log", str(pages)],
+        what="the pager", url=url, log=log, pid_file=directory / "pager.pid",
+        timeout_s=timeout_s,
+    )
+
+
+def _reload(url: str) -> None:
+    """Have the running Alertmanager read its config again."""
+    try:
+        response = httpx.post(f"{url}/-/reload", timeout=5.0)
+    except httpx.HTTPError as exc:
+        raise TestbedError(f"Alertmanager at {url} did not answer /-/reload: {exc}") from exc
+    if response.status_code != 200:
+        raise TestbedError(f"Alertmanager at {url} refused its new config (HTTP "
+                           f"{response.status_code}): {response.text.strip()[:300]}")
+
+
+def _start(argv: list[str], *, what: str, url: str, log: Path, pid_file: Path,
+           timeout_s: float) -> None:
+    """Start ``argv`` in its own session, output to ``log``, PID to ``pid_file``; wait until
+    ``url``/-/ready answers 200. TestbedError with the log's tail if it exits or is slow."""
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    pid_file.write_text(str(proc.pid))
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise TestbedError(f"{what} exited with code {proc.returncode} (log: {log}):\n"
+                               f"{_tail(log)}")
+        if is_ready(url):
+            return
+        time.sleep(0.2)
+    raise TestbedError(f"{what} not ready at {url} after {timeout_s:.0f} s (log: {log}):\n"
+                       f"{_tail(log)}")
+
+
+def _tail(log: Path, lines: int = 8) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def stop_alertmanager() -> list[str]:
+    """Stop the Alertmanager and the pager the testbed started (by their PID files, each
+    only if that PID is still the process started); return what was running."""
+    directory = state_dir("alertmanager")
+    stopped = []
+    # the marker is in the command line of the process the testbed started, nowhere else
+    for what, name, marker in (
+        ("Alertmanager", "alertmanager", f"--config.file={directory / 'alertmanager.yml'}"),
+        ("the pager", "pager", str(directory / "notifications.jsonl")),
+    ):
+        if _stop(directory / f"{name}.pid", marker.encode()):
+            stopped.append(what)
+    return stopped
+
+
+def _stop(pid_file: Path, marker: bytes) -> bool:
+    if not pid_file.exists():
+        return False
+    text = pid_file.read_text().strip()
+    pid_file.unlink()
+    pid = int(text) if text.isdigit() else 0
+    if not pid or not _is_ours(pid, marker):
+        return False
+    os.kill(pid, signal.SIGTERM)
+    for _ in range(50):
+        if not _is_ours(pid, marker):
+            return True
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    return True
+
+
+def _is_ours(pid: int, marker: bytes) -> bool:
+    """``pid`` is alive (not a zombie) and its command line carries ``marker``."""
+    try:
+        arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z" and any(marker in argument for argument in arguments)
+
+
+def readiness(inventory: Inventory) -> list[Readiness]:
+    """``(what, url, ready)`` of the inventory's Alertmanager and pager (none without one)."""
+    settings = inventory.alertmanager
+    if settings is None:
+        return []
+    rows = [("Alertmanager", settings.url, is_ready(settings.url))]
+    if settings.pager_url is not None:
+        rows.append(("pager", settings.pager_url, is_ready(settings.pager_url)))
+    return rows
