@@ -121,9 +121,10 @@ def _why_no_page(paging: Paging, timeline: Sequence[Event], node: str, t_detect:
         pending = next((e for e in mine if e.kind == EventKind.ALERT_PENDING), None)
         if pending is not None:
             for_s = pending.data.get("for_s")
-            wait = f" ({for_s:g} s)" if isinstance(for_s, int | float) else ""
+            for_text = f" ({for_s:g} s)" if isinstance(for_s, int | float) else ""
             return (f"no alert fired, so no one was paged: {pending.data.get('alertname')} "
-                    f"went pending, but what it watched ended before its for:{wait} elapsed")
+                    f"went pending, but what it watched ended before its for:{for_text} "
+                    "elapsed")
         return "no alert fired, so no one was paged (detection rests on up == 0 alone)"
     if paging.suppressed_by:
         return ("detected, but no one was paged: Alertmanager suppressed the alert "

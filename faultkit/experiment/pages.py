@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import logging
 
+from faultkit.errors import PagerUnavailable
 from faultkit.events import EventKind
 from faultkit.experiment.state import ExperimentState
-from faultkit.pager import PagerUnavailable, fetch_notifications
+from faultkit.pager import fetch_notifications
 from faultkit.records import Event
 from slo.alertmanager import Alertmanager
 from slo.errors import AlertmanagerUnavailable
