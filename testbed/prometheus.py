@@ -162,7 +162,11 @@ def stop_prometheus() -> bool:
 
 def _is_prometheus(pid: int) -> bool:
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return False
-    return b"prometheus" in cmdline and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    # the program itself, not any command line that names it (prometheus-alertmanager);
+    # the state follows the last ')' (a process name may hold spaces)
+    return Path(argv[0].decode(errors="replace")).name == "prometheus" \
+        and stat.rsplit(")", 1)[-1].split()[0] != "Z"
