@@ -85,6 +85,9 @@ from slo.prom import Alert, Prometheus
 UP_LOOKBACK_S = 10.0
 #: no answer from Prometheus for this long (s) is an outage: samples may be lost
 PROMETHEUS_GAP_S = UP_LOOKBACK_S - 2.0
+#: how often Alertmanager is looked at (s): its stage ("held by Alertmanager") is dated to
+#: within this, and a lane's looks stay few beside its Prometheus looks
+ALERTMANAGER_EVERY_S = 0.5
 
 
 def names_node(labels: Mapping[str, str], node: Node) -> bool:
@@ -170,14 +173,16 @@ class Observer:
         if self.prometheus is not None:
             loops.append(self._every(self._prometheus_once))
         if self.alertmanager is not None:
-            loops.append(self._every(self._alertmanager_once))
+            loops.append(self._every(self._alertmanager_once,
+                                     max(self.interval_s, ALERTMANAGER_EVERY_S)))
         await asyncio.gather(*loops)
 
-    async def _every(self, step: Callable[[], Awaitable[None]]) -> None:
+    async def _every(self, step: Callable[[], Awaitable[None]],
+                     every_s: float | None = None) -> None:
         loop = asyncio.get_running_loop()
         next_at = loop.time()
         while True:
-            next_at = max(next_at + self.interval_s, loop.time())
+            next_at = max(next_at + (every_s or self.interval_s), loop.time())
             await asyncio.sleep(next_at - loop.time())
             await step()
 
