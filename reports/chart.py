@@ -12,7 +12,8 @@ Prometheus series.
 - Middle: per-request E2E latency against arrival, coloured by outcome.
 - Bottom (when captured): the first Prometheus series with a finite sample.
 
-Every panel shades the fault window and marks detection and recovery. The x axis is
+Every panel shades the fault window and marks detection, the page and recovery; a
+restart's recovery phases (:mod:`reports.phases`) run as a bar along the top panel. The x axis is
 seconds from the moment the fault took effect. Synthetic ``probe`` records and neighbour
 nodes' requests are left out. Headless: matplotlib's Agg backend through the object API
 (no pyplot state), so it is safe in threads and on machines without a display.
@@ -31,6 +32,7 @@ from matplotlib.figure import Figure
 from faultkit.records import RequestRecord
 from faultkit.rundir import replaced_whole
 from reports.load import RunData, finite_points
+from reports.phases import Phase, recovery_phases
 from reports.text import redact
 from reports.upstreams import GATEWAY_OWN, gateway_users, per_upstream_per_second
 from slo.capture import PrometheusCapture
@@ -198,9 +200,32 @@ def _mark_fault(axes: Sequence[Axes], data: RunData, t0: float) -> None:
         if m.t_detect is not None:
             a.axvline(m.t_detect - t0, color="#ff7f0e", linestyle="--", zorder=3,
                       label=f"detected ({_label(m.detect_signal, 20)})" if first else None)
+        if m.paging is not None and m.paging.t_paged is not None:
+            a.axvline(m.paging.t_paged - t0, color="#9467bd", linestyle=":", zorder=3,
+                      label="paged" if first else None)
         if m.t_recovered is not None:
             a.axvline(m.t_recovered - t0, color="#1a6b1a", linestyle="-.", zorder=3,
                       label="recovered" if first else None)
+
+
+#: the recovery phases' colours, in order (a restart has at most six phases)
+_PHASE_COLOURS = ("#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#aec7e8")
+
+
+def _draw_phases(ax: Axes, phases: Sequence[Phase], t0: float) -> None:
+    """The recovery's phases as one bar on their own thin panel, each named where it is
+    wide enough to hold its name."""
+    span = max(p.t_end for p in phases) - min(p.t_start for p in phases)
+    for i, phase in enumerate(phases):
+        ax.broken_barh([(phase.t_start - t0, phase.duration_s)], (0.15, 0.7),
+                       color=_PHASE_COLOURS[i % len(_PHASE_COLOURS)], alpha=0.8, zorder=4)
+        if span > 0 and phase.duration_s / span >= 0.12:
+            ax.text(phase.t_start - t0 + phase.duration_s / 2, 0.5,
+                    _label(phase.name.removeprefix("until "), 28), ha="center",
+                    va="center", fontsize=7, zorder=5)
+    ax.set_ylim(0, 1)
+    ax.set_yticks([])
+    ax.set_ylabel("recovery\nphases", fontsize=8)
 
 
 def render_chart(data: RunData, out: Path) -> Path:
@@ -211,21 +236,26 @@ def render_chart(data: RunData, out: Path) -> Path:
         series = None  # drawn in the per-upstream panel
     records = user_requests(data)
     behind = gateway_users(data)
-    heights = [1.0, *([0.9] if behind else []), 1.2, *([0.7] if series else [])]
-    fig = Figure(figsize=(10, 7.0 + (1.3 if behind else 0.0) + (1.5 if series else 0.0)), dpi=100)
+    phases = recovery_phases(data)
+    heights = [*([0.22] if phases else []), 1.0, *([0.9] if behind else []), 1.2,
+               *([0.7] if series else [])]
+    fig = Figure(figsize=(10, 7.0 + (1.3 if behind else 0.0) + (1.5 if series else 0.0)
+                          + (0.5 if phases else 0.0)), dpi=100)
     FigureCanvasAgg(fig)
     axes = [row[0] for row in fig.subplots(
         len(heights), 1, sharex=True, squeeze=False, gridspec_kw={"height_ratios": heights}
     )]
+    phase_ax = axes.pop(0) if phases else None
     _draw_impact(axes[0], records, t0)
     if behind:
         _draw_upstreams(axes[1], behind, t0, data.prometheus)
     latency_ax = axes[2 if behind else 1]
     _draw_latency(latency_ax, records, t0)
-    axes[0].set_title(
-        _label(f"{data.run.get('scenario', 'run')} on {data.run.get('node', '?')}", 80)
-    )
+    title = _label(f"{data.run.get('scenario', 'run')} on {data.run.get('node', '?')}", 80)
+    (phase_ax or axes[0]).set_title(title)
     _mark_fault(axes, data, t0)
+    if phase_ax is not None:
+        _draw_phases(phase_ax, phases, t0)
     for ax in axes[:3 if behind else 2]:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="upper left", fontsize=7, ncol=4)

@@ -102,3 +102,27 @@ def test_no_phases_without_a_restart_or_for_a_rollout(tmp_path: Path) -> None:
     paused = [_ev(T0, "harness", "docker_pause"), _ev(T0 + 8, "harness", "docker_unpause")]
     assert recovery_phases(load_run(_run(tmp_path / "a", paused, [], fault="pause"))) == []
     assert recovery_phases(load_run(_run(tmp_path / "b", KILL, STARTUP, fault="rollout"))) == []
+
+
+def _pixels_near(png: Path, hex_colour: str, alpha: float = 0.8) -> int:
+    """How many pixels of ``png`` show ``hex_colour`` drawn at ``alpha`` over white."""
+    import numpy as np
+    from matplotlib.image import imread
+
+    rgb = imread(png)[..., :3] * 255
+    target = np.array([int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)], dtype=float)
+    blended = alpha * target + (1 - alpha) * 255
+    return int((np.abs(rgb - blended).max(axis=-1) < 6).sum())
+
+
+def test_the_chart_draws_the_phases_as_a_bar(tmp_path: Path) -> None:
+    from reports.chart import _PHASE_COLOURS, render_chart
+
+    with_phases = render_chart(load_run(_run(tmp_path / "kill", KILL, STARTUP)),
+                               tmp_path / "kill.png")
+    # a pause has no restart and so no phases: the same colours nowhere
+    without = render_chart(load_run(_run(tmp_path / "pause", [], [], fault="pause")),
+                           tmp_path / "pause.png")
+    for colour in _PHASE_COLOURS[:2]:
+        assert _pixels_near(with_phases, colour) > 100, colour
+        assert _pixels_near(without, colour) == 0, colour
