@@ -28,6 +28,8 @@ __all__ = ["WindowTraffic", "window_traffic"]
 #: the step at which the node's earliest sample in the window is looked for: the history
 #: Prometheus holds is stated to within it
 HISTORY_STEP = "1m"
+#: a history younger than :data:`HISTORY_STEP` is looked for in this last span, each second
+RECENT = "2m"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +68,13 @@ def window_traffic(prom: Prometheus, node: Node, window: str, at: float) -> Wind
             f"{q.profile.engine} exports no request counter, so {node.name}'s budget cannot "
             "be counted in requests: count them where they pass (a gateway in front of it) "
             "or serve it with an engine that exports one"))
-    history = f"{at:.3f} - min_over_time(timestamp({q.up()})[{window}:{HISTORY_STEP}])"
     try:
         requests = _finite(prom.query_value(promql, at))
-        history_s = _finite(prom.query_value(history, at))
+        # a history younger than the coarse step has no step in it: look again, finely
+        history_s = next((h for h in (
+            _finite(prom.query_value(_history(q.up(), window, HISTORY_STEP, at), at)),
+            _finite(prom.query_value(_history(q.up(), RECENT, "1s", at), at)),
+        ) if h is not None), None)
     except FaultkitError as exc:
         return WindowTraffic(window, at, promql=promql,
                              missing=f"Prometheus did not answer the window's count ({exc})")
@@ -79,6 +84,12 @@ def window_traffic(prom: Prometheus, node: Node, window: str, at: float) -> Wind
             "(no traffic recorded yet)"))
     return WindowTraffic(window, at, requests=round(requests), history_s=history_s,
                          promql=promql)
+
+
+def _history(up: str, window: str, step: str, at: float) -> str:
+    """PromQL: how long before ``at`` the node's first ``up`` sample in ``window`` is,
+    looked for every ``step`` (a subquery: its steps are aligned to multiples of it)."""
+    return f"{at:.3f} - min_over_time(timestamp({up})[{window}:{step}])"
 
 
 def _finite(value: float | None) -> float | None:

@@ -21,8 +21,9 @@ class CountingProm:
 
     url = "http://fake:9090"
 
-    def __init__(self, requests: float | None, earliest: float | None) -> None:
-        self.requests, self.earliest = requests, earliest
+    def __init__(self, requests: float | None, earliest: float | None,
+                 young: bool = False) -> None:
+        self.requests, self.earliest, self.young = requests, earliest, young
         self.asked: list[tuple[str, float | None]] = []
 
     def query_value(self, promql: str, t: float | None = None) -> float | None:
@@ -30,8 +31,11 @@ class CountingProm:
         if promql.startswith("sum(increase("):
             return self.requests
         if "min_over_time(timestamp(" in promql:
-            # what Prometheus evaluates: the moment minus the earliest sample
-            return None if self.earliest is None else float(promql.split(" - ")[0]) - self.earliest
+            # what Prometheus evaluates: the moment minus the earliest sample; a history
+            # younger than the coarse step shows only to the fine look
+            if self.earliest is None or (":1m]" in promql and self.young):
+                return None
+            return float(promql.split(" - ")[0]) - self.earliest
         raise AssertionError(f"unexpected query {promql}")
 
 
@@ -75,3 +79,10 @@ def test_prometheus_down_is_an_answer_not_an_exception() -> None:
     traffic = window_traffic(DownProm(1.0, 0.0), NODES["v"], "30d", 1.0)  # type: ignore[arg-type]
     assert traffic.requests is None
     assert traffic.missing is not None and "connection refused" in traffic.missing
+
+
+def test_a_history_younger_than_a_minute_is_found_by_the_fine_look() -> None:
+    prom = CountingProm(requests=40.0, earliest=1_000.0, young=True)
+    traffic = window_traffic(prom, NODES["v"], "30d", 1_030.0)  # type: ignore[arg-type]
+    assert traffic.history_s == 30.0
+    assert any("[2m:1s]" in q for q, _ in prom.asked)
