@@ -45,6 +45,14 @@ def summarise(trials: list[Trial]) -> dict[str, dict[str, Any]]:
             "max_abs_detect_vs_alerts_s": _max_abs([t.errors["t_detect_vs_alerts"]
                                                     for t in mine]),
             "max_abs_lost_error": _max_abs([t.errors["lost"] for t in mine]),
+            # the page: runs the pager received one in, the measured page against the
+            # pager's own record, and the longest wait from firing to it
+            "paged_runs": sum(1 for t in mine if t.truth.get("t_paged") is not None),
+            "max_abs_t_paged_s": _max_abs([t.errors.get("t_paged") for t in mine]),
+            "max_page_after_firing_s": max(
+                (t.truth["t_paged"] - t.truth["t_alert_firing"] for t in mine
+                 if t.truth.get("t_paged") is not None
+                 and t.truth.get("t_alert_firing") is not None), default=None),
             "effect_evidence": sorted({str(t.measured["effect_evidence"]) for t in mine}),
             "detect_signals": sorted({str(t.measured["detect_signal"]) for t in mine}),
             "runs_with_problems": sum(1 for t in mine if t.problems
@@ -58,12 +66,15 @@ def table(summary: dict[str, dict[str, Any]]) -> str:
         return "n/a" if v is None else f"{v:.3f}"
 
     rows = ["| trial | runs | t_effect evidence | max \\|Δt_effect\\| s | max \\|Δt_recovered\\| s "
-            "| max \\|Δdetect − ALERTS\\| s | max \\|Δlost\\| |",
-            "|---|---|---|---|---|---|---|"]
+            "| max \\|Δdetect − ALERTS\\| s | max \\|Δlost\\| | paged | max \\|Δpage\\| s "
+            "| max page − firing s |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for name, s in summary.items():
         rows.append(f"| {name} | {s['runs']} | {', '.join(s['effect_evidence'])} | "
                     f"{f(s['max_abs_t_effect_s'])} | {f(s['max_abs_t_recovered_s'])} | "
-                    f"{f(s['max_abs_detect_vs_alerts_s'])} | {f(s['max_abs_lost_error'])} |")
+                    f"{f(s['max_abs_detect_vs_alerts_s'])} | {f(s['max_abs_lost_error'])} | "
+                    f"{s.get('paged_runs', 0)} | {f(s.get('max_abs_t_paged_s'))} | "
+                    f"{f(s.get('max_page_after_firing_s'))} |")
     return "\n".join(rows)
 
 
