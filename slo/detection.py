@@ -78,6 +78,8 @@ def detect(
     for event in timeline:
         if event.source != "observer" or event.node != node or event.kind not in _SIGNALS:
             continue
+        if event.kind == EventKind.ALERT_PENDING and not event.data.get("for_s"):
+            continue  # a rule without a for: fires at once: its pending tells nothing
         signal = _SIGNALS[event.kind]
         t = _state_time(event)
         if event.kind == EventKind.ALERT_FIRING:

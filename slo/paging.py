@@ -21,6 +21,9 @@ from faultkit.records import Event
 
 __all__ = ["Paging", "page_of"]
 
+#: beyond a route's wait, what a page may take: Prometheus sending on its next evaluation,
+#: Alertmanager's own tick, delivery
+ROUTE_SLACK_S = 2.0
 #: an alert Alertmanager started before the fault by more than this is an older one's
 #: (Prometheus stamps the scrape under way at the fault a little before it)
 STARTED_BEFORE_S = 5.0
@@ -152,7 +155,7 @@ def _why_no_page(paging: Paging, timeline: Sequence[Event], node: str, t_detect:
     if wait is not None and waited < wait:
         return (f"no page within the window: it ended {waited:.1f} s after the alert fired, "
                 f"inside the route's group_wait ({wait:g} s)")
-    if isinstance(interval, int | float) and waited < interval:
+    if isinstance(interval, int | float) and waited < interval + ROUTE_SLACK_S:
         return (f"no page within the window: it ended {waited:.1f} s after the alert fired; "
                 "an alert joining a group Alertmanager already holds (the same alert paged "
                 f"shortly before) waits for the group's next group_interval ({interval:g} s)")

@@ -51,7 +51,7 @@ def test_the_route_groups_by_alert_and_node_and_delivers_resolved_pages_too() ->
                                                       pager_url="http://127.0.0.1:19094"))
     assert config == {
         "route": {"receiver": "faultkit-pager", "group_by": ["alertname", "node"],
-                  "group_wait": "2s", "group_interval": "10s", "repeat_interval": "1h"},
+                  "group_wait": "2s", "group_interval": "3s", "repeat_interval": "1h"},
         "receivers": [{"name": "faultkit-pager", "webhook_configs": [
             {"url": "http://127.0.0.1:19094/alerts", "send_resolved": True}]}],
     }
