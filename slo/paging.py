@@ -152,6 +152,15 @@ def _why_no_page(paging: Paging, timeline: Sequence[Event], node: str, t_detect:
     wait = paging.group_wait_s
     interval = paging.route.get("group_interval_s")
     waited = t_end - t_detect
+    resolved = next((e for e in mine if e.kind == EventKind.ALERT_RESOLVED), None)
+    held = max((x for x in (wait, interval) if isinstance(x, int | float)), default=None)
+    if resolved is not None and held is not None and resolved.t < t_detect + held:
+        timing = ", ".join(f"{name} {value:g} s" for name, value in
+                           (("group_wait", wait), ("group_interval", interval))
+                           if isinstance(value, int | float))
+        return (f"no page: the alert resolved {resolved.t - t_detect:.1f} s after it fired, "
+                f"before Alertmanager's route sent it ({timing}): an alert shorter than the "
+                "route's wait pages no one")
     if wait is not None and waited < wait:
         return (f"no page within the window: it ended {waited:.1f} s after the alert fired, "
                 f"inside the route's group_wait ({wait:g} s)")

@@ -183,6 +183,9 @@ def test_a_silenced_alert_is_a_finding_naming_the_silence() -> None:
      T_END, "the pager did not answer"),
     ([FIRING, route_event(), am_alert(1001.6)], 1100.0, "no page reached the pager"),
     ([FIRING, route_event(), am_alert(1001.6)], 1030.0, "next group_interval (90 s)"),
+    ([FIRING, route_event(), am_alert(1001.6),
+      ev(1002.5, EventKind.ALERT_RESOLVED, alertname="FaultkitNodeDown", t_state=1002.5)],
+     T_END, "the alert resolved 1.3 s after it fired, before Alertmanager's route sent it"),
 ])
 def test_detected_but_no_page_says_why(timeline: list[Event], t_end: float,
                                        reason: str) -> None:
