@@ -17,6 +17,7 @@ import pytest
 
 #: modules that act only on what they start themselves (no testbed node, no lab Prometheus)
 OWN_CONTAINER_MODULES = frozenset({
+    "test_alertmanager_lab",
     "test_fault_torture",
     "test_faults_crash",
     "test_faults_host2",
