@@ -66,7 +66,10 @@ SAME_INSTANT_S = 0.05
 #: harness events the report says elsewhere: the run's start and end (the Run table's
 #: run window) and ``restart_seen`` (the ``docker_die`` and ``docker_start`` it pairs)
 _SAID_ELSEWHERE = frozenset(
-    {EventKind.SCENARIO_START, EventKind.SCENARIO_END, EventKind.RESTART_SEEN}
+    {EventKind.SCENARIO_START, EventKind.SCENARIO_END, EventKind.RESTART_SEEN,
+     # the detection row gives the route's timing, when Alertmanager held the alert and
+     # the page; the timeline marks the page itself
+     EventKind.AM_ROUTE, EventKind.AM_ALERT, EventKind.PAGED}
 )
 
 
@@ -74,8 +77,8 @@ def _listed_elsewhere(source: str, kind: str) -> bool:
     """Events another part of the report already gives: observer alert changes (the Alerts
     table has each alert's pending, firing and resolved instants; the timeline marks
     detection itself) and :data:`_SAID_ELSEWHERE`."""
-    if source == "observer":
-        return kind.startswith(ALERT_PREFIX)
+    if source == "observer" and kind.startswith(ALERT_PREFIX):
+        return True
     return kind in _SAID_ELSEWHERE
 
 
@@ -115,6 +118,9 @@ def rows(data: RunData) -> list[Row]:
             (m.t_effect, f"fault took effect (t_effect, evidence {m.effect_evidence})"),
             (m.t_impact, "first failed request (t_impact)"),
             (m.t_detect, f"detected by {m.detect_signal} (t_detect)"),
+            (m.paging.t_paged if m.paging else None,
+             f"paged: {m.paging.alertname} reached {m.paging.receiver} (t_paged)"
+             if m.paging else ""),
             (recovered, "recovered: steady state held (t_recovered)"),
         ]
         out += [
