@@ -9,8 +9,9 @@ rules`` accepts. Per node:
   Operators often give it ``for: 1m`` or more to ride out a flapping scrape; a node's
   ``prometheus.alert_for`` (or ``faultkit rules --for``) writes their value, so a run
   measures the detection and the pages they will get: an outage shorter than the
-  ``for:`` never fires, and detection then rests on ``up == 0`` alone (docs/slo.md,
-  "Rules as operators write them").
+  ``for:`` never fires, and detection then rests on ``up == 0`` alone — on the lab, a
+  ``for: 1m`` left a pause, both partitions and a cold start unpaged that ``for: 0s``
+  paged within 3 s (the table in docs/slo.md, "Rules as operators write them").
 - ``FaultkitNodeRestarted``: the process start time changed (or a counter reset) in the
   last 10 s — catches a crash that the restart policy undid between two scrapes.
 - ``FaultkitMetricsAbsent``: the engine's metrics vanished (target gone or renamed).
