@@ -45,7 +45,8 @@ def watch_alertmanager(state: ExperimentState) -> Alertmanager | None:
 
 def collect_pages(state: ExperimentState, t_from: float, t_to: float) -> None:
     """Each page the pager received in [``t_from``, ``t_to``] naming the node, on the
-    timeline at the moment it arrived (one ``paged`` event per notification)."""
+    timeline at the moment it arrived (one ``paged`` event per notification, with the
+    notification as Alertmanager sent it)."""
     settings = state.inventory.alertmanager
     if settings is None or settings.pager_url is None:
         return
@@ -66,5 +67,6 @@ def collect_pages(state: ExperimentState, t_from: float, t_to: float) -> None:
             node=state.node.name,
             data={"status": alert.get("status"),
                   "alertname": (alert.get("labels") or {}).get("alertname"),
-                  "receiver": payload.get("receiver"), "group_key": payload.get("groupKey")},
+                  "receiver": payload.get("receiver"), "group_key": payload.get("groupKey"),
+                  "payload": payload},
         ))
