@@ -25,8 +25,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from faultkit.pager import fetch_notifications
-
 from faultkit.constants import LOCAL_DOCKER
 from faultkit.docker import DockerHost
 from faultkit.events import EventKind
@@ -34,6 +32,7 @@ from faultkit.experiment import Experiment
 from faultkit.inventory import Inventory, Node
 from faultkit.load import LoadProfile
 from faultkit.loopwatch import LoopStall
+from faultkit.pager import fetch_notifications
 from faultkit.records import RequestRecord
 from faultkit.rundir import RunDir
 from slo.prom import Prometheus
@@ -253,6 +252,11 @@ def _truth_moments(
 #: A request the server finished this soon before its process died may not have reached
 #: the client: the bytes were still being written when the kernel killed it.
 DELIVERY_RACE_S = 0.1
+#: Docker stamps a death (``die``, ``oom``) when it learns of it, after the kernel killed the
+#: process: a memory squeeze's server finished a request 0.104 s before Docker's ``oom``
+#: event and its client still got a reset. The race is measured back from the death *event*
+#: over both.
+DEATH_EVENT_LAG_S = 0.1
 #: Docker's events that date a process's death: ``oom`` is the kernel's OOM kill itself,
 #: and ``die`` comes when Docker has reaped the container — 0.17 s later in a CI run
 #: whose request, finished 5 ms before the OOM kill, fell outside the race window when it
@@ -284,8 +288,9 @@ def truth_lost(
     """Users lost by the server's own record: arrivals in [effect, recovered] (or in flight
     at ``effect``) that the server never finished, or accepted before a network cut and
     finished only after it (``cuts``: its connection was gone) — and how many more are
-    *undecidable*: finished within :data:`DELIVERY_RACE_S` before a death, or within that
-    much of a cut on either side (delivered or not).
+    *undecidable*: finished within :data:`DELIVERY_RACE_S` (+ :data:`DEATH_EVENT_LAG_S`)
+    before a death event, or within :data:`DELIVERY_RACE_S` of a cut on either side
+    (delivered or not).
 
     Called with the *measured* window, whose edges are checked against truth separately:
     this checks the per-request classification exactly (a window edge 0.1 s off moves a
@@ -305,7 +310,7 @@ def truth_lost(
             t_accepted < cut and t_finished >= cut + DELIVERY_RACE_S for cut in cuts or ())
 
     def racing_one(t: float) -> bool:
-        return (any(0 <= death - t <= DELIVERY_RACE_S for death in deaths)
+        return (any(0 <= death - t <= DELIVERY_RACE_S + DEATH_EVENT_LAG_S for death in deaths)
                 or any(abs(t - cut) < DELIVERY_RACE_S for cut in cuts or ()))
 
     lost = sum(1 for r in span if r.id not in finished or cut_off(r.id))

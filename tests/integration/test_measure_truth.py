@@ -6,7 +6,7 @@ and network events (queried here directly) and Prometheus' own ``ALERTS`` series
 ``testbed/truth.py``. Bounds (the promise in docs/measurement-truth.md): |t_effect − truth| and
 |t_recovered − truth| ≤ 0.5 s at a 1 s scrape, detection by alert equal to the first
 ``ALERTS`` firing sample within one evaluation interval (1 s), lost requests equal to truth
-(give or take requests the server finished within 0.1 s before its process was killed:
+(give or take requests the server finished within 0.2 s before Docker's death event:
 whether their bytes left the machine is undecidable from the server's record).
 ``bench/measurement_truth.py`` runs the same trials and writes docs/measurement-truth.md's table.
 """
