@@ -120,8 +120,8 @@ def test_the_plan_keeps_the_fits_spread_on_the_safe_side() -> None:
 def test_the_labs_sglang_calibration_plans_every_prompt_inside_the_limit() -> None:
     """The lab's sim-sglang (no tokenizer endpoint; the simulator counts a word over 8
     letters as 2 tokens): the probe's own seeds gave a fit with a spread of 1 token, and
-    with the spread alone its 100 % step held a 4,090-token prompt for a room of 4,088
-    (CI run K1). Every prompt the plan makes must fit, counted by the simulator's rule."""
+    with the spread alone its 100 % step held a 4,090-token prompt for a room of 4,088.
+    Every prompt the plan makes must fit, counted by the simulator's rule."""
     from faultkit.context_probe import _CALIBRATION_REPEATS
     from faultkit.load.prompts import synthetic_prompt
     from testbed.simnode.textgen import count_chat_tokens

@@ -125,7 +125,7 @@ def test_measured_seconds_take_each_nodes_newest_passed_run(tmp_path: Path) -> N
 
 
 def test_a_node_measured_slow_at_a_scenario_is_spared_it() -> None:
-    """The pool of 4 on the lab (2026-12-04): every scenario took what it takes on a
+    """A pool of 4 on the lab: every scenario took what it takes on a
     simulated node, but sim-vllm-h2's partition took 31 s (the second Docker host), 21 s
     here. The fixed weights gave that node a partition and the longest share (59 s); with
     the nodes' own durations from an earlier gate the partitions go elsewhere and the

@@ -252,7 +252,7 @@ def _effect_timeline(spec: dict[str, object], *extra: Event) -> list[Event]:
 
 
 def test_a_memory_squeeze_takes_effect_at_the_oom_kill_when_docker_reports_it_first() -> None:
-    """CI run F2: the kernel OOM-killed the engine inside Docker's update call; Docker's
+    """The kernel OOM-killed the engine inside Docker's update call; Docker's
     ``oom`` came 1.7 s before its ``update`` (written when the call returned)."""
     spec = {"docker_actions": list(MemorySqueeze.effect_docker_actions), "required": "docker",
             "spans_outage": False}

@@ -123,7 +123,7 @@ def test_a_hit_free_moment_just_before_the_upstream_came_back_is_not_routing_aro
 
 
 def test_an_outage_shorter_than_the_stretch_does_not_say_whether_the_gateway_routed() -> None:
-    """Measured (CI run K12): sim-vllm back 2.6 s after a kill, one attempt on it retried
+    """sim-vllm back 2.6 s after a kill, one attempt on it retried
     elsewhere, then served by it again at once. No 3 s stretch fits in a 2.6 s outage:
     neither "routed" nor "kept sending users" is shown."""
     records = [_r(i, round(i * 0.2, 1), "a") for i in range(100)]

@@ -127,14 +127,14 @@ def test_docker_memory_stats_read_the_anonymous_memory(
 
 
 def test_a_ramp_that_slows_down_is_a_warm_up_not_a_leak() -> None:
-    # the real vLLM node over a 30 s soak (lab, 2026-12-02): 5.8 MiB/s, then 2.3 MiB/s
+    # the real vLLM node over a 30 s soak: 5.8 MiB/s, then 2.3 MiB/s
     points = [(1000.0 + t, (1470 + 60 * (1 - 0.95 ** t)) * MIB) for t in range(30)]
     trend = memory_trend(points, 3 * 2**30)
     assert not trend.reaches_limit and "slowing down" in trend.why, trend.why
 
 
 def test_a_leak_killed_at_its_limit_and_restarted_still_reaches_it() -> None:
-    """sim-vllm-bad-leak in a gate (2026-12-03): OOM-killed 20 s into the soak, back at
+    """sim-vllm-bad-leak in a gate: OOM-killed 20 s into the soak, back at
     ~20 MiB; one line through both sides read "not rising". Each stretch is judged apart."""
     before = [(1000.0 + t, 150 * MIB + 2.5 * MIB * t) for t in range(40)]  # up to ~250 MiB
     after = [(1040.0 + t, 20 * MIB + 2.5 * MIB * t) for t in range(20)]
