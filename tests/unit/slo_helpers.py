@@ -29,14 +29,20 @@ def slo_inventory(window_days: int | None = None) -> str:
     return SLO_INVENTORY.replace("__WINDOW__", window)
 
 
-def promtool() -> str:
-    """Path of promtool. Missing, it fails the test where promtool must be there (CI, where
-    run.sh installs Debian's prometheus package and sets FAULTKIT_REQUIRE_PROMTOOL=1) and
-    is skipped, with the reason in pytest's summary, elsewhere."""
-    path = shutil.which("promtool") or "/usr/bin/promtool"
+def required_binary(name: str, package: str) -> str:
+    """Path of Debian's ``name``. Missing, it fails the test where it must be there (CI,
+    where run.sh installs ``package`` and sets FAULTKIT_REQUIRE_PROMTOOL=1: a skipped
+    check there would look green) and is skipped, with the reason in pytest's summary,
+    elsewhere."""
+    path = shutil.which(name) or f"/usr/bin/{name}"
     if Path(path).exists():
         return path
-    message = "promtool not installed (Debian: apt-get install prometheus)"
+    message = f"{name} not installed (Debian: apt-get install {package})"
     if os.environ.get("CI") or os.environ.get("FAULTKIT_REQUIRE_PROMTOOL") == "1":
         pytest.fail(message + "; it is required here (CI or FAULTKIT_REQUIRE_PROMTOOL=1)")
     pytest.skip(message)
+
+
+def promtool() -> str:
+    """Path of promtool (:func:`required_binary`)."""
+    return required_binary("promtool", "prometheus")

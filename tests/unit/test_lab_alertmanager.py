@@ -5,7 +5,6 @@ only, and stopping by PID file only the process the lab started."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from testbed.alertmanager import (
 from testbed.errors import TestbedError
 from testbed.paths import INVENTORY, state_dir
 from testbed.prometheus import scrape_config
+from tests.unit.slo_helpers import required_binary
 
 NODES = """
 nodes:
@@ -61,7 +61,12 @@ def test_the_route_groups_by_alert_and_node_and_delivers_resolved_pages_too() ->
     assert bare["receivers"] == [{"name": "faultkit-pager"}]
 
 
-@pytest.mark.skipif(shutil.which("amtool") is None, reason="needs amtool")
+@pytest.fixture
+def amtool() -> str:
+    return required_binary("amtool", "prometheus-alertmanager")
+
+
+@pytest.mark.usefixtures("amtool")
 @pytest.mark.parametrize("pager_url", ["http://127.0.0.1:19094", None])
 def test_amtool_accepts_the_config(tmp_path: Path, pager_url: str | None) -> None:
     path = tmp_path / "alertmanager.yml"
@@ -135,7 +140,7 @@ def test_is_ours_reads_a_missing_process_as_not_ours() -> None:
     assert not alertmanager._is_ours(proc.pid, b"sleep")
 
 
-@pytest.mark.skipif(shutil.which("amtool") is None, reason="needs amtool")
+@pytest.mark.usefixtures("amtool")
 def test_a_config_is_written_once_amtool_accepts_it_and_only_when_it_changed(
         tmp_path: Path) -> None:
     config = tmp_path / "alertmanager.yml"
