@@ -155,13 +155,19 @@ def test_key_figures_fail_when_a_number_is_not_in_the_json(tmp_path: Path) -> No
     assert not _in_json("4.43", _json_numbers(d))
 
 
-def test_budget_uses_slo_window_requests_when_recorded(tmp_path: Path) -> None:
+def _budget_row(tmp_path: Path, label: str, **run: Any) -> tuple[str, str]:
+    """pass-kill (19 lost) re-rendered with ``run`` over its run.json (a ``None`` drops the
+    key): its Key figures row starting ``label``, and the whole report."""
     d = copy_run("pass-kill", tmp_path)
-    run = json.loads((d / "run.json").read_text())
-    run["slo_window_requests"] = 1_000_000
-    (d / "run.json").write_text(json.dumps(run))
+    written = json.loads((d / "run.json").read_text())
+    written.update(run)
+    (d / "run.json").write_text(json.dumps({k: v for k, v in written.items() if v is not None}))
     md = render_incident(d).read_text()
-    row = next(line for line in md.splitlines() if line.startswith("| SLO budget spent"))
+    return next(line for line in md.splitlines() if line.startswith(f"| {label}")), md
+
+
+def test_budget_uses_slo_window_requests_when_recorded(tmp_path: Path) -> None:
+    row, _ = _budget_row(tmp_path, "SLO budget spent", slo_window_requests=1_000_000)
     assert "19 / ((1 − 0.99) × 1000000) = 0.19 %" in row
     # 1 000 000 requests over 30 days is 0.386 per second: 19 lost is 49.2 s of full outage
     assert "the equivalent of 49.2 s of full outage" in row
@@ -169,13 +175,8 @@ def test_budget_uses_slo_window_requests_when_recorded(tmp_path: Path) -> None:
 
 
 def test_budget_states_the_part_of_the_window_prometheus_holds(tmp_path: Path) -> None:
-    d = copy_run("pass-kill", tmp_path)
-    run = json.loads((d / "run.json").read_text())
-    run["slo_window_requests"] = 3600
-    run["slo_window"] = {"window": "30d", "history_s": 7200.0, "missing": None}
-    (d / "run.json").write_text(json.dumps(run))
-    md = render_incident(d).read_text()
-    row = next(line for line in md.splitlines() if line.startswith("| SLO budget spent"))
+    row, _ = _budget_row(tmp_path, "SLO budget spent", slo_window_requests=3600,
+                         slo_window={"window": "30d", "history_s": 7200.0, "missing": None})
     # 3600 requests over the 2 h held: 0.5 per second, so 19 lost is 38 s of full outage
     assert "19 / ((1 − 0.99) × 3600) = 52.8 %" in row
     assert "the equivalent of 38.0 s of full outage" in row
@@ -183,14 +184,9 @@ def test_budget_states_the_part_of_the_window_prometheus_holds(tmp_path: Path) -
 
 
 def test_budget_not_computable_says_why_and_what_to_configure(tmp_path: Path) -> None:
-    d = copy_run("pass-kill", tmp_path)
-    run = json.loads((d / "run.json").read_text())
-    run.pop("slo_window_requests", None)
-    run["slo_window"] = {"window": "30d", "missing": "llama.cpp exports no request counter"}
-    (d / "run.json").write_text(json.dumps(run))
-    md = render_incident(d).read_text()
-    row = next(line for line in md.splitlines()
-               if line.startswith("| Share of this scenario's requests lost"))
+    row, md = _budget_row(
+        tmp_path, "Share of this scenario's requests lost", slo_window_requests=None,
+        slo_window={"window": "30d", "missing": "llama.cpp exports no request counter"})
     assert "SLO budget not computable: llama.cpp exports no request counter" in row
     assert "SLO budget spent" not in md.split("## Key figures")[1].split("##")[0]
 
