@@ -36,12 +36,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from faultkit.gatemodels import GateResult
 from faultkit.records import Event, JsonlWriter, RequestRecord, read_ledger, read_timeline
 from faultkit.runmodels import (
     ContainerEvidence,
     ContainerSnapshot,
     FaultInfo,
-    GateResult,
     RunInfo,
     UnreadableRunFile,
 )

@@ -2,8 +2,8 @@
 and its writers take.
 
 :class:`ContainerEvidence` (two :class:`ContainerSnapshot`) is ``container.json``;
-:class:`RunInfo` (with its :class:`FaultInfo`) is ``run.json``; :class:`GateResult` is a
-gate directory's ``gate.json``. Each ``from_json`` takes
+:class:`RunInfo` (with its :class:`FaultInfo`) is ``run.json`` (a gate directory's
+``gate.json`` is :class:`faultkit.gatemodels.GateResult`). Each ``from_json`` takes
 whatever was written, old formats and torn runs included: a missing or wrongly typed value
 reads as ``None`` and the object as written stays in ``fields``. A file that is not a JSON
 object at all raises :class:`UnreadableRunFile` (from ``RunDir.read_object``).
@@ -12,10 +12,11 @@ docs/run-directory.md describes every file.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from faultkit.jsonvalues import as_written, flag, number, object_of, stamp, text, whole
 
 
 class UnreadableRunFile(ValueError):
@@ -24,32 +25,12 @@ class UnreadableRunFile(ValueError):
     ``"<name>: expected a JSON object, got list"``."""
 
 
-def _whole(value: Any) -> int | None:
-    """An integer field: an int (not a bool), or a float with no fractional part."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    return None
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
 
 
-def _flag(value: Any) -> bool | None:
-    return value if isinstance(value, bool) else None
 
 
-def _stamp(value: Any) -> float | str | None:
-    """A time: epoch seconds, or an RFC 3339 string as older run directories hold."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,13 +90,13 @@ class ContainerSnapshot:
         return cls(
             fields=dict(data),
             error=str(error) if error else None,
-            status=typed("status", _text),
-            exit_code=typed("exit_code", _whole),
-            oom_killed=typed("oom_killed", _flag),
-            restart_count=typed("restart_count", _whole),
-            started_at=typed("started_at", _stamp),
-            finished_at=typed("finished_at", _stamp),
-            image=typed("image", _text),
+            status=typed("status", text),
+            exit_code=typed("exit_code", whole),
+            oom_killed=typed("oom_killed", flag),
+            restart_count=typed("restart_count", whole),
+            started_at=typed("started_at", stamp),
+            finished_at=typed("finished_at", stamp),
+            image=typed("image", text),
             invalid=tuple(invalid),
         )
 
@@ -162,21 +143,10 @@ class ContainerEvidence:
         )
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
 
 
-def _as_written(value: Any) -> float | None:
-    """A finite number, its JSON type kept (an int stays an int: reports show it as such)."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return value
-    return None
 
 
-def _object(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,9 +166,9 @@ class FaultInfo:
         if not isinstance(data, dict):
             return None
         return cls(
-            kind=_text(data.get("kind")),
-            params=_object(data.get("params")),
-            describe=_text(data.get("describe")),
+            kind=text(data.get("kind")),
+            params=object_of(data.get("params")),
+            describe=text(data.get("describe")),
         )
 
 
@@ -281,124 +251,26 @@ class RunInfo:
             return cls()
         return cls(
             fields=dict(data),
-            scenario=_text(data.get("scenario")),
-            case=_text(data.get("case")),
-            node=_text(data.get("node")),
-            engine=_text(data.get("engine")),
-            serving_config=_text(data.get("serving_config")),
-            node_config_hash=_text(data.get("node_config_hash")),
-            harness_version=_text(data.get("harness_version")),
-            prometheus_url=_text(data.get("prometheus_url")),
-            scrape_interval_s=_number(data.get("scrape_interval_s")),
-            load_profile=_object(data.get("load_profile")),
-            slo=_object(data.get("slo")),
-            t_start=_number(data.get("t_start")),
-            t_end=_number(data.get("t_end")),
+            scenario=text(data.get("scenario")),
+            case=text(data.get("case")),
+            node=text(data.get("node")),
+            engine=text(data.get("engine")),
+            serving_config=text(data.get("serving_config")),
+            node_config_hash=text(data.get("node_config_hash")),
+            harness_version=text(data.get("harness_version")),
+            prometheus_url=text(data.get("prometheus_url")),
+            scrape_interval_s=number(data.get("scrape_interval_s")),
+            load_profile=object_of(data.get("load_profile")),
+            slo=object_of(data.get("slo")),
+            t_start=number(data.get("t_start")),
+            t_end=number(data.get("t_end")),
             fault=FaultInfo.from_json(data.get("fault")),
-            fault_result=_object(data.get("fault_result")),
-            aborted=_text(data.get("aborted")),
-            slo_window_requests=_as_written(data.get("slo_window_requests")),
-            slo_window=_object(data.get("slo_window")),
+            fault_result=object_of(data.get("fault_result")),
+            aborted=text(data.get("aborted")),
+            slo_window_requests=as_written(data.get("slo_window_requests")),
+            slo_window=object_of(data.get("slo_window")),
         )
 
 
 #: the typed keys of ``run.json`` (every :class:`RunInfo` field but ``fields``)
 _RUN_INFO_KEYS = tuple(name for name in RunInfo.__dataclass_fields__ if name != "fields")
-
-
-def _lines(value: Any) -> list[str]:
-    """A list of text lines: a JSON list (each item as text), or one string split in lines."""
-    if isinstance(value, list):
-        return [str(item) for item in value]
-    if isinstance(value, str):
-        return value.splitlines()
-    return []
-
-
-@dataclass(slots=True)
-class GateResult:
-    """``gate.json``: what ``faultkit gate`` decided and the evidence it decided on
-    (docs/run-directory.md, "The gate directory").
-
-    The gate fills it in as it goes (it is written once, at the end); readers get it from
-    :meth:`from_json`, which is tolerant like the run models: a missing or wrongly typed
-    value reads as its default and the object as written stays in ``fields``.
-    ``decision`` is ``"pass"`` or ``"fail"`` (``None``: the gate did not get that far).
-    ``scenarios`` are ``ScenarioOutcome.to_json()`` rows; ``rollout`` the rollout fault's
-    result; ``steady_state`` the steady-state phase's (``SteadyPhase.to_json()``).
-    """
-
-    node: str | None = None
-    candidate: str | None = None
-    current: str | None = None
-    config_diff: list[str] = field(default_factory=list)
-    decision: str | None = None
-    why: str | None = None
-    not_passed: list[str] = field(default_factory=list)
-    accepted: list[str] = field(default_factory=list)
-    scenarios: list[dict[str, Any]] = field(default_factory=list)
-    rollout: dict[str, Any] = field(default_factory=dict)
-    steady_state: dict[str, Any] | None = None
-    #: the current config's earlier runs of the gate scenarios and the candidate's figure
-    #: regressions against them (``faultkit.commands.gate_baseline``): ``{"dir", "runs":
-    #: {test: Baseline}, "regressions": [FigureRegression], "tolerances": {figure: text}}``;
-    #: ``None`` when no scenario ran
-    baseline: dict[str, Any] | None = None
-    #: a gate across a pool (``--pool``): one entry per node, the gate's own first —
-    #: ``{"node", "rollout", "steady_state", "scenarios": [pytest ids], "junit_xml"}``;
-    #: empty for a gate on one node
-    pool: list[dict[str, Any]] = field(default_factory=list)
-    promoted: bool = False
-    rolled_back: bool = False
-    junit_xml: str | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
-    fields: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def passed(self) -> bool:
-        return self.decision == "pass"
-
-    def fail(self, why: str) -> None:
-        """Decide FAIL, for ``why``."""
-        self.decision, self.why = "fail", why
-
-    def to_json(self) -> dict[str, Any]:
-        """The keys as read (``fields``) under the typed values."""
-        out = dict(self.fields)
-        for name in _GATE_KEYS:
-            out[name] = getattr(self, name)
-        return out
-
-    @classmethod
-    def from_json(cls, data: Any) -> GateResult:
-        if not isinstance(data, dict):
-            return cls()
-        steady = data.get("steady_state")
-        return cls(
-            node=_text(data.get("node")),
-            candidate=_text(data.get("candidate")),
-            current=_text(data.get("current")),
-            config_diff=_lines(data.get("config_diff")),
-            decision=_text(data.get("decision")),
-            why=_text(data.get("why")),
-            not_passed=_lines(data.get("not_passed")),
-            accepted=_lines(data.get("accepted")),
-            scenarios=[s for s in data.get("scenarios") or [] if isinstance(s, dict)]
-            if isinstance(data.get("scenarios"), list) else [],
-            rollout=_object(data.get("rollout")),
-            steady_state=steady if isinstance(steady, dict) else None,
-            baseline=_object(data.get("baseline")) or None,
-            pool=[p for p in data.get("pool") or [] if isinstance(p, dict)]
-            if isinstance(data.get("pool"), list) else [],
-            promoted=data.get("promoted") is True,
-            rolled_back=data.get("rolled_back") is True,
-            junit_xml=_text(data.get("junit_xml")),
-            started_at=_number(data.get("started_at")),
-            finished_at=_number(data.get("finished_at")),
-            fields=dict(data),
-        )
-
-
-#: the typed keys of ``gate.json``
-_GATE_KEYS = tuple(name for name in GateResult.__dataclass_fields__ if name != "fields")

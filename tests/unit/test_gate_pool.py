@@ -26,9 +26,9 @@ from faultkit.commands.gate_pool import (
     scenario_weight,
     split_scenarios,
 )
+from faultkit.gatemodels import GateResult
 from faultkit.inventory import load_inventory
 from faultkit.progress import Progress
-from faultkit.runmodels import GateResult
 from reports.render import render_gate
 from tests.unit.test_gate_progress import _argv
 
