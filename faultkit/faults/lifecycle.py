@@ -133,9 +133,10 @@ class FaultLifecycle(FaultNotes):
                 params=dict(self.params), undo=list(steps), node_locks=self._locks.node_keys,
             )
             # no act before its record is on disk: JournalUnwritable (a full disk) ends the
-            # inject here, nothing applied
-            await self.journal_io(self.journal.begin, self._record)
-            self._journalled = True
+            # inject here, nothing applied. The flag is set by the write itself: a
+            # cancellation during the shielded write re-raises after it landed, and the
+            # revert must still mark that record reverted.
+            await self.journal_io(self._begin_record, self._record)
             self._acts_done.clear()  # a probe of _prepare (netem's) is not the fault's act
             applying = True
             await self._apply()
@@ -155,6 +156,12 @@ class FaultLifecycle(FaultNotes):
         self.emit(EventKind.INJECT_END)
         if self.guards:
             self._guard_task = asyncio.ensure_future(self._watch_guards())
+
+    def _begin_record(self, record: JournalRecord) -> None:
+        """Write ``record`` (state applying) and note that it is on disk."""
+        assert self.journal is not None
+        self.journal.begin(record)
+        self._journalled = True
 
     def _not_applied(self, exc: BaseException) -> FaultNotApplied | None:
         """For an error of ``_apply`` the harness raises on purpose (Docker's refusal after

@@ -119,3 +119,30 @@ async def test_a_plain_run_is_unchanged(tmp_path: Path) -> None:
         assert NODE["state"] == "broken"
     assert ORDER == ["act start", "act end", "after act", "undo"]
     assert NODE["state"] == "ok"
+
+
+class SlowJournal(FaultJournal):
+    """A journal whose record write takes a while (an fsync on a busy disk)."""
+
+    writing = threading.Event()
+
+    def begin(self, record: Any) -> None:
+        self.writing.set()
+        time.sleep(0.2)
+        super().begin(record)
+
+
+async def test_cancel_while_the_record_is_written_marks_it_reverted(tmp_path: Path) -> None:
+    """Ctrl-C that lands during the journal write: the write ends, nothing acts, and the
+    record on disk reads reverted (no ``applying`` record left for the sweep)."""
+    SlowJournal.writing.clear()
+    fault = SlowFault(node(), journal=SlowJournal(tmp_path), act_s=0.01)
+    task = asyncio.ensure_future(fault.inject())
+    assert await asyncio.to_thread(SlowJournal.writing.wait, 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ORDER == ["undo"]  # never acted; the undo ran as for any written record
+    (record,) = FaultJournal(tmp_path).records()
+    assert record.state == "reverted"
+    assert FaultJournal(tmp_path).unreverted() == []
