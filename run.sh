@@ -12,7 +12,7 @@ cd "$(dirname "$0")"
 
 say() { printf '\033[1m[faultkit %s]\033[0m %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-APT_PACKAGES=(docker.io debootstrap prometheus prometheus-alertmanager iptables iproute2 g++ make git curl python3-venv)
+APT_PACKAGES=(docker.io debootstrap prometheus prometheus-alertmanager prometheus-blackbox-exporter iptables iproute2 g++ make git curl python3-venv)
 VENV=.venv
 
 need_apt() {

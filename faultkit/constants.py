@@ -44,6 +44,11 @@ def faultkit_home() -> Path:
 #: The alerts ``faultkit rules`` writes for every scraped node (docs/slo.md): the names an
 #: inventory's ``prometheus.alert_for`` and ``faultkit rules --for`` may set a ``for:`` on
 FAULTKIT_ALERTS: tuple[str, ...] = (
-    "FaultkitNodeDown", "FaultkitNodeRestarted", "FaultkitMetricsAbsent",
-    "FaultkitErrorRatioHigh", "FaultkitSLOBurn",
+    "FaultkitNodeDown", "FaultkitNodeRestarted", "FaultkitEngineStalled",
+    "FaultkitMetricsAbsent", "FaultkitErrorRatioHigh", "FaultkitSLOBurn",
 )
+
+#: The Prometheus job of the generation probe (a blackbox exporter module that asks each
+#: node for one token; docs/slo.md, "A stalled engine"): its series carry ``node=<name>``,
+#: and ``FaultkitEngineStalled`` reads a probe that got no answer as a request left waiting
+GENERATE_PROBE_JOB = "faultkit-generate-probe"

@@ -14,6 +14,14 @@ rules`` accepts. Per node:
   paged within 3 s (the table in docs/slo.md, "Rules as operators write them").
 - ``FaultkitNodeRestarted``: the process start time changed (or a counter reset) in the
   last 10 s — catches a crash that the restart policy undid between two scrapes.
+- ``FaultkitEngineStalled``: the engine answers its scrapes but generated no token and
+  took in no prompt token for :data:`STALL_WINDOW` while requests were running or waiting,
+  or while the generation probe (job :data:`~faultkit.constants.GENERATE_PROBE_JOB`) got
+  no answer within its timeout — an engine core hung while ``/health`` says 200
+  (docs/slo.md, "A stalled engine"). The probe arm is what sees an idle engine stall: a
+  stalled vLLM's gauges freeze at their last values, so an engine stopped while idle
+  never shows a request waiting. Engines only (a gateway's in-flight gauge counts its own
+  scrapes).
 - ``FaultkitMetricsAbsent``: the engine's metrics vanished (target gone or renamed).
 - ``FaultkitErrorRatioHigh``: server error ratio over 1 m above ``error_ratio_max``
   (engines with request counters only).
@@ -37,12 +45,16 @@ from typing import Any
 
 import yaml
 
+from faultkit.constants import GENERATE_PROBE_JOB
 from faultkit.inventory import Inventory, Node
 from slo.profiles import NodeQueries
 from slo.spec import RatioSLO, ratio_slos
 
 #: SLI recording windows (Sloth's google-30d set)
 RESTART_WINDOW = "10s"
+#: how long an engine holding requests may make no progress before it counts as stalled
+#: (a prefill longer than this with nothing else running would fire it: see docs/slo.md)
+STALL_WINDOW = "15s"
 SLI_WINDOWS: tuple[str, ...] = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
 
 #: (severity, long window, short window, burn-rate factor) — SRE Workbook table 5-8
@@ -86,6 +98,18 @@ def _node_alerts(node: Node, q: NodeQueries, error_ratio_max: float,
         "annotations": {"summary": f"{node.name}: the engine process restarted "
                                    f"(within the last {RESTART_WINDOW})"},
     })
+    stalled = _stall_expr(node, q)
+    if stalled is not None:
+        out.append({
+            "alert": "FaultkitEngineStalled",
+            "expr": stalled,
+            "for": "0s",
+            "labels": {**labels, "severity": "page"},
+            "annotations": {"summary": f"{node.name}: the engine generated no token for "
+                                       f"{STALL_WINDOW} while requests waited on it (or a "
+                                       "generation probe got no answer) — it answers scrapes "
+                                       "but makes no progress"},
+        })
     probe_metric = q.series(q.profile.running or q.profile.reset_counter)
     if probe_metric is not None:
         out.append({
@@ -107,6 +131,24 @@ def _node_alerts(node: Node, q: NodeQueries, error_ratio_max: float,
                                        f"{error_ratio_max:g}"},
         })
     return out
+
+
+def _stall_expr(node: Node, q: NodeQueries) -> str | None:
+    """``FaultkitEngineStalled``'s PromQL for ``node``, or None (a gateway; an engine without
+    a running gauge or a token counter)."""
+    p = q.profile
+    held = [g for g in (q.gauge(p.running), q.gauge(p.waiting)) if g is not None]
+    progress = [i for i in (q.increase(p.generation_tokens, STALL_WINDOW),
+                            q.increase(p.prompt_tokens, STALL_WINDOW)) if i is not None]
+    if node.kind != "engine" or not held or not p.generation_tokens:
+        return None
+    probe = f'job="{GENERATE_PROBE_JOB}",node="{node.name}"'
+    # a probe that got no answer at all (status 0: timed out), not one the engine refused
+    # while it loads (503): readiness is FaultkitNodeDown's and the probes' business
+    unanswered = (f"(min(probe_success{{{probe}}}) == 0 and "
+                  f"max(probe_http_status_code{{{probe}}}) == 0)")
+    return (f"(({' + '.join(held)}) > 0 or {unanswered}) "
+            f"and ({' + '.join(progress)}) == 0 and max({q.up()}) == 1")
 
 
 def _slo_groups(

@@ -10,23 +10,18 @@ live under the testbed state dir ``alertmanager/``; ``down`` stops both by their
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import httpx
 import yaml
 
 from faultkit.inventory import AlertmanagerSettings, Inventory
 from testbed._shell import Progress, ensure_commands, run
 from testbed.errors import TestbedError
 from testbed.paths import state_dir
-from testbed.prometheus import is_ready
+from testbed.procs import is_ready, reload_or_fail, start_ready, stop_by_pid_file
 
 #: The receiver every alert of the lab goes to.
 RECEIVER = "faultkit-pager"
@@ -112,11 +107,11 @@ def ensure_alertmanager(inventory: Inventory, progress: Progress, *,
         _ensure_pager(*pager, directory, progress, timeout_s)
     if is_ready(url):
         if changed:
-            _reload(url)
+            reload_or_fail(url, "Alertmanager")
         return url
     log = directory / "alertmanager.log"
     progress(f"starting Alertmanager on {am_host}:{am_port} (log: {log})")
-    _start(
+    start_ready(
         ["prometheus-alertmanager",
          f"--config.file={config}",
          f"--storage.path={directory / 'data'}",
@@ -148,49 +143,12 @@ def _ensure_pager(url: str, listen: tuple[str, int], directory: Path, progress: 
     host, port = listen
     log, pages = directory / "pager.log", directory / "notifications.jsonl"
     progress(f"starting the pager on {host}:{port} (log: {log}, pages: {pages})")
-    _start(
+    start_ready(
         [sys.executable, "-m", "faultkit.cli", "pager", "--listen", f"{host}:{port}",
          "--log", str(pages)],
         what="the pager", url=url, log=log, pid_file=directory / "pager.pid",
         timeout_s=timeout_s,
     )
-
-
-def _reload(url: str) -> None:
-    """Have the running Alertmanager read its config again."""
-    try:
-        response = httpx.post(f"{url}/-/reload", timeout=5.0)
-    except httpx.HTTPError as exc:
-        raise TestbedError(f"Alertmanager at {url} did not answer /-/reload: {exc}") from exc
-    if response.status_code != 200:
-        raise TestbedError(f"Alertmanager at {url} refused its new config (HTTP "
-                           f"{response.status_code}): {response.text.strip()[:300]}")
-
-
-def _start(argv: list[str], *, what: str, url: str, log: Path, pid_file: Path,
-           timeout_s: float) -> None:
-    """Start ``argv`` in its own session, output to ``log``, PID to ``pid_file``; wait until
-    ``url``/-/ready answers 200. TestbedError with the log's tail if it exits or is slow."""
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    pid_file.write_text(str(proc.pid))
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise TestbedError(f"{what} exited with code {proc.returncode} (log: {log}):\n"
-                               f"{_tail(log)}")
-        if is_ready(url):
-            return
-        time.sleep(0.2)
-    raise TestbedError(f"{what} not ready at {url} after {timeout_s:.0f} s (log: {log}):\n"
-                       f"{_tail(log)}")
-
-
-def _tail(log: Path, lines: int = 8) -> str:
-    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
 
 def stop_alertmanager() -> list[str]:
@@ -203,37 +161,9 @@ def stop_alertmanager() -> list[str]:
         ("Alertmanager", "alertmanager", f"--config.file={directory / 'alertmanager.yml'}"),
         ("the pager", "pager", str(directory / "notifications.jsonl")),
     ):
-        if _stop(directory / f"{name}.pid", marker.encode()):
+        if stop_by_pid_file(directory / f"{name}.pid", marker.encode()):
             stopped.append(what)
     return stopped
-
-
-def _stop(pid_file: Path, marker: bytes) -> bool:
-    if not pid_file.exists():
-        return False
-    text = pid_file.read_text().strip()
-    pid_file.unlink()
-    pid = int(text) if text.isdigit() else 0
-    if not pid or not _is_ours(pid, marker):
-        return False
-    os.kill(pid, signal.SIGTERM)
-    for _ in range(50):
-        if not _is_ours(pid, marker):
-            return True
-        time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-    return True
-
-
-def _is_ours(pid: int, marker: bytes) -> bool:
-    """``pid`` is alive (not a zombie) and its command line carries ``marker``."""
-    try:
-        arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z" and any(marker in argument for argument in arguments)
 
 
 def readiness(inventory: Inventory) -> list[Readiness]:

@@ -35,12 +35,15 @@ from faultkit.progress import step
 from slo.prom import parse_rfc3339
 from testbed._shell import Progress
 from testbed.alertmanager import Readiness, ensure_alertmanager, readiness, stop_alertmanager
+from testbed.blackbox import ensure_blackbox, probed_nodes, stop_blackbox
+from testbed.blackbox import readiness as blackbox_readiness
 from testbed.engine import ensure_docker_engine
 from testbed.errors import TestbedError
 from testbed.images import ensure_base_image
 from testbed.lab_nodes import container_port, lab_mounts
 from testbed.paths import INVENTORY, home
-from testbed.prometheus import ensure_prometheus, is_ready, stop_prometheus
+from testbed.procs import is_ready
+from testbed.prometheus import ensure_prometheus, stop_prometheus
 from testbed.settle import keep_existing, settle_journal, supersede
 
 LAB_NETWORK = "faultkit-lab"
@@ -113,6 +116,7 @@ class Lab:
         supersede(self.inventory, rebuild & recreated, self.progress, journal)
         # before Prometheus, so that its first alert has somewhere to go
         alertmanager = ensure_alertmanager(self.inventory, self.progress)
+        ensure_blackbox(self.inventory, self.progress)  # before Prometheus scrapes it
         ensure_prometheus(self.inventory, self.progress)
         for node in nodes:
             config = self.inventory.serving_config(node.serving_config or "")
@@ -222,6 +226,8 @@ class Lab:
             self.progress("stopped Prometheus")
         for stopped in stop_alertmanager():
             self.progress(f"stopped {stopped}")
+        if stop_blackbox():
+            self.progress("stopped the generation probe (blackbox exporter)")
         shutil.rmtree(home() / "state", ignore_errors=True)
 
     # status ---------------------------------------------------------------------------
@@ -267,8 +273,10 @@ class Lab:
         return is_ready(self.inventory.prometheus.url)
 
     def paging_ready(self) -> list[Readiness]:
-        """``(what, url, ready)`` of the Alertmanager and the pager the inventory names."""
-        return readiness(self.inventory)
+        """``(what, url, ready)`` of the Alertmanager and the pager the inventory names, and
+        of the generation probe when a node is probed."""
+        probe = [blackbox_readiness()] if probed_nodes(self.inventory) else []
+        return [*readiness(self.inventory), *probe]
 
 
 async def _probe_once(node: Node) -> str:

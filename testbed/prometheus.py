@@ -1,7 +1,8 @@
 """The testbed's Prometheus: Debian's ``prometheus`` binary on loopback, 1 s scrape/eval.
 
 The scrape config is generated from the inventory (one job per node that names a
-Prometheus job, target = the host:port of its base_url; alerts go to the inventory's
+Prometheus job, target = the host:port of its base_url, plus the generation probe of
+:mod:`testbed.blackbox`; alerts go to the inventory's
 Alertmanager, :mod:`testbed.alertmanager`, when it names one); alert rules come from
 :func:`slo.rules.render_rules` (node down, error ratio, burn rates). Data lives under the
 testbed state dir; the PID is kept in a file so ``down`` can stop it.
@@ -22,8 +23,10 @@ import yaml
 
 from faultkit.inventory import Inventory
 from testbed._shell import Progress, ensure_commands, run
+from testbed.blackbox import scrape_job as generate_probe_job
 from testbed.errors import TestbedError
 from testbed.paths import state_dir
+from testbed.procs import is_ready
 
 #: Engines whose metrics are not at ``/metrics``: LiteLLM's proxy answers ``/metrics`` with a
 #: 307 to ``/metrics/`` (docs/gateway.md); scrape the real path rather than a redirect.
@@ -44,7 +47,7 @@ def scrape_config(inventory: Inventory) -> dict[str, object]:
     """A prometheus.yml for the inventory's nodes (scrape and evaluation every interval),
     sending its alerts to the inventory's Alertmanager when it names one."""
     interval = f"{inventory.prometheus.scrape_interval_s:g}s"
-    jobs = []
+    jobs: list[dict[str, object]] = []
     for node in inventory.nodes:
         if node.prometheus is None:
             continue
@@ -56,6 +59,9 @@ def scrape_config(inventory: Inventory) -> dict[str, object]:
                 "static_configs": [{"targets": [target], "labels": {"node": node.name}}],
             }
         )
+    probe = generate_probe_job(inventory)
+    if probe is not None:  # the lab's generation probe (testbed.blackbox)
+        jobs.append(probe)
     config: dict[str, object] = {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "rule_files": ["rules.yml"],
@@ -86,13 +92,6 @@ def _listen(inventory: Inventory) -> tuple[str, int]:
     if host not in ("127.0.0.1", "localhost"):
         raise TestbedError(f"the testbed's Prometheus must listen on loopback, not {host}")
     return "127.0.0.1", port
-
-
-def is_ready(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/-/ready", timeout=1.0).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def ensure_prometheus(inventory: Inventory, progress: Progress, *, timeout_s: float = 30.0) -> str:

@@ -206,11 +206,18 @@ def _truth_moments(
         # between the act (what the trial injected, just before the signal) and ``die``:
         # its truth is the server's last sign of life in between, else the act. A host's
         # death is its container's ``die`` on this machine.
+        # An engine core's death is the simulator's own record of it (``engine_core_died``):
+        # its API server answers with errors for a moment before it exits.
         die = (min(host_deaths(t0, t_end), default=None) if name == "host-restart"
                else docker_first("container", ("die",)))
+        core_died = [e["t"] for e in truth if e["event"] == "engine_core_died"
+                     and t_act is not None and e["t"] >= t_act]
         alive = [e["t"] for e in truth if t_act is not None and die is not None
                  and t_act <= e["t"] <= die]
-        effect = max([*alive, t_act]) if t_act is not None and die is not None else die
+        if name == "engine-death" and core_died:
+            effect = min(core_died)
+        else:
+            effect = max([*alive, t_act]) if t_act is not None and die is not None else die
         recovered = ready_after(die)
     elif name == "pause":
         effect = docker_first("container", ("pause",))

@@ -143,7 +143,7 @@ ENGINE_PROCESSES: dict[str, str] = {
     "sglang": r"sglang::scheduler",
     "llamacpp": r"llama-server",
     "tgi": r"text-generation-server",
-    "sim": r"testbed\.simnode",
+    "sim": r"simnode/enginecore\.py",  # testbed/simnode/enginecore.py
 }
 
 

@@ -14,16 +14,21 @@ Modules (pure logic first, I/O last):
 - ``buckets``    the engines' histogram buckets; ``metrics``/``promtext`` the /metrics text
 - ``textgen``    token counting rule and deterministic pseudo-text
 - ``engine``     the asyncio engine loop and the simulated CUDA OOM
+- ``enginecore`` the engine core's own process, whose beats the engine steps on (a
+                 SIGSTOP of it stalls the engine while the API answers; its death is fatal)
 - ``api``        aiohttp routes (OpenAI API, health, metrics, admin); ``errors_body``
 - ``node``       lifecycle: validation, load delay, serving, exit; ``truth`` ground truth
 
 Ground truth (``--truth-file``), one JSON object per line, ``t`` in epoch seconds:
 ``started`` (pid, personality) · ``ready`` · ``oom`` (tried_bytes, free_bytes, in_flight) ·
-``dead`` (reason: oom | startup_validation | sigterm, exit_code) · ``request_accepted``
+``dead`` (reason: oom | engine_core_died | startup_validation | sigterm, exit_code) ·
+``engine_core`` (pid) · ``engine_stalled`` (since: the core's last beat) ·
+``engine_resumed`` · ``engine_core_died`` (exit_code) · ``request_accepted``
 (id, prompt_tokens, max_tokens) · ``request_finished`` (id, finish_reason, output_tokens) ·
-``request_dropped`` (id, reason: oom | client_disconnect | shutdown) · ``rejected`` (id,
-status, reason) · ``admin`` (action) · ``health_ok`` (the readiness endpoint answered 200,
-dated as the answer is written). ``id`` is the client's ``X-Request-Id`` when sent.
+``request_dropped`` (id, reason: oom | engine_core_died | client_disconnect | shutdown) ·
+``rejected`` (id, status, reason) · ``admin`` (action) · ``health_ok`` (the readiness
+endpoint answered 200, dated as the answer is written). ``id`` is the client's
+``X-Request-Id`` when sent.
 """
 
 from testbed.simnode.config import MemoryBudget, SimConfig, StartupError, parse_args

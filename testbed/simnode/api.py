@@ -86,7 +86,7 @@ class Api:
         eng = self.engine
         if eng.state != "ready":
             return web.Response(status=503)
-        if self.cfg.personality == "sglang" and eng.hung:
+        if self.cfg.personality == "sglang" and eng.stopped:
             ok = await eng.wait_progress(self.cfg.health_check_timeout_s)
             if not ok:
                 log.error("Health check failed. Server couldn't get a response from "
@@ -152,6 +152,8 @@ class Api:
         e = self.engine
         return web.json_response({
             "state": e.state, "hung": e.hung, "slow_factor": e.slow_factor,
+            "core_stalled": e.core is not None and e.core.stalled,
+            "core_pid": e.core.pid if e.core is not None else None,
             "running": len(e.scheduler.running), "waiting": len(e.scheduler.waiting),
             "free_blocks": e.allocator.num_free, "num_blocks": e.allocator.num_blocks,
             "preemptions": e.scheduler.num_preemptions,

@@ -4,8 +4,11 @@ hands tokens to the HTTP layer; it also decides when the simulated GPU runs out 
 Durations are measured on the monotonic clock (``time.monotonic``); ground-truth events
 carry epoch seconds (see :mod:`testbed.simnode.truth`).
 
-States: ``loading`` → ``ready`` → (``dead`` after a simulated CUDA OOM). ``hung`` (admin)
-stops steps without changing the state, so ``/health`` keeps answering 200 on vLLM.
+States: ``loading`` → ``ready`` → (``dead`` after a simulated CUDA OOM, or the engine
+core's death). ``hung`` (admin) and a stalled engine core (:mod:`.enginecore`: its process
+SIGSTOPped) stop steps without changing the state, so ``/health`` keeps answering 200 on
+vLLM; while the core is stalled the gauges freeze at their last values, as vLLM's do (its
+engine core reports them).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 
 from testbed.simnode.blocks import BlockAllocator
 from testbed.simnode.config import GIB, MIB, MemoryBudget, SimConfig
+from testbed.simnode.enginecore import CoreLink
 from testbed.simnode.metrics import EngineMetrics, Snapshot
 from testbed.simnode.scheduler import FINISHED, Scheduler, SimRequest
 from testbed.simnode.timing import TimingModel
@@ -27,6 +31,8 @@ from testbed.simnode.truth import TruthLog
 
 log = logging.getLogger("testbed.simnode")
 
+#: how long the loop waits for the engine core's next beat before looking again
+WAIT_FOR_BEAT_S = 0.01
 #: zero-latency mode: longest run of back-to-back steps before yielding to the event loop
 ZERO_LATENCY_BURST_S = 0.002
 
@@ -61,7 +67,7 @@ class Engine:
         *,
         truth: TruthLog,
         metrics: EngineMetrics,
-        on_fatal: Callable[[], None],
+        on_fatal: Callable[[str], None],
     ) -> None:
         self.cfg = cfg
         self.truth = truth
@@ -79,6 +85,8 @@ class Engine:
         self.timing = TimingModel.from_config(cfg)
         self.state = "loading"
         self.hung = False
+        self.core: CoreLink | None = None
+        self._frozen: Snapshot | None = None
         self.slow_factor = 1.0
         self.activation_bytes = 0
         self.generated_total = 0
@@ -89,8 +97,14 @@ class Engine:
         self._tp_mark = (time.monotonic(), 0)
 
     # ------------------------------------------------------------------ control
-    def start(self) -> None:
+    def start(self, *, with_core: bool = True) -> None:
+        """Start stepping; ``with_core``: behind an engine core process (:mod:`.enginecore`)."""
         self.state = "ready"
+        if with_core:
+            self.core = CoreLink(on_stall=self._core_stalled, on_resume=self._core_resumed,
+                                 on_death=self._core_died)
+            self.core.start()
+            self.truth.emit("engine_core", pid=self.core.pid)
         self._task = asyncio.get_running_loop().create_task(self._run(), name="simnode-engine")
 
     async def stop(self) -> None:
@@ -99,6 +113,35 @@ class Engine:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        if self.core is not None:
+            await self.core.stop()
+
+    @property
+    def stopped(self) -> bool:
+        """No steps: hung by the admin API, or the engine core stalled."""
+        return self.hung or (self.core is not None and self.core.stalled)
+
+    def _core_stalled(self, since: float) -> None:
+        self._frozen = self.snapshot()
+        self._resume.clear()
+        log.warning("engine core stopped beating (stalled; the API server still answers)")
+        self.truth.emit("engine_stalled", since=since)
+
+    def _core_resumed(self) -> None:
+        self._frozen = None
+        if not self.hung:
+            self._resume.set()
+        log.warning("engine core beating again (resumed)")
+        self.truth.emit("engine_resumed")
+
+    def _core_died(self, exit_code: int | None) -> None:
+        if self.state == "dead":
+            return
+        log.error("Engine core process died (exit %s).", exit_code)
+        log.error(ENGINE_DEAD_MESSAGE)
+        self.truth.emit("engine_core_died", exit_code=exit_code)
+        self._fail_all("engine_core_died")
+        self.on_fatal("engine_core_died")
 
     def hang(self) -> None:
         self.hung = True
@@ -108,7 +151,8 @@ class Engine:
     def resume(self) -> None:
         self.hung = False
         self.slow_factor = 1.0
-        self._resume.set()
+        if not self.stopped:  # a stalled core still holds the steps
+            self._resume.set()
         log.warning("admin: engine resumed")
 
     def slow(self, factor: float) -> None:
@@ -144,6 +188,8 @@ class Engine:
                         output_tokens=req.num_output)
 
     def snapshot(self) -> Snapshot:
+        if self._frozen is not None:
+            return self._frozen
         now = time.monotonic()
         t0, n0 = self._tp_mark
         rate = (self.generated_total - n0) / (now - t0) if now > t0 else 0.0
@@ -167,8 +213,11 @@ class Engine:
         cfg = self.cfg
         burst_start = time.monotonic()
         while self.state == "ready":
-            if self.hung:
+            if self.hung or (self.core is not None and self.core.stalled):
                 await self._resume.wait()
+                continue
+            if self.core is not None and not self.core.can_step():
+                await asyncio.sleep(WAIT_FOR_BEAT_S)  # a beat late, or the core stopping
                 continue
             if not sched.has_work:
                 self._wake.clear()
@@ -265,17 +314,22 @@ class Engine:
         victims = [*self.scheduler.running, *self.scheduler.waiting]
         self.truth.emit("oom", tried_bytes=tried_bytes, free_bytes=free, step_tokens=step_tokens,
                         in_flight=[r.rid for r in victims])
+        self._fail_all("oom")
+        self.on_fatal("oom")
+
+    def _fail_all(self, reason: str) -> None:
+        """The engine is dead: every request in flight gets the dead engine's error."""
+        self.state = "dead"
         error = engine_dead_error(self.cfg.personality)
-        for req in victims:
+        for req in [*self.scheduler.running, *self.scheduler.waiting]:
             self.scheduler.abort(req)
             self._finish_metrics(req, "error")
             req.sink.error = error
             req.sink.done = True
             req.sink.event.set()
-            self.truth.emit("request_dropped", id=req.rid, reason="oom",
+            self.truth.emit("request_dropped", id=req.rid, reason=reason,
                             output_tokens=req.num_output)
         self._resume.set()
-        self.on_fatal()
 
 
 def engine_dead_error(personality: str) -> dict[str, Any]:

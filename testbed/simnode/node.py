@@ -128,8 +128,8 @@ class SimNode:
         self.truth.emit("dead", reason="startup_validation", exit_code=1, message=str(exc))
         self.exit_code = 1
 
-    def _fatal(self) -> None:
-        asyncio.get_running_loop().call_later(self.cfg.oom_exit_delay_s, self._die, 1, "oom")
+    def _fatal(self, reason: str) -> None:
+        asyncio.get_running_loop().call_later(self.cfg.oom_exit_delay_s, self._die, 1, reason)
 
     def _die(self, code: int, reason: str) -> None:
         log.error("Engine is dead (%s); exiting with code %d", reason, code)

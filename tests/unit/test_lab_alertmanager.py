@@ -24,6 +24,7 @@ from testbed.alertmanager import (
 )
 from testbed.errors import TestbedError
 from testbed.paths import INVENTORY, state_dir
+from testbed.procs import is_ours
 from testbed.prometheus import scrape_config
 from tests.unit.slo_helpers import required_binary
 
@@ -137,7 +138,7 @@ def test_is_ours_reads_a_missing_process_as_not_ours() -> None:
     proc = _sleeper()
     proc.kill()
     proc.wait(5)
-    assert not alertmanager._is_ours(proc.pid, b"sleep")
+    assert not is_ours(proc.pid, b"sleep")
 
 
 @pytest.mark.usefixtures("amtool")

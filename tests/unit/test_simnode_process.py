@@ -93,8 +93,9 @@ def test_vllm_port_is_closed_while_loading(tmp_path: Path) -> None:
         with pytest.raises(httpx.ConnectError):
             httpx.get(url + "/health", timeout=1)
         assert wait_status(url + "/health") == 200
-        started, ready = read_truth(truth)[:2]
-        assert (started["event"], ready["event"]) == ("started", "ready")
+        started, core, ready = read_truth(truth)[:3]
+        assert (started["event"], core["event"], ready["event"]) == (
+            "started", "engine_core", "ready")
         assert ready["t"] - started["t"] >= 1.5
         proc.terminate()
         assert proc.wait(timeout=10) == 0  # SIGTERM: graceful, so on-failure does not restart

@@ -171,10 +171,94 @@ tests:
 """
 
 
+#: simv's engine stops at 10 s under load (its running gauge frozen at 1, its token counters
+#: flat), and again at 10 s while idle (only the generation probe, timing out, sees it);
+#: a probe refused with 503 (loading) or a node that stopped answering scrapes is no stall
+STALL_SUMMARY = ("simv: the engine generated no token for 15s while requests waited on it "
+                 "(or a generation probe got no answer) — it answers scrapes but makes no "
+                 "progress")
+STALL_TEST = f"""
+rule_files: [RULES]
+evaluation_interval: 1s
+tests:
+  - interval: 1s
+    input_series:
+      - series: 'up{{job="simv", model_name="m", instance="a"}}'
+        values: '1x60'
+      - series: 'vllm:num_requests_running{{job="simv", model_name="m"}}'
+        values: '1x60'
+      - series: 'vllm:num_requests_waiting{{job="simv", model_name="m"}}'
+        values: '0x60'
+      - series: 'vllm:generation_tokens_total{{job="simv", model_name="m"}}'
+        values: '0+20x10 200x50'
+      - series: 'vllm:prompt_tokens_total{{job="simv", model_name="m"}}'
+        values: '0+5x10 50x50'
+    alert_rule_test:
+      - eval_time: 24s
+        alertname: FaultkitEngineStalled
+        exp_alerts: []
+      - eval_time: 26s
+        alertname: FaultkitEngineStalled
+        exp_alerts:
+          - exp_labels: {{node: simv, job: simv, severity: page}}
+            exp_annotations: {{summary: "{STALL_SUMMARY}"}}
+  - interval: 1s
+    input_series:
+      - series: 'up{{job="simv", model_name="m", instance="a"}}'
+        values: '1x60'
+      - series: 'vllm:num_requests_running{{job="simv", model_name="m"}}'
+        values: '0x60'
+      - series: 'vllm:num_requests_waiting{{job="simv", model_name="m"}}'
+        values: '0x60'
+      - series: 'vllm:generation_tokens_total{{job="simv", model_name="m"}}'
+        values: '0+1x10 10x50'
+      - series: 'vllm:prompt_tokens_total{{job="simv", model_name="m"}}'
+        values: '0+1x10 10x50'
+      - series: 'probe_success{{job="faultkit-generate-probe", node="simv", instance="p"}}'
+        values: '1x10 0x50'
+      - series: 'probe_http_status_code{{job="faultkit-generate-probe", node="simv", instance="p"}}'
+        values: '200x10 0x50'
+    alert_rule_test:
+      - eval_time: 24s
+        alertname: FaultkitEngineStalled
+        exp_alerts: []
+      - eval_time: 26s
+        alertname: FaultkitEngineStalled
+        exp_alerts:
+          - exp_labels: {{node: simv, job: simv, severity: page}}
+            exp_annotations: {{summary: "{STALL_SUMMARY}"}}
+  - interval: 1s
+    input_series:
+      - series: 'up{{job="simv", model_name="m", instance="a"}}'
+        values: '1x30 0x30'
+      - series: 'vllm:num_requests_running{{job="simv", model_name="m"}}'
+        values: '0x60'
+      - series: 'vllm:num_requests_waiting{{job="simv", model_name="m"}}'
+        values: '0x60'
+      - series: 'vllm:generation_tokens_total{{job="simv", model_name="m"}}'
+        values: '0x60'
+      - series: 'vllm:prompt_tokens_total{{job="simv", model_name="m"}}'
+        values: '0x60'
+      - series: 'probe_success{{job="faultkit-generate-probe", node="simv", instance="p"}}'
+        values: '0x60'
+      - series: 'probe_http_status_code{{job="faultkit-generate-probe", node="simv", instance="p"}}'
+        values: '503x30 0x30'
+    alert_rule_test:
+      # loading (the probe refused with 503), then down (no scrape): neither is a stall
+      - eval_time: 25s
+        alertname: FaultkitEngineStalled
+        exp_alerts: []
+      - eval_time: 45s
+        alertname: FaultkitEngineStalled
+        exp_alerts: []
+"""
+
+
 def test_promtool_unit_tests_node_down_bucket_ratio_and_burn(
     rules_file: Path, promtool_path: str
 ) -> None:
-    for name, text in (("test.yml", UNIT_TEST), ("burn.yml", BURN_TEST)):
+    for name, text in (("test.yml", UNIT_TEST), ("burn.yml", BURN_TEST),
+                       ("stall.yml", STALL_TEST)):
         test_file = rules_file.parent / name
         test_file.write_text(text.replace("RULES", rules_file.name))
         yaml.safe_load(test_file.read_text())
