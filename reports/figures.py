@@ -202,17 +202,25 @@ def _detection(m: Measurement) -> Figure:
     )
 
 
-def _signals(m: Measurement) -> Figure | None:
+#: the monitoring signals, as a report names one that never showed the fault
+MONITORING_WORDS = {"alert": "an alert firing", "up": "up == 0"}
+
+
+def _signals(m: Measurement) -> Figure:
+    """When each monitoring signal first showed the fault, and which never did (a stalled
+    engine answers its scrapes: ``up`` stays 1)."""
     by_signal = {
         k: v for k, v in m.detection_by_signal_s.items() if _is_num(v) and k != "probe"
     }
-    if not by_signal:
-        return None
-    return Figure(
-        "Monitoring signals, first seen",
-        "first seen: " + ", ".join(f"{k} {num(v, 2)} s" for k, v in sorted(by_signal.items())),
-        (Source(MEASUREMENT_JSON, ("detection_by_signal_s",)),),
-    )
+    never = [words for k, words in MONITORING_WORDS.items() if k not in by_signal]
+    parts = []
+    if by_signal:
+        parts.append("first seen: " + ", ".join(f"{k} {num(v, 2)} s"
+                                                for k, v in sorted(by_signal.items())))
+    if never:
+        parts.append("never: " + ", ".join(never))
+    return Figure("Monitoring signals", "; ".join(parts),
+                  (Source(MEASUREMENT_JSON, ("detection_by_signal_s",)),))
 
 
 def _paging(m: Measurement) -> Figure | None:

@@ -21,7 +21,7 @@ from typing import Literal
 from faultkit.kinds import fault_phrase
 from reports.diagnosis import Diagnosis
 from reports.evidence import fault_kind
-from reports.figures import num
+from reports.figures import num, probe_s
 from reports.load import RunData
 
 ChangeType = Literal["prevent", "detect", "mitigate", "process"]
@@ -108,11 +108,44 @@ def _kill(d: Diagnosis, data: RunData) -> list[Change]:
                                f"crash cost {_lost(data)} over {_recovery(data)}{cold}.")]
 
 
+def _hung(data: RunData) -> str:
+    """What a hang cost its users: lost, and answered too slowly."""
+    m = data.measurement
+    if m is None:
+        return "cost users' requests"
+    return (f"lost {m.lost_total} of {m.requests_total} requests and answered "
+            f"{m.slow_total} more too slowly")
+
+
 def _pause(d: Diagnosis, data: RunData) -> list[Change]:
     return [Change("detect", "Probe liveness with a generated token, not only /health: "
-                             f"{_recovery(data)} hung {_lost(data)}."),
+                             f"{_recovery(data)} {_hung(data)}."),
             Change("mitigate", "Set a client time-to-first-token timeout so hung requests "
                                "fail fast and retry elsewhere.")]
+
+
+def _stall(d: Diagnosis, data: RunData) -> list[Change]:
+    """A whole container stopped is a freeze (as a pause); the engine alone stopped while
+    its API answered is what only a token-generating probe and the stall alert see."""
+    if data.run.fault_result.get("whole"):
+        return _pause(d, data)
+    m = data.measurement
+    probe = probe_s(m) if m is not None else None
+    health = ("the readiness endpoint answered OK throughout" if probe is None
+              else f"the readiness endpoint failed only {num(probe)} s in")
+    changes = []
+    if m is None or "FaultkitEngineStalled" not in (m.detect_detail or ""):
+        changes.append(Change(
+            "detect", "Load the stall alert (`faultkit rules`: FaultkitEngineStalled) and a "
+                      "probe that asks the engine for one token (docs/slo.md, \"A stalled "
+                      f"engine\"): during {_recovery(data)} {health}."))
+    changes.append(Change(
+        "mitigate", "Make the liveness check generate a token and restart the engine when "
+                    f"it cannot: nothing restarted it, and {_recovery(data)} "
+                    f"{_hung(data)}."))
+    changes.append(Change("mitigate", "Set a client time-to-first-token timeout so hung "
+                                      "requests fail fast and retry elsewhere."))
+    return changes
 
 
 def _network(d: Diagnosis, data: RunData) -> list[Change]:
@@ -156,6 +189,7 @@ RULES: dict[str, Callable[[Diagnosis, RunData], list[Change]]] = {
     "injected_kill": _kill,
     "injected_kill_process": _kill,
     "injected_pause": _pause,
+    "injected_stall": _stall,
     "injected_partition": _network,
     "injected_loss": _network,
     "injected_bandwidth": _network,

@@ -60,6 +60,9 @@ TABLE: tuple[tuple[str, Truth], ...] = (
      _t("the test SIGKILLs the engine's worker inside the container; the node's own "
         "supervision (restart policy, entrypoint) brings it back",
         "injected_kill_process", back=RESTART_POLICY)),
+    (r"test_engine_stall\[.*\]",
+     _t("the test SIGSTOPs the engine's worker inside the container (the API may keep "
+        "answering); its revert sends SIGCONT", "injected_stall", back=(*REVERT, "(SIGCONT"))),
     (r"test_pause\[vllm\]", _t("the inventory freezes this node with SIGSTOP of every process of "
                                 "its container (pause_with: sigstop; the cgroup v1 freezer "
                                 "refuses vLLM's); its revert sends SIGCONT",

@@ -610,8 +610,8 @@ def test_gate_passes_the_known_good_config(lab: Lab, planted_gate: PlantedGate) 
     assert data["decision"] == "pass" and data["scenarios"]
     assert (data["current"], data["candidate"]) == (RUNNING_BEFORE, CONFIG), data
     ran = {s["name"].split("[")[0] for s in data["scenarios"]}
-    assert {"test_bad_input", "test_engine_death", "test_kill", "test_limits", "test_oom",
-            "test_partition", "test_soak"} <= ran, ran
+    assert {"test_bad_input", "test_engine_death", "test_engine_stall", "test_kill",
+            "test_limits", "test_oom", "test_partition", "test_soak"} <= ran, ran
     assert all(s["outcome"] in ("PASS", "ACCEPTED") for s in data["scenarios"]), data["scenarios"]
     assert "PASS" in md
     steady = data["steady_state"]
@@ -707,7 +707,8 @@ def test_a_node_stopped_before_the_run_is_inconclusive(lab: Lab, tmp_path: Path)
 #: the pool gate's nodes: the simulated vLLM node and its twin on the second Docker host
 POOL = ("sim-vllm", "sim-vllm-h2")
 #: the gate scenarios of one simulated vLLM node, keyed across nodes (``[{node}…]``)
-GATE_KEYS = {"test_bad_input[{node}]", "test_engine_death[{node}]", "test_kill[{node}]",
+GATE_KEYS = {"test_bad_input[{node}]", "test_engine_death[{node}]",
+             "test_engine_stall[{node}]", "test_kill[{node}]",
              "test_limits[{node}]", "test_oom[{node}-long-prefill]",
              "test_oom[{node}-over-context]", "test_partition[{node}-refuse]",
              "test_partition[{node}-blackhole]", "test_soak[{node}]"}

@@ -467,3 +467,29 @@ def test_a_recovery_at_once_with_streams_cut_is_not_down_for_zero_seconds(
         "Not judged: n1 answered every request that arrived after a SIGKILL of its main "
         "process, but requests in flight at that moment were cut; monitoring did not detect "
         "it; 1 of 94 requests was lost (1 stream error)")
+
+
+@pytest.mark.parametrize("stalled_alert", [False, True], ids=["unseen", "alerted"])
+def test_an_engine_stall_names_the_stall_and_a_probe_that_generates(
+    tmp_path: Path, stalled_alert: bool
+) -> None:
+    """The engine alone stopped (its API answering): the cause is the injected stall, and
+    the changes are the stall alert (unless it is what saw it), a liveness check that
+    generates a token, and a client timeout — each with this run's figures."""
+    detected = ({"detect_detail": "alert FaultkitEngineStalled firing", "detection_s": 16.0}
+                if stalled_alert else
+                {"t_detect": None, "detect_signal": None, "detection_s": None})
+    m = _measurement(effect_evidence="mechanism", lost_total=2, requests_total=300,
+                     slow_total=40, recovery_s=21.0, **detected)
+    d = make_run(tmp_path, fault="stall", params={"match": "VLLM::EngineCore"},
+                 fault_result={"whole": False, "stopped": [{"pid": 7, "cmdline": "VLLM"}]},
+                 measurement=m, container={"before": _state(), "after": _state()})
+    diags = diagnose(load_run(d))
+    assert diags[0].key == "injected_stall"
+    changes = [c.text for _, c in changes_for(diags, load_run(d))]
+    alert = [c for c in changes if "FaultkitEngineStalled" in c]
+    assert bool(alert) is not stalled_alert
+    if alert:
+        assert "the readiness endpoint answered OK throughout" in alert[0]
+    assert any("generate a token" in c and "lost 2 of 300 requests and answered 40 more "
+               "too slowly" in c for c in changes), changes

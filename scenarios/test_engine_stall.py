@@ -1,0 +1,35 @@
+"""engine stall: the engine stops making progress while its container runs and its API
+answers — its worker process SIGSTOPped (vLLM's ``VLLM::EngineCore``, SGLang's scheduler,
+the simulator's engine core; on llama.cpp, whose one process is the server, the whole
+server stops). Requests hang; ``/health`` may say 200 throughout and ``up`` stay 1; no
+restart policy acts, because nothing exited. The revert (SIGCONT) is the only way back,
+so the question is whether monitoring pages anyone meanwhile.
+
+It FAILs when monitoring does not detect the stall within the node's detection objective
+(``detection_s_max``): on an engine whose API outlives its engine that takes the stall alert
+(``FaultkitEngineStalled`` in ``faultkit rules``, fed by a probe that asks for a token:
+docs/slo.md, "A stalled engine"). The report shows what each signal did: when the
+readiness probe and ``up`` turned red, or that they never did."""
+
+import pytest
+
+from faultkit import Experiment
+from faultkit.inventory import Node
+
+#: held past the stall alert's window (15 s, slo.rules.STALL_WINDOW) and its evaluation,
+#: inside the lab's detection objective (30 s)
+STALL_HOLD_S = 20.0
+
+
+@pytest.mark.gate
+@pytest.mark.fault("stall")
+@pytest.mark.node_kind("engine")
+async def test_engine_stall(experiment: Experiment, node: Node) -> None:
+    pattern = node.engine_process_pattern
+    if pattern is None:  # never green by omission: the node cannot be judged as configured
+        pytest.fail(f"node {node.name}: no engine process known for engine {node.engine!r}; "
+                    "set the node's engine_process (a regular expression matching the "
+                    "engine's worker command line) in the inventory")
+    await experiment.run_fault("stall", hold_s=STALL_HOLD_S, params={"match": pattern})
+    verdict = experiment.check()
+    assert verdict.passed, verdict.summary()
