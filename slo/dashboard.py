@@ -24,7 +24,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from faultkit.constants import GENERATE_PROBE_JOB
 from faultkit.inventory import Inventory, Node
+from slo.profiles import NodeQueries
 from slo.rules import BURN_WINDOWS, SLI_WINDOWS
 from slo.spec import RatioSLO, ratio_slos
 
@@ -169,10 +171,35 @@ def _node_panels(layout: _Layout, node: Node, slos: list[RatioSLO],
         w=WIDTH, h=5, description="pending and firing alerts of this node",
         options={"showValue": "never", "mergeValues": True}))
     layout.newline()
+    progress = _progress_panel(layout, node)
+    if progress is not None:
+        panels.append(progress)
+        layout.newline()
     for slo in slos:
         panels += _slo_panels(layout, slo, period)
         layout.newline()
     return panels
+
+
+def _progress_panel(layout: _Layout, node: Node) -> dict[str, Any] | None:
+    """Is the engine making progress: tokens per second against the requests it holds, and
+    the generation probe (what ``FaultkitEngineStalled`` reads; docs/slo.md)."""
+    q = NodeQueries.for_node(node)
+    if q is None or node.kind != "engine" or q.profile.generation_tokens is None:
+        return None
+    p = q.profile
+    held = [g for g in (q.gauge(p.running), q.gauge(p.waiting)) if g is not None]
+    targets = [_target(str(q.rate(p.generation_tokens, "1m")), "tokens/s", "A")]
+    if held:
+        targets.append(_target(" + ".join(held), "requests held", "B"))
+    targets.append(_target(
+        f'min(probe_success{{job="{GENERATE_PROBE_JOB}", node="{node.name}"}})',
+        "generation probe (1 = answered)", "C"))
+    return _panel(layout, "timeseries", f"{node.name}: engine progress", targets,
+                  w=WIDTH, h=6, custom=_LINES,
+                  description="a stalled engine holds requests while its tokens/s is 0 "
+                              "and the generation probe gets no answer "
+                              "(FaultkitEngineStalled)")
 
 
 def _overview(layout: _Layout) -> list[dict[str, Any]]:

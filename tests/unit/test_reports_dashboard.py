@@ -99,6 +99,12 @@ def test_every_slo_of_every_node_has_its_panels(inventory: Inventory,
     assert "simv: Faultkit alerts" in titles and "llama: availability: SLI over 30d" in titles
     assert "simv: ttft: burn rate (× budget)" in titles and "simv: itl: SLI over 7d" in titles
     assert not [t for t in titles if t.startswith("llama: ttft")]  # llama.cpp: no histograms
+    # every scraped engine shows whether it makes progress, with the probe the stall
+    # alert reads; the unscraped node has no panel
+    scraped = [n.name for n in inventory.nodes if n.prometheus is not None]
+    assert [t for t in titles if t.endswith(": engine progress")] == [
+        f"{name}: engine progress" for name in scraped]
+    assert 'min(probe_success{job="faultkit-generate-probe", node="simv"})' in text
 
 
 def test_every_recording_it_reads_is_one_faultkit_rules_writes(
