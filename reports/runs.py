@@ -18,7 +18,16 @@ from typing import Any, Literal
 
 from reports.evidence import fault_kind
 from reports.figures import no_outage
-from reports.load import GateData, RunData, is_gate_dir, is_run_dir, load_gate, load_run_summary
+from reports.load import (
+    GateData,
+    RunData,
+    is_gate_dir,
+    is_run_dir,
+    load_gate,
+    load_run,
+    load_run_summary,
+)
+from reports.phases import recovery_phases
 
 #: ``20261130T132827.555Z`` (runs) or ``20261130T132827Z`` (gates) at the start of a name
 _STAMP = re.compile(r"^(?:gate-)?(\d{8}T\d{6})(\.\d+)?Z")
@@ -50,12 +59,31 @@ class RunEntry:
     scenarios: int | None = None
     #: what could not be read (missing or torn files)
     problems: tuple[str, ...] = ()
+    #: a restarted engine's way back (:mod:`reports.phases`), read only when asked for
+    #: (``list_runs(..., phases=True)``): None when not read, () when the run has none
+    phases: tuple[PhaseEntry, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready: the fields, ``path`` as a string, plus the directory ``name``."""
         data = asdict(self)
         data.update(path=str(self.path), name=self.path.name, problems=list(self.problems))
+        if self.phases is None:
+            del data["phases"]
         return data
+
+    @property
+    def slowest_phase(self) -> PhaseEntry | None:
+        return max(self.phases or (), key=lambda p: p.duration_s, default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseEntry:
+    """One recovery phase, in seconds from the fault's effect."""
+
+    phase: str
+    from_effect_s: float
+    duration_s: float
+    evidence: str
 
 
 def stamp_time(name: str) -> float | None:
@@ -85,9 +113,10 @@ def _str(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def run_entry(path: Path) -> RunEntry:
-    """The entry of one run directory (``NotARunDirectory`` if it is none)."""
-    data: RunData = load_run_summary(path)
+def run_entry(path: Path, *, phases: bool = False) -> RunEntry:
+    """The entry of one run directory (``NotARunDirectory`` if it is none); with
+    ``phases``, its recovery phases too (the whole directory is read)."""
+    data: RunData = load_run(path) if phases else load_run_summary(path)
     m = data.measurement
     t_start = data.run.t_start or stamp_time(path.name)
     t_end = data.run.t_end or (m.t_window_end if m is not None else None)
@@ -110,7 +139,17 @@ def run_entry(path: Path) -> RunEntry:
         requests=None if m is None else m.requests_total,
         not_applicable=quiet,
         problems=tuple(data.problems),
+        phases=_phases(data) if phases else None,
     )
+
+
+def _phases(data: RunData) -> tuple[PhaseEntry, ...]:
+    m = data.measurement
+    if m is None or m.t_effect is None:
+        return ()
+    t0 = m.t_effect
+    return tuple(PhaseEntry(p.name, round(p.t_start - t0, 3), round(p.duration_s, 3),
+                            p.evidence) for p in recovery_phases(data))
 
 
 def _gate_lost(gate: GateData) -> int | None:
@@ -154,11 +193,13 @@ def _sort_key(entry: RunEntry) -> tuple[float, str]:
         return 0.0, entry.path.name
 
 
-def list_runs(runs_dir: Path, *, include_gate_runs: bool = False) -> list[RunEntry]:
+def list_runs(runs_dir: Path, *, include_gate_runs: bool = False,
+              phases: bool = False) -> list[RunEntry]:
     """Every run and gate directory directly under ``runs_dir``, newest first.
 
     With ``include_gate_runs``, the run directories inside each gate's ``runs/`` are
-    listed too (they are chaos runs like any other). Anything else is skipped.
+    listed too (they are chaos runs like any other); with ``phases``, each run's recovery
+    phases. Anything else is skipped.
     """
     entries: list[RunEntry] = []
     if not runs_dir.is_dir():
@@ -167,7 +208,8 @@ def list_runs(runs_dir: Path, *, include_gate_runs: bool = False) -> list[RunEnt
         if is_gate_dir(path):
             entries.append(gate_entry(path))
             if include_gate_runs and (path / "runs").is_dir():
-                entries += [run_entry(p) for p in (path / "runs").iterdir() if is_run_dir(p)]
+                entries += [run_entry(p, phases=phases) for p in (path / "runs").iterdir()
+                            if is_run_dir(p)]
         elif is_run_dir(path):
-            entries.append(run_entry(path))
+            entries.append(run_entry(path, phases=phases))
     return sorted(entries, key=_sort_key, reverse=True)

@@ -2,6 +2,9 @@
 
 One aligned line each: stamp, scenario, node, verdict (PASS / FAIL / INCONCLUSIVE; a
 gate's decision), detection, recovery and lost requests, or ``--json`` for a JSON list.
+``--scenario NAME`` keeps one scenario's runs (``cold_start``: every node's), and
+``--phases`` adds each restarted engine's recovery phases (the slowest one in the table,
+all of them in the JSON: the cold starts of a catalogue run, side by side).
 The files are read by :mod:`reports.runs` through :mod:`reports.load`, never parsed here.
 """
 
@@ -16,6 +19,7 @@ import click
 from reports.runs import RunEntry, list_runs
 
 HEADER = ("STAMP", "SCENARIO", "NODE", "VERDICT", "DETECTION", "RECOVERY", "LOST")
+PHASE_HEADER = ("SLOWEST PHASE",)
 NONE = "—"
 
 
@@ -45,8 +49,15 @@ def _scenario(e: RunEntry) -> str:
     return name
 
 
+def _slowest(e: RunEntry) -> str:
+    phase = e.slowest_phase
+    return NONE if phase is None else f"{phase.phase} ({phase.duration_s:.1f} s)"
+
+
 def row(e: RunEntry) -> tuple[str, ...]:
-    """The cells of one entry's line, in :data:`HEADER` order."""
+    """The cells of one entry's line, in :data:`HEADER` order (and the slowest phase when
+    the phases were read)."""
+    slowest = (_slowest(e),) if e.phases is not None else ()
     return (
         e.stamp,
         _scenario(e),
@@ -55,13 +66,17 @@ def row(e: RunEntry) -> tuple[str, ...]:
         _detection(e),
         _recovery(e),
         NONE if e.lost is None else str(e.lost),
+        *slowest,
     )
 
 
-def format_table(entries: Sequence[RunEntry]) -> str:
+def format_table(entries: Sequence[RunEntry], *, phases: bool = False) -> str:
     """The header and one line per entry, each column padded to its widest cell."""
-    rows = [HEADER, *(row(e) for e in entries)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
+    header = HEADER + PHASE_HEADER if phases else HEADER
+    padded = ((*cells, *(NONE,) * (len(header) - len(cells)))
+              for cells in (row(e) for e in entries))  # a gate has no phases
+    rows = [header, *padded]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     return "\n".join(
         "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
         for r in rows
@@ -83,12 +98,19 @@ def format_table(entries: Sequence[RunEntry]) -> str:
     default=None,
     help="show only the N newest directories",
 )
-def runs(runs_dir: Path, as_json: bool, limit: int | None) -> None:
+@click.option("--scenario", default=None, metavar="NAME",
+              help="only the runs of this scenario (e.g. cold_start: every node's)")
+@click.option("--phases", is_flag=True,
+              help="read each run whole and add its recovery phases (a restarted engine's)")
+def runs(runs_dir: Path, as_json: bool, limit: int | None, scenario: str | None,
+         phases: bool) -> None:
     """List the run and gate directories under --runs-dir, newest first."""
-    entries = list_runs(runs_dir)[:limit]
+    entries = [e for e in list_runs(runs_dir, phases=phases)
+               if scenario is None or e.scenario == scenario][:limit]
     if as_json:
         click.echo(json.dumps([e.to_json() for e in entries], indent=2))
     elif not entries:
-        click.echo(f"no run directories under {runs_dir}", err=True)
+        which = f" of scenario {scenario}" if scenario else ""
+        click.echo(f"no run directories{which} under {runs_dir}", err=True)
     else:
-        click.echo(format_table(entries))
+        click.echo(format_table(entries, phases=phases))

@@ -126,3 +126,34 @@ def test_the_chart_draws_the_phases_as_a_bar(tmp_path: Path) -> None:
     for colour in _PHASE_COLOURS[:2]:
         assert _pixels_near(with_phases, colour) > 100, colour
         assert _pixels_near(without, colour) == 0, colour
+
+
+def test_faultkit_runs_lists_each_runs_phases_side_by_side(tmp_path: Path) -> None:
+    """``faultkit runs --scenario kill --phases``: the slowest phase in the table, every
+    phase (seconds from the effect) in the JSON; another scenario's run is left out."""
+    from click.testing import CliRunner
+
+    from faultkit.cli import cli
+
+    root = tmp_path / "runs"
+    root.mkdir()
+    _run(root / "20260101T120000.000Z-kill-n1", KILL, STARTUP)
+    other = _run(root / "20260101T120100.000Z-pause-n1", [], [], fault="pause")
+    run_json = json.loads((other / "run.json").read_text())
+    (other / "run.json").write_text(json.dumps({**run_json, "scenario": "pause"}))
+    result = CliRunner().invoke(cli, ["runs", "--runs-dir", str(root), "--scenario", "kill",
+                                      "--phases", "--json"])
+    assert result.exit_code == 0, result.output
+    (entry,) = json.loads(result.output)
+    assert entry["scenario"] == "kill"
+    assert [(p["phase"], p["from_effect_s"], p["duration_s"]) for p in entry["phases"]][:3] == [
+        ("until the container exited", 0.0, 0.2), ("until it started again", 0.2, 1.3),
+        ("until the engine initialised", 1.5, 0.5)]
+    table = CliRunner().invoke(cli, ["runs", "--runs-dir", str(root), "--phases"]).output
+    header, *lines = table.splitlines()
+    assert header.split()[-2:] == ["SLOWEST", "PHASE"]
+    kill = next(line for line in lines if "kill" in line)
+    assert kill.endswith("until the API server started (3.3 s)")
+    assert next(line for line in lines if "pause" in line).endswith("—")
+    plain = CliRunner().invoke(cli, ["runs", "--runs-dir", str(root), "--json"]).output
+    assert all("phases" not in e for e in json.loads(plain))  # read only when asked for
