@@ -55,6 +55,7 @@ def test_testbed_status_shows_every_node_ready_and_scraped(lab: Lab) -> None:
         assert node.name in rows, result.stdout
         assert " ready " in rows[node.name] and " up " in rows[node.name], rows[node.name]
     assert "Prometheus http://127.0.0.1:19090: ready" in result.stdout
+    assert "generation probe http://127.0.0.1:19115: ready" in result.stdout
 
 
 @pytest.mark.docker
