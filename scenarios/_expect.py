@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from faultkit import Experiment
+from faultkit.inventory import Node
 from faultkit.rundir import ContainerEvidence, UnreadableRunFile
 from slo.checks import Checks, check
 from slo.types import CheckResult, Measurement
@@ -100,3 +103,15 @@ def fault_result(
         )
 
     return check(fn)
+
+
+def engine_pattern(node: Node) -> str:
+    """The node's engine worker pattern (the inventory's ``engine_process``, else the
+    engine's own); a node without one fails: it cannot be judged as configured, and a
+    scenario skipped by omission would read green."""
+    pattern = node.engine_process_pattern
+    if pattern is None:
+        pytest.fail(f"node {node.name}: no engine process known for engine {node.engine!r}; "
+                    "set the node's engine_process (a regular expression matching the "
+                    "engine's worker command line) in the inventory")
+    return pattern

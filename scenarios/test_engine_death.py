@@ -8,19 +8,14 @@ import pytest
 
 from faultkit import Experiment
 from faultkit.inventory import Node
-from scenarios._expect import fault_result
+from scenarios._expect import engine_pattern, fault_result
 
 
 @pytest.mark.gate
 @pytest.mark.fault("kill_process")
 @pytest.mark.node_kind("engine")
 async def test_engine_death(experiment: Experiment, node: Node) -> None:
-    pattern = node.engine_process_pattern
-    if pattern is None:  # never green by omission: the node cannot be judged as configured
-        pytest.fail(f"node {node.name}: no engine process known for engine {node.engine!r}; "
-                    "set the node's engine_process (a regular expression matching the "
-                    "engine's worker command line) in the inventory")
-    await experiment.run_fault("kill_process", hold_s=0, params={"match": pattern})
+    await experiment.run_fault("kill_process", hold_s=0, params={"match": engine_pattern(node)})
     came_back = fault_result(
         experiment, "restarted_by_itself", "the node's own supervision brought the engine back",
         lambda finding: finding is None, "never_restarted")

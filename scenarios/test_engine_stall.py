@@ -15,6 +15,7 @@ import pytest
 
 from faultkit import Experiment
 from faultkit.inventory import Node
+from scenarios._expect import engine_pattern
 
 #: held past the stall alert's window (15 s, slo.rules.STALL_WINDOW) and its evaluation,
 #: inside the lab's detection objective (30 s)
@@ -25,11 +26,6 @@ STALL_HOLD_S = 20.0
 @pytest.mark.fault("stall")
 @pytest.mark.node_kind("engine")
 async def test_engine_stall(experiment: Experiment, node: Node) -> None:
-    pattern = node.engine_process_pattern
-    if pattern is None:  # never green by omission: the node cannot be judged as configured
-        pytest.fail(f"node {node.name}: no engine process known for engine {node.engine!r}; "
-                    "set the node's engine_process (a regular expression matching the "
-                    "engine's worker command line) in the inventory")
-    await experiment.run_fault("stall", hold_s=STALL_HOLD_S, params={"match": pattern})
+    await experiment.run_fault("stall", hold_s=STALL_HOLD_S, params={"match": engine_pattern(node)})
     verdict = experiment.check()
     assert verdict.passed, verdict.summary()

@@ -10,7 +10,6 @@ live under the testbed state dir ``alertmanager/``; ``down`` stops both by their
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -18,10 +17,10 @@ from urllib.parse import urlsplit
 import yaml
 
 from faultkit.inventory import AlertmanagerSettings, Inventory
-from testbed._shell import Progress, ensure_commands, run
+from testbed._shell import Progress, ensure_commands
 from testbed.errors import TestbedError
 from testbed.paths import state_dir
-from testbed.procs import is_ready, reload_or_fail, start_ready, stop_by_pid_file
+from testbed.procs import ensure_serving, is_ready, start_ready, stop_by_pid_file, write_checked
 
 #: The receiver every alert of the lab goes to.
 RECEIVER = "faultkit-pager"
@@ -105,34 +104,24 @@ def ensure_alertmanager(inventory: Inventory, progress: Progress, *,
                                                     sort_keys=False))
     if pager is not None:
         _ensure_pager(*pager, directory, progress, timeout_s)
-    if is_ready(url):
-        if changed:
-            reload_or_fail(url, "Alertmanager")
-        return url
-    log = directory / "alertmanager.log"
-    progress(f"starting Alertmanager on {am_host}:{am_port} (log: {log})")
-    start_ready(
-        ["prometheus-alertmanager",
-         f"--config.file={config}",
-         f"--storage.path={directory / 'data'}",
-         f"--web.listen-address={am_host}:{am_port}",
-         "--cluster.listen-address="],  # clustering off: one instance, no gossip port
-        what="Alertmanager", url=url, log=log, pid_file=directory / "alertmanager.pid",
-        timeout_s=timeout_s,
-    )
+    ensure_serving(
+        url, what="Alertmanager", changed=changed,
+        argv=["prometheus-alertmanager",
+              f"--config.file={config}",
+              f"--storage.path={directory / 'data'}",
+              f"--web.listen-address={am_host}:{am_port}",
+              "--cluster.listen-address="],  # clustering off: one instance, no gossip port
+        log=directory / "alertmanager.log", pid_file=directory / "alertmanager.pid",
+        progress=progress, timeout_s=timeout_s)
     return url
 
 
 def _write_checked(config: Path, text: str) -> bool:
     """Make ``config`` hold ``text`` once ``amtool check-config`` accepts it; True when it
-    changed. A config refused is never written, so an unchanged one was checked before."""
-    if config.exists() and config.read_text() == text:
-        return False
-    candidate = config.with_name(config.name + ".new")
-    candidate.write_text(text)
-    run(["amtool", "check-config", str(candidate)], what="amtool check-config")
-    os.replace(candidate, config)
-    return True
+    changed (:func:`testbed.procs.write_checked`)."""
+    return write_checked(config, text, lambda candidate: ["amtool", "check-config",
+                                                           str(candidate)],
+                         "amtool check-config")
 
 
 def _ensure_pager(url: str, listen: tuple[str, int], directory: Path, progress: Progress,

@@ -19,11 +19,13 @@ import yaml
 
 from faultkit.constants import GENERATE_PROBE_JOB
 from faultkit.inventory import Inventory, Node
-from testbed._shell import Progress, ensure_commands, run
+from testbed._shell import Progress, ensure_commands
 from testbed.errors import TestbedError
 from testbed.paths import state_dir
-from testbed.procs import is_ready, reload_or_fail, start_ready, stop_by_pid_file
+from testbed.procs import ensure_serving, is_ready, stop_by_pid_file, write_checked
 
+#: Debian's package and program
+EXPORTER = "prometheus-blackbox-exporter"
 #: where the lab's exporter listens (loopback only, as every part of the lab)
 LISTEN = ("127.0.0.1", 19115)
 URL = f"http://{LISTEN[0]}:{LISTEN[1]}"
@@ -98,29 +100,19 @@ def ensure_blackbox(inventory: Inventory, progress: Progress, *,
         if host not in ("127.0.0.1", "localhost"):
             raise TestbedError(f"node {node.name}: the testbed probes loopback nodes only, "
                                f"not {host} ({node.base_url})")
-    ensure_commands({"prometheus-blackbox-exporter": "prometheus-blackbox-exporter"}, progress)
+    ensure_commands({EXPORTER: EXPORTER}, progress)
     directory = state_dir("blackbox")
     config = directory / "blackbox.yml"
-    text = yaml.safe_dump(blackbox_config(inventory), sort_keys=False)
-    changed = not config.exists() or config.read_text() != text
-    if changed:
-        candidate = config.with_name("blackbox.yml.new")
-        candidate.write_text(text)
-        run(["prometheus-blackbox-exporter", f"--config.file={candidate}", "--config.check"],
-            what="blackbox exporter --config.check")
-        candidate.replace(config)
-    if is_ready(URL):
-        if changed:
-            reload_or_fail(URL, "the blackbox exporter")
-        return URL
-    log = directory / "blackbox.log"
-    progress(f"starting the generation probe (blackbox exporter) on {URL} (log: {log})")
-    start_ready(
-        ["prometheus-blackbox-exporter", f"--config.file={config}",
-         f"--web.listen-address={LISTEN[0]}:{LISTEN[1]}"],
-        what="the blackbox exporter", url=URL, log=log, pid_file=directory / "blackbox.pid",
-        timeout_s=timeout_s,
-    )
+    changed = write_checked(
+        config, yaml.safe_dump(blackbox_config(inventory), sort_keys=False),
+        lambda candidate: [EXPORTER, f"--config.file={candidate}", "--config.check"],
+        "blackbox exporter --config.check")
+    ensure_serving(
+        URL, what="the generation probe (blackbox exporter)", changed=changed,
+        argv=[EXPORTER, f"--config.file={config}",
+              f"--web.listen-address={LISTEN[0]}:{LISTEN[1]}"],
+        log=directory / "blackbox.log", pid_file=directory / "blackbox.pid",
+        progress=progress, timeout_s=timeout_s)
     return URL
 
 

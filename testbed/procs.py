@@ -10,10 +10,12 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
+from testbed._shell import Progress, run
 from testbed.errors import TestbedError
 
 
@@ -23,6 +25,32 @@ def is_ready(url: str) -> bool:
         return httpx.get(f"{url}/-/ready", timeout=1.0).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def write_checked(config: Path, text: str, check: Callable[[Path], list[str]],
+                  what: str) -> bool:
+    """Make ``config`` hold ``text`` once the command ``check(candidate)`` accepts it; True
+    when it changed. A config refused is never written, so an unchanged one was checked
+    before."""
+    if config.exists() and config.read_text() == text:
+        return False
+    candidate = config.with_name(config.name + ".new")
+    candidate.write_text(text)
+    run(check(candidate), what=what)
+    os.replace(candidate, config)
+    return True
+
+
+def ensure_serving(url: str, *, what: str, changed: bool, argv: list[str], log: Path,
+                   pid_file: Path, progress: Progress, timeout_s: float) -> None:
+    """A service at ``url`` running its current config: one that answers is told to reload
+    a ``changed`` config; else ``argv`` is started (:func:`start_ready`)."""
+    if is_ready(url):
+        if changed:
+            reload_or_fail(url, what)
+        return
+    progress(f"starting {what} on {url.removeprefix('http://')} (log: {log})")
+    start_ready(argv, what=what, url=url, log=log, pid_file=pid_file, timeout_s=timeout_s)
 
 
 def start_ready(argv: list[str], *, what: str, url: str, log: Path, pid_file: Path,
