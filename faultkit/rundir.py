@@ -27,6 +27,7 @@ this layer (``slo.types.read_measurement`` / ``read_verdict``).
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import re
@@ -66,14 +67,38 @@ def replaced_whole(path: Path) -> Iterator[Path]:
     """A temporary path beside ``path`` (``.<name>.<pid>.tmp``) to write, which replaces
     ``path`` in one rename when the block ends without an error and is removed otherwise.
     A reader sees the old file or the new one, never part of one; a process killed
-    mid-write leaves the temporary file only."""
+    mid-write leaves the temporary file only, and the next write of ``path`` removes it."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    remove_dead_writers_temps(path)
     try:
         yield tmp
         os.replace(tmp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):  # renamed already, or never written
             tmp.unlink()
+
+def remove_dead_writers_temps(path: Path) -> list[Path]:
+    """Remove the temporary files of ``path`` (:func:`replaced_whole`'s) that a process no
+    longer alive left behind — one killed mid-write; a live writer's stays. Returns them."""
+    prefix, removed = f".{path.name}.", []
+    for stale in path.parent.glob(f"{glob.escape(prefix)}*.tmp"):
+        pid = stale.name[len(prefix):-len(".tmp")]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
+                removed.append(stale)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
 
 # The one home of every file name in a run directory and a gate directory (docs/run-directory.md).
 RUN_JSON = "run.json"

@@ -274,6 +274,9 @@ def test_sigkill_while_rendering_the_report_leaves_it_whole_and_re_renderable(
     verdict = json.loads(run.verdict_json.read_text())
     assert verdict["outcome"] in md.read_text()
     assert png.read_bytes().endswith(PNG_END)
+    # what the killed render left half-written is gone with the re-render
+    renders = (f".{md.name}.", f".{png.name}.")
+    assert [p.name for p in run.path.iterdir() if p.name.startswith(renders)] == []
 
 
 def _timeline_has(run: RunDir, kind: str) -> bool:

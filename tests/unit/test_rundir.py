@@ -284,3 +284,27 @@ def test_prometheus_json_is_a_typed_capture_tolerant_of_what_it_reads(tmp_path: 
     assert failed.to_json() == {"series": [], "alerts": [], "error": "Prometheus unreachable"}
     odd = PrometheusCapture.from_json({"series": [3, {"values": "x"}], "alerts": "no"})
     assert odd.series == (CapturedSeries("?", "not captured", {}, []),) and odd.alerts == ()
+
+
+def test_the_next_whole_write_removes_what_a_killed_writer_left(tmp_path: Path) -> None:
+    """A writer killed mid-write leaves its ``.<name>.<pid>.tmp``; the next write of the same
+    file removes it, but never the temporary file of a writer still alive."""
+    import os
+    import subprocess
+    import sys
+
+    from faultkit.rundir import replaced_whole
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    target = tmp_path / "incident.md"
+    stray = tmp_path / f".incident.md.{dead}.tmp"
+    live = tmp_path / f".incident.md.{os.getppid()}.tmp"  # pytest's parent: alive
+    other = tmp_path / f".timeline.png.{dead}.tmp"  # another file's: not this write's
+    for path in (stray, live, other):
+        path.write_text("half a report")
+    with replaced_whole(target) as tmp:
+        tmp.write_text("# the report\n")
+    assert target.read_text() == "# the report\n"
+    assert not stray.exists()
+    assert live.exists() and other.exists()
