@@ -186,13 +186,19 @@ def rule_injected_fault(data: RunData, facts: ContainerFacts) -> Diagnosis | Non
 
 def rule_slow_service(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
     """A harness action (malformed requests, prompts at the context limit) during which
-    users waited too long, with nothing lost and no death: the slowness is a finding of the
-    run, not something the action is shown to have caused."""
+    more users waited too long than the TTFT objective allows (``slo.ttft_target``: 0.95
+    lets 5 % be slow), with nothing lost and no death: the slowness is a finding of the
+    run, not something the action is shown to have caused. Slow users within the
+    allowance are no incident, and no cause."""
     kind = fault_kind(data)
     spec = spec_of(kind)
     m = data.measurement
     if spec is None or spec.implementation is not None or m is None or m.lost_total \
             or not m.slow_total or facts.deaths:
+        return None
+    target = data.run.slo.get("ttft_target")
+    if (isinstance(target, int | float) and not isinstance(target, bool) and m.requests_total
+            and m.slow_total / m.requests_total <= 1 - target):
         return None
     return Diagnosis(
         "slow_service",

@@ -48,13 +48,14 @@ def make_run(
     measurement: dict[str, Any] | None = None,
     params: dict[str, Any] | None = None,
     fault_result: dict[str, Any] | None = None,
+    slo: dict[str, Any] | None = None,
 ) -> Path:
     d = tmp_path / "run"
     d.mkdir()
     (d / "run.json").write_text(
         json.dumps({"scenario": "s", "node": "n1", "t_start": T0 - 30, "t_end": T0 + 60,
                     "fault": {"kind": fault, "params": params or {}},
-                    "fault_result": fault_result or {}})
+                    "fault_result": fault_result or {}, "slo": slo or {}})
     )
     if container is not None:
         (d / "container.json").write_text(json.dumps(container))
@@ -493,3 +494,17 @@ def test_an_engine_stall_names_the_stall_and_a_probe_that_generates(
         assert "the readiness endpoint answered OK throughout" in alert[0]
     assert any("generate a token" in c and "lost 2 of 300 requests and answered 40 more "
                "too slowly" in c for c in changes), changes
+
+
+@pytest.mark.parametrize(("slow", "cause"), [(1, "served_through"), (12, "slow_service")])
+def test_slow_users_are_a_cause_only_beyond_what_the_ttft_objective_allows(
+    tmp_path: Path, slow: int, cause: str
+) -> None:
+    """Prompts at the context limit, 115 requests, the TTFT objective letting 5 % be slow:
+    one slow user is within it (no incident, no cause), twelve are beyond it."""
+    m = _measurement(t_detect=None, detect_signal=None, detection_s=None, lost_total=0,
+                     requests_total=115, slow_total=slow, effect_evidence="act")
+    d = make_run(tmp_path, fault="context_limits", measurement=m,
+                 slo={"ttft_s": 2.5, "ttft_target": 0.95},
+                 container={"before": _state(), "after": _state()})
+    assert _keys(d)[0] == cause
