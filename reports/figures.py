@@ -203,7 +203,7 @@ def _detection(m: Measurement) -> Figure:
 
 
 #: the monitoring signals, as a report names one that never showed the fault
-MONITORING_WORDS = {"alert": "an alert firing", "up": "up == 0"}
+MONITORING_WORDS = {"alert": "an alert firing", "up": "a failed scrape (up 0)"}
 
 
 def _signals(m: Measurement) -> Figure:

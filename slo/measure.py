@@ -24,6 +24,12 @@ exactly:
   a cancelled request that had waited ``recovery_hold_s`` or more without a first token:
   the node had left that user unanswered (a llama.cpp node still working through a
   flood's abandoned requests read "recovered after 0.0 s" while it answered no one).
+  When the readiness endpoint never failed after t_effect — an engine stalled while its API
+  answers — a request that waited ``recovery_hold_s`` or more for its first token and then
+  got it was held by the node just the same: the steady state starts no earlier than the
+  last such first token (its users were answered again then). Request-level faults (their
+  requests *are* the load) and a fault on another node (a gateway's upstream) keep the
+  rule above alone: their slow users are the fault's effect, counted as slow.
   If the harness had to bring the node back (``harness_intervened`` events), that is
   recorded: it is not the system's own recovery.
 - **Lost request** = a request *scheduled* in [t_effect, t_recovered] (or in flight at
@@ -51,6 +57,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from faultkit.events import EventKind
+from faultkit.kinds import spec_of
 from faultkit.load.stats import e2e_s, percentile, tpot_s, ttft_s
 from faultkit.records import CLIENT_SIDE, Event, RequestRecord, is_clean_rejection
 from slo.detection import detect
@@ -137,6 +144,27 @@ def _left_unanswered(r: RequestRecord, hold_s: float) -> bool:
             and r.t_end - arrival(r) >= hold_s)
 
 
+def _held(r: RequestRecord, hold_s: float) -> float | None:
+    """The first token of a successful request the node held ``hold_s`` or more for it
+    (None for any other request)."""
+    if r.status != "ok" or r.t_first_token is None:
+        return None
+    return r.t_first_token if r.t_first_token - arrival(r) >= hold_s else None
+
+
+def held_rule_applies(timeline: Sequence[Event], node: str, t_effect: float) -> bool:
+    """Whether a request held ``recovery_hold_s`` or more breaks the steady state (module
+    docstring): the fault is the node's own (its inject_start is the node's, not a gateway's
+    upstream's) and not request-level, and the readiness endpoint never failed since
+    t_effect."""
+    starts = fault_events(timeline, node, EventKind.INJECT_START)
+    spec = spec_of(str(starts[0].data.get("fault"))) if starts else None
+    if spec is None or spec.implementation is None or spec.request_level:
+        return False
+    return not any(e.source == "observer" and e.node == node and e.t >= t_effect
+                   and e.kind == EventKind.HEALTH_FAIL for e in timeline)
+
+
 def recovered_at(
     requests: Sequence[RequestRecord],
     timeline: Sequence[Event],
@@ -145,7 +173,8 @@ def recovered_at(
     t_end: float,
     hold_s: float,
 ) -> tuple[float | None, list[str]]:
-    """t_recovered per the definition in the module docstring, and notes."""
+    """t_recovered per the definition in the module docstring, and notes (the same rule
+    for the experiment watching live and for the measurement after it)."""
     notes: list[str] = []
     have_probes, ok_since = readiness_ok_since(timeline, node)
     if have_probes and ok_since is None:
@@ -164,6 +193,13 @@ def recovered_at(
         if not later:
             return None, [*notes, "the last request scheduled in the window failed"]
         candidate = max(candidate, arrival(later[0]))
+    if held_rule_applies(timeline, node, t_effect):
+        held = [t for r in after if (t := _held(r, hold_s)) is not None]
+        if held and max(held) > candidate:
+            candidate = max(held)
+            notes.append(f"readiness answered OK throughout, but the node held {len(held)} "
+                         f"request(s) {hold_s:g} s or more before their first token: "
+                         "recovered when it answered them")
     if t_end - candidate < hold_s:
         return None, [*notes, f"no healthy stretch of {hold_s:g} s lasting to the window end"]
     return candidate, notes

@@ -63,7 +63,13 @@ from faultkit.rundir import ContainerEvidence, FaultInfo
 from faultkit.timestamps import clock_step_gap, wall_minus_monotonic
 from slo.capture import PrometheusCapture, capture, cross_check
 from slo.evidence import preflight_gaps, steady_state_violations
-from slo.measure import MeasurementInputError, effect_of, measure, recovered_at
+from slo.measure import (
+    MeasurementInputError,
+    effect_of,
+    held_rule_applies,
+    measure,
+    recovered_at,
+)
 from slo.observer import Observer
 from slo.prom import Prometheus
 from slo.traffic import window_traffic
@@ -270,9 +276,25 @@ async def _wait_recovered(state: ExperimentState, deadline_s: float) -> None:
         records = state.load.records if state.load else []
         now = time.time()
         t_rec, _ = recovered_at(records, state.events, state.node.name, t_effect, now, hold)
-        if t_rec is not None and now - t_rec >= hold + 1.0:
+        if t_rec is not None and now - t_rec >= hold + 1.0 and not _still_held(state, now):
             return
     state.note(EventKind.RECOVERY_DEADLINE, seconds=deadline_s)
+
+
+def _still_held(state: ExperimentState, now: float) -> bool:
+    """A request still in flight after ``recovery_hold_s`` while the held-request rule
+    applies (:func:`slo.measure.held_rule_applies`): once it ends it may move the
+    recovery, so the run keeps watching (a record exists only for a request that ended)."""
+    if state.load is None:
+        return False
+    try:
+        t_effect = effect_of(state.events, state.effect_node).t
+    except MeasurementInputError:
+        return False
+    if not held_rule_applies(state.events, state.node.name, t_effect):
+        return False
+    hold = state.slo.recovery_hold_s
+    return any(now - t_invoke >= hold for t_invoke in state.load.in_flight().values())
 
 
 def finish(state: ExperimentState, prom: Prometheus) -> Measurement:

@@ -334,13 +334,14 @@ def test_dry_run_prints_the_split_with_earlier_gates_durations(
     assert lines[0].startswith("the split across the pool (4 durations from earlier gates")
     shares = {line.split()[0]: line for line in lines[1:]}
     assert set(shares) == {"sim-vllm", "sim-vllm-h2"}
-    # sim-vllm: the soak 30 + 11, a partition 21, limits 14, an oom 14 = 90 s;
-    # sim-vllm-h2: bad_input 13, engine_death 17, kill 16, an oom 14, a partition 31 = 91 s
-    assert shares["sim-vllm"].count("test_partition[") == 1 and "(~90 s)" in shares["sim-vllm"]
+    # sim-vllm: engine_death 17, engine_stall 45, limits 14, an oom 14, a partition 21
+    # = 111 s; sim-vllm-h2: the soak 30 + 11, bad_input 13, kill 16, an oom 14, a partition
+    # 31 = 115 s
+    assert shares["sim-vllm"].count("test_partition[") == 1 and "(~111 s)" in shares["sim-vllm"]
     h2 = shares["sim-vllm-h2"]
-    assert h2.count("test_partition[") == 1 and "(~91 s)" in h2, h2
+    assert h2.count("test_partition[") == 1 and "(~115 s)" in h2, h2
     tests = [t for line in shares.values() for t in line.split(": ", 1)[1].split(", ")]
-    assert len(tests) == 9  # the gate's nine scenarios, each once
+    assert len(tests) == 10  # the gate's ten scenarios, each once
 
 
 def test_a_collection_that_failed_after_the_gate_stopped_is_not_logged_at_exit() -> None:

@@ -138,7 +138,7 @@ def test_long_prompt_oom_kills_the_process(tmp_path: Path) -> None:
     assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate" in stderr
     events = read_truth(truth)
     names = [e["event"] for e in events]
-    assert names[:2] == ["started", "ready"]
+    assert names[:3] == ["started", "engine_core", "ready"]
     assert names.index("oom") < names.index("dead") == len(names) - 1
     oom = events_named(events, "oom")[0]
     assert oom["tried_bytes"] > oom["free_bytes"]

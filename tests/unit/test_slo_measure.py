@@ -514,3 +514,59 @@ def test_a_failure_before_the_act_does_not_move_t_effect() -> None:
     early = req(3000, 1009.0, "fail", "reset", dur=0.5)  # ended at 1009.5, before the act
     m = measure([*outage_ledger(), early], outage_timeline(), NODE, recovery_hold_s=5)
     assert m.t_effect == 1010.0 and m.effect_evidence == "docker_event"
+
+
+STALL_EFFECT = {"docker_actions": [], "required": "mechanism", "spans_outage": False}
+
+
+def _stalled(kind: str = "stall", *, readiness_fails: bool = False
+             ) -> tuple[list[RequestRecord], list[Event]]:
+    """An engine stopped from 1010 to 1020 while its API answered: every request that arrived
+    meanwhile got its first token only after the SIGCONT (1020.1), then all is prompt."""
+    ledger = []
+    for i in range(300):
+        t = round(1000 + i * 0.1, 3)
+        r = req(i, t)
+        if 1010.0 <= t < 1020.0:
+            r = dataclasses.replace(r, t_first_token=1020.1 + i * 0.0001, t_end=1020.3,
+                                    t_last_token=1020.3)
+        ledger.append(r)
+    timeline = [
+        ev(1000.0, "observer", "health_ok", ok=True),
+        ev(1009.9, "fault", "inject_start", fault=kind, effect=STALL_EFFECT),
+        ev(1009.95, "fault", "act", what="SIGSTOP"),
+        ev(1010.0, "fault", "effect", evidence="mechanism", detail="stopped"),
+        ev(1010.05, "fault", "inject_end"),
+        ev(1020.0, "fault", "revert_start"),
+        ev(1020.0, "fault", "revert_end"),
+    ]
+    if readiness_fails:
+        timeline += [ev(1011.0, "observer", "health_fail", ok=False, detail="timeout"),
+                     ev(1020.2, "observer", "health_ok", ok=True)]
+    return ledger, sorted(timeline, key=lambda e: e.t)
+
+
+def test_a_node_that_held_every_user_while_its_readiness_said_ok_recovers_when_it_answers(
+) -> None:
+    """A stall behind a readiness endpoint that keeps answering 200: the users were held
+    for up to 10 s, so the node did not serve through it — it recovered when it answered
+    them again (1020.1), and every one of them is counted as slowed."""
+    ledger, timeline = _stalled()
+    m = measure(ledger, timeline, NODE, recovery_hold_s=5, t_window_end=1030.0,
+                ttft_objective_s=2.5)
+    assert m.t_effect == pytest.approx(1010.0)
+    assert m.t_recovered == pytest.approx(1020.1, abs=0.02)
+    assert m.lost_total == 0 and m.slow_total == 100
+    assert any("readiness answered OK throughout" in n for n in m.notes), m.notes
+
+
+def test_the_held_request_rule_leaves_readiness_outages_and_request_faults_alone() -> None:
+    # readiness failed: its own stretch dates the recovery, as for a pause
+    ledger, timeline = _stalled(readiness_fails=True)
+    m = measure(ledger, timeline, NODE, recovery_hold_s=5, t_window_end=1030.0)
+    assert m.t_recovered == pytest.approx(1020.2)
+    assert not any("readiness answered OK throughout" in n for n in m.notes)
+    # a flood's slow users are the fault's effect: no outage is read into them
+    ledger, timeline = _stalled("flood")
+    m = measure(ledger, timeline, NODE, recovery_hold_s=5, t_window_end=1030.0)
+    assert m.t_recovered is not None and m.t_recovered < 1020.0
