@@ -117,7 +117,7 @@ def test_oom_kills_container_and_docker_restarts_it(client: Any, tmp_path: Path)
         assert names.count("started") == 2
         i_oom, i_dead = names.index("oom"), names.index("dead")
         assert names.index("ready") < i_oom < i_dead < len(names) - 1
-        assert names[i_dead + 1:] == ["started", "ready"]
+        assert names[i_dead + 1:] == ["started", "engine_core", "ready"]
         assert events[i_dead]["exit_code"] == 1
         dropped = [e for e in events if e["event"] == "request_dropped"]
         assert [e["id"] for e in dropped] == ["oversized"]

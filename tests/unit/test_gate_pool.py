@@ -334,12 +334,12 @@ def test_dry_run_prints_the_split_with_earlier_gates_durations(
     assert lines[0].startswith("the split across the pool (4 durations from earlier gates")
     shares = {line.split()[0]: line for line in lines[1:]}
     assert set(shares) == {"sim-vllm", "sim-vllm-h2"}
-    # sim-vllm: engine_death 17, engine_stall 45, limits 14, an oom 14, a partition 21
-    # = 111 s; sim-vllm-h2: the soak 30 + 11, bad_input 13, kill 16, an oom 14, a partition
-    # 31 = 115 s
-    assert shares["sim-vllm"].count("test_partition[") == 1 and "(~111 s)" in shares["sim-vllm"]
+    # sim-vllm: bad_input 13, engine_stall 60, kill 16, an oom 14, a partition 21 = 124 s;
+    # sim-vllm-h2: the soak 30 + 11, engine_death 17, limits 14, an oom 14, a partition 31
+    # = 117 s
+    assert shares["sim-vllm"].count("test_partition[") == 1 and "(~124 s)" in shares["sim-vllm"]
     h2 = shares["sim-vllm-h2"]
-    assert h2.count("test_partition[") == 1 and "(~115 s)" in h2, h2
+    assert h2.count("test_partition[") == 1 and "(~117 s)" in h2, h2
     tests = [t for line in shares.values() for t in line.split(": ", 1)[1].split(", ")]
     assert len(tests) == 10  # the gate's ten scenarios, each once
 
