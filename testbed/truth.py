@@ -346,8 +346,10 @@ async def run_trial(name: str, inventory: Inventory, runs_dir: Path, node_name: 
     acts = [e.t for e in exp.run.timeline() if e.source == "fault" and e.kind == EventKind.ACT]
     effect, recovered, problems = _truth_moments(name, node, t0, t_end, min(acts, default=None))
     prom = Prometheus(inventory.prometheus.url)
+    # the node alerts are evaluated at Prometheus's global interval (the lab's scrape
+    # interval: testbed.prometheus.scrape_config), not at the SLO groups' slower one
     alert = first_alert_firing(prom, node, effect or t0, t_end,
-                               inventory.prometheus.slo_evaluation_interval_s)
+                               inventory.prometheus.scrape_interval_s)
     paged = first_page(inventory, node, effect or t0, t_end)
     ledger = exp.run.ledger()
     lost: int | None = None
