@@ -151,22 +151,28 @@ def _t(event: dict[str, Any]) -> float:
 
 
 def first_alert_firing(prom: Prometheus, node: Node, since: float, until: float,
-                       evaluation_interval_s: float) -> float | None:
+                       evaluation_interval_s: float,
+                       slo_evaluation_interval_s: float | None = None) -> float | None:
     """Timestamp of the first ``ALERTS{alertstate="firing"}`` sample for the node that
     *starts a firing run* at or after ``since``: a sample with none in the
-    1.5 evaluation intervals before it. A run already under way when the fault took
-    effect (an SLO burn alert from an earlier run) is not this fault's detection; a series
-    that fired, resolved and fires again for this fault is (`FaultkitNodeDown` of the trial
+    1.5 evaluation intervals of its rule group before it (``slo_evaluation_interval_s`` for
+    ``FaultkitSLOBurn``, whose groups run slower; the global interval for the others). A run
+    already under way when the fault took effect (an SLO burn alert from an earlier run) is
+    not this fault's detection; a series that fired, resolved and fires again for this fault
+    is (`FaultkitNodeDown` of the trial
     before can resolve seconds before t_effect and fire again seconds after it: dropping
     any series with a sample in the 10 s before would compare with a later alert)."""
-    lookback = 10.0 + 2 * evaluation_interval_s
+    slowest = max(evaluation_interval_s, slo_evaluation_interval_s or 0.0)
+    lookback = 10.0 + 2 * slowest
     window = max(1, int(until - since + lookback) + 2)
     series = prom.query_samples(
         f'ALERTS{{alertstate="firing",node="{node.name}"}}[{window}s]', t=until
     )
-    gap = 1.5 * evaluation_interval_s
     firsts = []
     for ser in series:
+        burn = ser.labels.get("alertname") == "FaultkitSLOBurn"
+        gap = 1.5 * (slo_evaluation_interval_s if burn and slo_evaluation_interval_s
+                     else evaluation_interval_s)
         times = sorted(t for t, v in ser.values if math.isfinite(v))
         starts = [t for i, t in enumerate(times) if i == 0 or t - times[i - 1] > gap]
         after = [t for t in starts if t >= since]
@@ -347,9 +353,10 @@ async def run_trial(name: str, inventory: Inventory, runs_dir: Path, node_name: 
     effect, recovered, problems = _truth_moments(name, node, t0, t_end, min(acts, default=None))
     prom = Prometheus(inventory.prometheus.url)
     # the node alerts are evaluated at Prometheus's global interval (the lab's scrape
-    # interval: testbed.prometheus.scrape_config), not at the SLO groups' slower one
+    # interval: testbed.prometheus.scrape_config), the burn-rate alerts at the SLO groups'
     alert = first_alert_firing(prom, node, effect or t0, t_end,
-                               inventory.prometheus.scrape_interval_s)
+                               inventory.prometheus.scrape_interval_s,
+                               inventory.prometheus.slo_evaluation_interval_s)
     paged = first_page(inventory, node, effect or t0, t_end)
     ledger = exp.run.ledger()
     lost: int | None = None

@@ -135,3 +135,20 @@ def test_an_alert_already_firing_through_the_fault_is_not_its_detection() -> Non
     assert first_alert_firing(prom, _node(), 98.0, 120.0, 5.0) == 106.0  # type: ignore[arg-type]
     assert first_alert_firing(_Prom([85.0, 90.0, 95.0, 100.0]), _node(),  # type: ignore[arg-type]
                               98.0, 120.0, 5.0) is None
+
+
+def test_each_alert_starts_a_run_after_a_gap_of_its_own_groups_interval() -> None:
+    """A one-scrape FaultkitNodeDown blip 7 s before the fault (node alerts every 1 s) is a
+    run of its own: the fault's starts at 77.6. A FaultkitSLOBurn evaluated every 5 s and
+    firing through the fault is one run under way, not the fault's detection."""
+    from slo.prom import Series
+    from testbed.truth import first_alert_firing
+
+    class Prom:
+        def query_samples(self, promql: str, t: float | None = None) -> list[Series]:
+            down = [70.6, 77.6, 78.6, 79.6, 80.6]
+            burn = [66.0, 71.0, 76.0, 81.0]
+            return [Series({"alertname": "FaultkitNodeDown"}, [(t, 1.0) for t in down]),
+                    Series({"alertname": "FaultkitSLOBurn"}, [(t, 1.0) for t in burn])]
+
+    assert first_alert_firing(Prom(), _node(), 75.25, 90.0, 1.0, 5.0) == 77.6  # type: ignore[arg-type]
