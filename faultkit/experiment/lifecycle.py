@@ -276,20 +276,17 @@ async def _wait_recovered(state: ExperimentState, deadline_s: float) -> None:
         records = state.load.records if state.load else []
         now = time.time()
         t_rec, _ = recovered_at(records, state.events, state.node.name, t_effect, now, hold)
-        if t_rec is not None and now - t_rec >= hold + 1.0 and not _still_held(state, now):
+        if t_rec is not None and now - t_rec >= hold + 1.0 \
+                and not _still_held(state, now, t_effect):
             return
     state.note(EventKind.RECOVERY_DEADLINE, seconds=deadline_s)
 
 
-def _still_held(state: ExperimentState, now: float) -> bool:
+def _still_held(state: ExperimentState, now: float, t_effect: float) -> bool:
     """A request still in flight after ``recovery_hold_s`` while the held-request rule
     applies (:func:`slo.measure.held_rule_applies`): once it ends it may move the
     recovery, so the run keeps watching (a record exists only for a request that ended)."""
     if state.load is None:
-        return False
-    try:
-        t_effect = effect_of(state.events, state.effect_node).t
-    except MeasurementInputError:
         return False
     if not held_rule_applies(state.events, state.node.name, t_effect):
         return False

@@ -14,7 +14,6 @@ engine core reports them).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from typing import Any
 
 from testbed.simnode.blocks import BlockAllocator
 from testbed.simnode.config import GIB, MIB, MemoryBudget, SimConfig
-from testbed.simnode.enginecore import CoreLink
+from testbed.simnode.enginecore import CoreLink, cancelled
 from testbed.simnode.metrics import EngineMetrics, Snapshot
 from testbed.simnode.scheduler import FINISHED, Scheduler, SimRequest
 from testbed.simnode.timing import TimingModel
@@ -108,11 +107,8 @@ class Engine:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="simnode-engine")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancelled(self._task)
+        self._task = None
         if self.core is not None:
             await self.core.stop()
 

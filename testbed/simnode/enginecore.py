@@ -60,6 +60,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         time.sleep(BEAT_S)
 
 
+async def cancelled(task: asyncio.Task[None] | None) -> None:
+    """Cancel ``task`` (if any) and wait until it has ended."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 class CoreLink:
     """The API server's side: starts the core process and watches its beats.
 
@@ -104,11 +112,8 @@ class CoreLink:
                 and time.time() - self._last_beat <= STEP_ON_BEAT_S)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancelled(self._task)
+        self._task = None
         if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
             await asyncio.to_thread(self._proc.wait)

@@ -349,7 +349,7 @@ def test_the_gateway_figures_agree_with_the_upstreams_own_truth(
     the requests it finished for the run's users (the run's max_tokens, in the run's
     window) are exactly those the ledger says it served; after a kill, the first request
     it accepted once back is within 0.5 s of back-in-rotation (the ledger's)."""
-    from testbed.truth import truth_events
+    from testbed.truth_sources import truth_events
 
     _, outcomes, _ = suite
     node = lab.inventory.node("sim-vllm")
@@ -430,7 +430,7 @@ def test_the_soak_fails_a_leaking_config_with_its_projection(lab: Lab, tmp_path:
     """sim-vllm-bad-leak keeps 256 KiB per request: the soak's memory line must say it
     reaches the 256 MiB limit within the day, and its slope must be the simulator's own
     account of what it kept (truth file ``leaked_bytes``), not just "rising"."""
-    from testbed.truth import truth_events
+    from testbed.truth_sources import truth_events
 
     since = time.time()
     code, outcomes, output = run_scenarios(
@@ -502,7 +502,7 @@ def test_gate_fails_a_config_that_never_starts(
 ) -> None:
     """The why quotes the engine's last words from its log; on a simulated node they must be
     the start-up error the simulator itself recorded in its truth file."""
-    from testbed.truth import truth_events
+    from testbed.truth_sources import truth_events
 
     since = time.time()
     code, md, data = _gate(tmp_path, on_node, config)

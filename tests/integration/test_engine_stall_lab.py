@@ -26,7 +26,7 @@ from scenarios.test_engine_stall import PAST_OBJECTIVE_S, STALL_USERS
 from slo.prom import Prometheus
 from slo.rules import render_rules
 from testbed.scratch import free_port
-from testbed.truth import truth_events
+from testbed.truth_sources import truth_events
 from tests.integration.harness_chaos_support import PrivatePrometheus
 
 pytestmark = pytest.mark.docker

@@ -1,5 +1,5 @@
 """The truth trials' own rules (testbed/truth.py): when the server's record cannot decide
-whether a user lost a request. The cases are the ones CI runs met."""
+whether a user lost a request, and which alert sample starts a firing run."""
 
 from __future__ import annotations
 
@@ -120,16 +120,16 @@ def _node() -> Any:
 
 
 def test_an_alert_that_resolved_and_fires_again_for_this_fault_counts() -> None:
-    """CI run G3: the trial before left FaultkitNodeDown firing until 2.7 s before
-    t_effect = 100; it fired again at 102.3 for this fault (evaluations every 5 s)."""
-    from testbed.truth import first_alert_firing
+    """The trial before left FaultkitNodeDown firing until 2.7 s before t_effect = 100; it
+    fired again at 102.3 for this fault (evaluations every 5 s)."""
+    from testbed.truth_sources import first_alert_firing
 
     prom = _Prom([82.3, 87.3, 92.3, 102.3, 107.3], [107.3])  # none at 97.3: resolved
     assert first_alert_firing(prom, _node(), 100.0, 120.0, 5.0) == 102.3  # type: ignore[arg-type]
 
 
 def test_an_alert_already_firing_through_the_fault_is_not_its_detection() -> None:
-    from testbed.truth import first_alert_firing
+    from testbed.truth_sources import first_alert_firing
 
     prom = _Prom([85.0, 90.0, 95.0, 100.0, 105.0], [106.0, 111.0])
     assert first_alert_firing(prom, _node(), 98.0, 120.0, 5.0) == 106.0  # type: ignore[arg-type]
@@ -142,7 +142,7 @@ def test_each_alert_starts_a_run_after_a_gap_of_its_own_groups_interval() -> Non
     run of its own: the fault's starts at 77.6. A FaultkitSLOBurn evaluated every 5 s and
     firing through the fault is one run under way, not the fault's detection."""
     from slo.prom import Series
-    from testbed.truth import first_alert_firing
+    from testbed.truth_sources import first_alert_firing
 
     class Prom:
         def query_samples(self, promql: str, t: float | None = None) -> list[Series]:
