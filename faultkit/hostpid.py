@@ -24,6 +24,7 @@ Refusals raise :class:`FaultRefused` (nothing was done) with what to do instead.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import time
 from collections.abc import Mapping, Sequence
@@ -57,23 +58,49 @@ def proven_pid(attrs: Mapping[str, Any]) -> int:
     return pid
 
 
-def kill(pid: int, container_id: str, sig: int = signal.SIGKILL, *, name: str = "?") -> None:
-    """Send ``sig`` to ``pid`` if it is (still) a process of ``container_id``.
+def kill(pid: int, container_id: str, sig: int = signal.SIGKILL, *, name: str = "?") -> bool:
+    """Send ``sig`` to ``pid`` if it is (still) a process of ``container_id``; whether it
+    was sent (``False``: the process had already exited).
 
     Through a pidfd where the kernel has them (Linux 5.3+): it is opened before the check,
-    so the signal reaches the process that was checked or no process at all.
+    so the signal reaches the process that was checked or no process at all. A process
+    that exits between a listing and its signal is no refusal: a fault's first signal may
+    end its siblings (an engine core dies with its API server), and a resume need not
+    reach a process that is gone.
     """
     try:
         fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return False
     except (AttributeError, OSError):  # no pidfd: check, then signal by number
         _check(pid, container_id, name)
-        os.kill(pid, sig)
-        return
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return False
+        return True
     try:
-        _check(pid, container_id, name)
-        signal.pidfd_send_signal(fd, sig)
+        if _exited(fd):
+            return False
+        try:
+            _check(pid, container_id, name)
+        except FaultRefused:
+            if _exited(fd):  # it exited while its cgroup was read
+                return False
+            raise
+        try:
+            signal.pidfd_send_signal(fd, sig)
+        except ProcessLookupError:
+            return False
+        return True
     finally:
         os.close(fd)
+
+
+def _exited(pidfd: int) -> bool:
+    """Whether the process behind ``pidfd`` has exited (its pidfd polls readable)."""
+    readable, _, _ = select.select([pidfd], [], [], 0)
+    return bool(readable)
 
 
 def _check(pid: int, container_id: str, name: str) -> None:

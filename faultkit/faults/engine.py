@@ -118,11 +118,17 @@ class KillProcess(_ReadyMixin):
         self.result["matched"] = [{"pid": pid, "cmdline": cmd[:200]} for pid, cmd in matched]
         self.acting(f"{sig.name} to {len(matched)} process(es) matching "
                     f"/{self.params['match']}/: {', '.join(str(p) for p, _ in matched)}")
-        await self.act(self.platform.signal_processes, self.container,
-                       [pid for pid, _ in matched], sig, self.id)
+        signalled = await self.act(self.platform.signal_processes, self.container,
+                                   [pid for pid, _ in matched], sig, self.id)
+        self.result["exited_before_signal"] = [pid for pid, _ in matched
+                                               if pid not in signalled]
+        if not signalled:
+            self.effect_missing(f"every process matching /{self.params['match']}/ had exited "
+                                f"before its {sig.name}: this fault did not end them")
+            return
         # the engine is dead when the processes signalled are gone (a SIGTERM may be handled)
-        gone = await asyncio.to_thread(self.platform.wait_gone, [pid for pid, _ in matched],
-                                       GONE_WITHIN_S, self.id)
+        gone = await asyncio.to_thread(self.platform.wait_gone, signalled, GONE_WITHIN_S,
+                                       self.id)
         if gone:
             self.effect_in_place(f"{len(matched)} process(es) matching /{self.params['match']}/ "
                                  "exited")

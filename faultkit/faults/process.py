@@ -172,8 +172,11 @@ class Kill(_ReadyMixin):
             self.result["killed_pid"] = pid_before
             how = " (from a helper container there)" if self.platform.uses_helpers else ""
             self.acting(f"SIGKILL to pid {pid_before} on the node's host{how}")
-            await self.act(self.platform.signal_processes, self.container, [pid_before],
-                           signal.SIGKILL, self.id)
+            if not await self.act(self.platform.signal_processes, self.container,
+                                  [pid_before], signal.SIGKILL, self.id):
+                self.effect_missing(f"pid {pid_before} had exited before the SIGKILL: the "
+                                    "container went down by itself, not by this fault")
+                return
         # the fault is in effect once the container has gone down (it may be back already)
         before = self.result["restart_count_before"]
         async for attempt in AsyncRetrying(stop=stop_after_delay(10), wait=wait_fixed(0.05),

@@ -96,9 +96,14 @@ class Stall(Fault):
         self.result["whole"] = self.params["whole"]
         self.result["stopped"] = [{"pid": pid, "cmdline": cmd[:200]} for pid, cmd in targets]
         self.acting(f"SIGSTOP to {len(pids)} process(es): {', '.join(map(str, pids))}")
-        await self.act(self.platform.signal_processes, self.container, pids, signal.SIGSTOP,
-                       self.id)
-        if await asyncio.to_thread(self.platform.wait_stopped, pids, STOPPED_WITHIN_S, self.id):
+        signalled = await self.act(self.platform.signal_processes, self.container, pids,
+                                   signal.SIGSTOP, self.id)
+        if not signalled:
+            self.effect_missing("every process sent SIGSTOP had exited before it: nothing "
+                                "was stopped")
+            return
+        if await asyncio.to_thread(self.platform.wait_stopped, signalled, STOPPED_WITHIN_S,
+                                   self.id):
             self.effect_in_place(f"{len(pids)} process(es) stopped (SIGSTOP held)")
         else:
             self.effect_missing(f"the process(es) sent SIGSTOP were not all stopped "

@@ -195,8 +195,9 @@ def _resume(step: Mapping[str, Any]) -> str:
     platform = platform_for(str(step.get("host") or LOCAL_DOCKER), _host(step))
     fault_id = str(step.get("fault_id") or "sweep")
     _, processes = platform.processes(name, fault_id)
-    platform.signal_processes(name, [pid for pid, _ in processes], signal.SIGCONT, fault_id)
-    return f"sent SIGCONT to the {len(processes)} process(es) of {name}"
+    resumed = platform.signal_processes(name, [pid for pid, _ in processes], signal.SIGCONT,
+                                        fault_id)
+    return f"sent SIGCONT to the {len(resumed)} process(es) of {name}"
 
 
 @op("unpause")

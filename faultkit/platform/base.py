@@ -11,6 +11,7 @@ from typing import Any
 
 from faultkit.containers import ContainerSpec, ContainerState
 from faultkit.docker import DockerHost
+from faultkit.errors import FaultRefused
 from faultkit.platform.helpers import HELPER_LABEL, Netns
 
 __all__ = ["Platform"]
@@ -151,9 +152,13 @@ class Platform(ABC):
 
     @abstractmethod
     def signal_processes(self, container: str, pids: Sequence[int], sig: signal.Signals,
-                         fault_id: str) -> None:
+                         fault_id: str) -> list[int]:
         """Send ``sig`` to each of ``pids`` that is (still) a process of ``container``: a
-        crash, as the kernel or an OOM kill would end it (the restart policy applies)."""
+        crash, as the kernel or an OOM kill would end it (the restart policy applies).
+
+        The pids signalled: one that exited after it was listed is skipped, not refused (a
+        fault's first signal may end its siblings); one alive but not proven the
+        container's is refused (:class:`FaultRefused`)."""
 
     @abstractmethod
     def wait_gone(self, pids: Sequence[int], within_s: float, fault_id: str) -> bool:
@@ -168,7 +173,9 @@ class Platform(ABC):
               sig: signal.Signals = signal.SIGKILL) -> int:
         """Signal the container's main process (``kill``: a crash); the PID signalled."""
         main, _ = self.processes(container, fault_id)
-        self.signal_processes(container, [main], sig, fault_id)
+        if not self.signal_processes(container, [main], sig, fault_id):
+            raise FaultRefused(f"refused: the main process of {container!r} (pid {main}) "
+                               "exited before its signal. Nothing was done.")
         return main
 
     def helper_steps(self, fault_id: str) -> list[dict[str, Any]]:

@@ -32,10 +32,9 @@ class LocalDocker(Platform):
         return main, hostpid.container_processes(str(attrs.get("Id") or ""))
 
     def signal_processes(self, container: str, pids: Sequence[int], sig: signal.Signals,
-                         fault_id: str) -> None:
+                         fault_id: str) -> list[int]:
         container_id = str(self._attrs(container).get("Id") or "")
-        for pid in pids:
-            hostpid.kill(pid, container_id, sig, name=container)
+        return [pid for pid in pids if hostpid.kill(pid, container_id, sig, name=container)]
 
     def wait_gone(self, pids: Sequence[int], within_s: float, fault_id: str) -> bool:
         return hostpid.wait_gone(pids, within_s)

@@ -20,7 +20,7 @@ __all__ = ["RemoteDocker"]
 #: check; or wait until PIDs are gone, or all stopped by a signal.
 #: argv: MODE CONTAINER_ID [SIGNAL|WITHIN_S] [PID...]
 _PROC_SCRIPT = r"""
-import json, os, signal, sys, time
+import json, os, select, signal, sys, time
 mode, cid = sys.argv[1], sys.argv[2]
 def ours(pid):
     try:
@@ -46,17 +46,28 @@ if mode == "list":
             found.append([int(e), cmd])
     print(json.dumps(sorted(found)))
 elif mode == "signal":
-    sig, bad = int(sys.argv[3]), []
+    def exited(fd):
+        return bool(select.select([fd], [], [], 0)[0])
+    sig, bad, gone = int(sys.argv[3]), [], []
     for pid in map(int, sys.argv[4:]):
-        fd = os.pidfd_open(pid)
         try:
-            if not ours(pid):
-                bad.append(pid)
-                continue
-            signal.pidfd_send_signal(fd, sig)
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            gone.append(pid)
+            continue
+        try:
+            if exited(fd):
+                gone.append(pid)
+            elif not ours(pid):
+                (gone if exited(fd) else bad).append(pid)
+            else:
+                try:
+                    signal.pidfd_send_signal(fd, sig)
+                except ProcessLookupError:
+                    gone.append(pid)
         finally:
             os.close(fd)
-    print(json.dumps({"not_proven": bad}))
+    print(json.dumps({"not_proven": bad, "gone": gone}))
 elif mode == "wait":
     pids, deadline = list(map(int, sys.argv[4:])), time.monotonic() + float(sys.argv[3])
     while time.monotonic() < deadline and any(alive(p) for p in pids):
@@ -117,7 +128,7 @@ class RemoteDocker(Platform):
         return main, found
 
     def signal_processes(self, container: str, pids: Sequence[int], sig: signal.Signals,
-                         fault_id: str) -> None:
+                         fault_id: str) -> list[int]:
         container_id, _ = self._running_id(container)
         outcome = self._proc(fault_id, ["signal", container_id, str(int(sig)),
                                         *map(str, pids)])
@@ -125,6 +136,8 @@ class RemoteDocker(Platform):
             raise FaultRefused(
                 f"refused: pid(s) {outcome['not_proven']} on {self.url} are no longer processes "
                 f"of {container!r}; not signalled")
+        gone = {int(pid) for pid in outcome.get("gone") or []}
+        return [pid for pid in pids if pid not in gone]
 
     def wait_gone(self, pids: Sequence[int], within_s: float, fault_id: str) -> bool:
         outcome = self._proc(fault_id, ["wait", "-", str(within_s), *map(str, pids)])

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from faultkit.errors import FaultError, FaultRefused
 from faultkit.faults import base, make_fault, undo
 from faultkit.inventory import Inventory
 from faultkit.journal import FaultJournal
+from faultkit.platform import remote
 from tests.unit.faults_fake import node
 
 SOCK = "unix:///var/run/docker.sock"
@@ -128,6 +130,51 @@ def test_kill_signals_only_a_proven_pid(fake_proc: Path) -> None:
     finally:
         if child.poll() is None:
             child.kill()
+
+
+@pytest.mark.parametrize("reaped", [True, False], ids=["reaped", "zombie"])
+def test_a_process_that_exited_before_its_signal_is_skipped_not_refused(
+    fake_proc: Path, reaped: bool,
+) -> None:
+    """A fault's first signal may end its siblings (an engine core exits with its API
+    server): the next pid of the listing is gone, which is no refusal — and never a hit."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    cgroup(fake_proc, child.pid, f"0::/docker/{CID}\n")
+    if reaped:
+        child.wait(10)
+    else:
+        deadline = time.monotonic() + 10
+        while _state(child.pid) != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _state(child.pid) == "Z"
+    try:
+        assert hostpid.kill(child.pid, CID, signal.SIGKILL, name="engine") is False
+    finally:
+        child.wait(10)
+
+
+def test_the_remote_signal_script_skips_a_gone_pid_and_refuses_a_bystander() -> None:
+    """The helper's script, run here against real processes: one gone, one not the
+    container's (it lives), none signalled."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait(10)
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        run = subprocess.run([sys.executable, "-c", remote._PROC_SCRIPT, "signal", CID,
+                              str(int(signal.SIGKILL)), str(gone.pid), str(bystander.pid)],
+                             capture_output=True, text=True, timeout=30, check=True)
+        assert json.loads(run.stdout) == {"not_proven": [bystander.pid], "gone": [gone.pid]}
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait(10)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return "gone"
 
 
 # host-PID faults need the node's own host -------------------------------------------------

@@ -118,9 +118,10 @@ class PlatformDouble(Platform):
         return PID, [(PID, "docker-init -- engine"), (PID + 1, "engine")]
 
     def signal_processes(self, container: str, pids: Sequence[int], sig: signal.Signals,
-                         fault_id: str) -> None:
+                         fault_id: str) -> list[int]:
         self.host.calls.append("signal_processes")
         self.host.down = True
+        return list(pids)
 
     def wait_gone(self, pids: Sequence[int], within_s: float, fault_id: str) -> bool:
         self.host.calls.append("wait_gone")
