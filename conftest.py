@@ -1,6 +1,6 @@
 """Repository-level pytest configuration: nothing to configure here.
 
-The faultkit plugin supplies the fixtures and the default inventory (the testbed's:
-``faultkit.commands.input.DEFAULT_INVENTORY``); ``pyproject.toml`` sets ``faultkit = true``
-for this repository's tests.
+The faultkit plugin supplies the fixtures and the default inventory
+(``faultkit.commands.input.default_inventory``: here, the testbed's); ``pyproject.toml``
+sets ``faultkit = true`` for this repository's tests.
 """

@@ -1,8 +1,9 @@
 """The ``faultkit`` command: a click group whose subcommands load lazily.
 
-Every subcommand is a module of :mod:`faultkit.commands` (one command each), except
-``testbed``, which the lab owns (``testbed.cli``). This module only wires them by name, so
-``faultkit --help`` stays fast and a broken optional part cannot break the others. The
+Every subcommand is a module of :mod:`faultkit.commands` (one command each), wired here by
+name so ``faultkit --help`` stays fast and a broken optional part cannot break the others.
+Other packages add commands through the entry-point group :data:`PLUGIN_COMMANDS` (the
+lab's ``testbed``); faultkit names none of them. The
 commands are entry points: they may use ``slo`` and ``reports``; the core they build on
 may not (docs/architecture.md, "Layers").
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 import click
@@ -30,9 +32,8 @@ BAD_INPUT_ERRORS: tuple[type[FaultkitError], ...] = (
     FaultParamError, FaultRefused, InventoryError, JournalUnwritable,
 )
 
-#: name -> "module:attribute" of a click command
+#: name -> ("module:attribute" of a click command, its one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "testbed": ("testbed.cli:testbed", "bring the local lab up / down / show its status"),
     "inventory": ("faultkit.commands.inventory:inventory", "check an inventory file"),
     "load": ("faultkit.commands.load:load", "run streaming load and print TTFT/TPOT figures"),
     "ledger": (
@@ -61,22 +62,44 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+#: the entry-point group through which another package adds a ``faultkit`` subcommand
+PLUGIN_COMMANDS = "faultkit.commands"
+
+
+def plugin_commands() -> dict[str, EntryPoint]:
+    """The subcommands other packages register (a built-in name is never overridden)."""
+    return {ep.name: ep for ep in entry_points(group=PLUGIN_COMMANDS) if ep.name not in COMMANDS}
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+        return sorted({*COMMANDS, *plugin_commands()})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in COMMANDS:
+        if cmd_name in COMMANDS:
+            module_name, attr = COMMANDS[cmd_name][0].split(":")
+            command = getattr(importlib.import_module(module_name), attr)
+        elif (plugin := plugin_commands().get(cmd_name)) is not None:
+            command = plugin.load()
+        else:
             return None
-        module_name, attr = COMMANDS[cmd_name][0].split(":")
-        command = getattr(importlib.import_module(module_name), attr)
         assert isinstance(command, click.Command)
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        rows = [(name, self._help_line(ctx, name)) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+    def _help_line(self, ctx: click.Context, name: str) -> str:
+        """A built-in's line without importing it; a plugin's from its command."""
+        if name in COMMANDS:
+            return COMMANDS[name][1]
+        try:
+            command = self.get_command(ctx, name)
+        except Exception as exc:  # a broken plugin must not break the listing
+            return f"(cannot load: {exc})"
+        return command.get_short_help_str(limit=80) if command is not None else ""
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the subcommand; bad input exits 2 with one line, other faultkit errors exit 1.

@@ -20,7 +20,7 @@ def _progress() -> Progress:
     return Progress(prefix=lambda: f"[testbed {time.strftime('%H:%M:%S')}] ")
 
 
-@click.group()
+@click.group(short_help="bring the local lab up / down / show its status")
 @inventory_option
 @click.pass_context
 def testbed(ctx: click.Context, inventory_path: Path) -> None:

@@ -2,9 +2,9 @@
 (default ``~/.cache/faultkit``).
 
 :data:`INVENTORY` is the lab's inventory, an ordinary inventory file shipped with the
-package; the entry points (the ``faultkit`` CLI and the pytest plugin) default to it as
-package data (:data:`faultkit.commands.input.DEFAULT_INVENTORY`) without importing the
-testbed, and nothing in ``faultkit``'s core, ``slo`` or ``reports`` knows it.
+package; the entry points (the ``faultkit`` CLI and the pytest plugin) default to it
+through the ``faultkit.labs`` entry point (``pyproject.toml``), so no module of
+``faultkit``, ``slo`` or ``reports`` imports or names the testbed.
 
 Caches (built images' inputs, the llama.cpp wheel, models, the vLLM virtualenv) survive
 ``testbed down``; per-run state (Prometheus data, sim ground-truth files) lives under

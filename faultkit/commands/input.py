@@ -2,8 +2,8 @@
 parameter types, and bad input (one clear line on stderr and exit status 2).
 
 :func:`inventory_option` is the one ``--inventory``: the command line, else
-``$FAULTKIT_INVENTORY``, else :data:`DEFAULT_INVENTORY` (the testbed's), the same order
-as the pytest plugin's settings.
+``$FAULTKIT_INVENTORY``, else :func:`default_inventory` (``./inventory.yaml``, else an
+installed lab's), the same order as the pytest plugin's settings.
 
 Exit status 1 means FAIL in faultkit (a gate that failed, a sweep that could not revert);
 bad input must never look like that. :class:`BadInput` is the one exception for it: click
@@ -17,9 +17,9 @@ Click parameter types here refuse what ``float()`` accepts but no option can mea
 
 from __future__ import annotations
 
-import importlib.resources
 import math
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,27 +28,44 @@ import click
 from faultkit import durations
 from faultkit.durations import human_duration
 
-#: The inventory an entry point (a command, the pytest plugin) uses when none is named: the
-#: local testbed's, located as the ``testbed`` package's data — the entry points do not
-#: import the testbed, and nothing below them knows it.
-DEFAULT_INVENTORY = Path(str(importlib.resources.files("testbed").joinpath("inventory.yaml")))
+#: The inventory file a user keeps beside their runs: the default where it exists.
+LOCAL_INVENTORY = Path("inventory.yaml")
+#: The entry-point group through which a lab offers its inventory as the default (the
+#: testbed registers ``testbed.paths:INVENTORY``): faultkit names no lab, a lab names
+#: itself.
+LAB_INVENTORIES = "faultkit.labs"
 #: The environment variable naming the inventory (below ``--inventory``, above the default).
 INVENTORY_ENV = "FAULTKIT_INVENTORY"
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
+def default_inventory() -> Path:
+    """The inventory used when neither ``--inventory`` nor ``$FAULTKIT_INVENTORY`` names one
+    (docs/inventory.md, "Which inventory"): ``./inventory.yaml`` where it exists, else the
+    inventory of the lab installed beside faultkit (this checkout's testbed), else
+    ``./inventory.yaml`` — whose absence the inventory loader reports with what to do.
+
+    Resolved when asked, not at import: importing a command loads no lab.
+    """
+    if LOCAL_INVENTORY.is_file():
+        return LOCAL_INVENTORY
+    for lab in sorted(entry_points(group=LAB_INVENTORIES), key=lambda ep: ep.name):
+        return Path(lab.load())
+    return LOCAL_INVENTORY
+
+
 def inventory_option(command: _F) -> _F:
     """``--inventory FILE`` as the ``inventory_path`` argument (a :class:`~pathlib.Path`):
-    the command line, else ``$FAULTKIT_INVENTORY``, else :data:`DEFAULT_INVENTORY`."""
+    the command line, else ``$FAULTKIT_INVENTORY``, else :func:`default_inventory`."""
     option = click.option(
         "--inventory",
         "inventory_path",
         type=click.Path(dir_okay=False, path_type=Path),
-        default=DEFAULT_INVENTORY,
+        default=default_inventory,
         envvar=INVENTORY_ENV,
         show_envvar=True,
-        show_default="testbed/inventory.yaml",
+        show_default="./inventory.yaml, else the installed lab's",
         help="inventory file",
     )
     return option(command)

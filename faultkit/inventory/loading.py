@@ -36,7 +36,9 @@ def load_inventory(path: str | Path) -> Inventory:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise InventoryError(str(path), [f"{path}: no such inventory file"]) from None
+        raise InventoryError(str(path), [
+            f"{path}: no such inventory file (name one with --inventory or "
+            "$FAULTKIT_INVENTORY, or keep one as ./inventory.yaml: docs/inventory.md)"]) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InventoryError(str(path), [f"{path}: cannot read: {exc}"]) from None
     return parse_inventory(text, source=str(path))

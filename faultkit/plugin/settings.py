@@ -1,5 +1,5 @@
 """Plugin settings, resolved once (on first use): command line > ``FAULTKIT_*`` environment > ini
-> default (for the inventory: the CLI's ``DEFAULT_INVENTORY``, the testbed's)."""
+> default (for the inventory: the CLI's :func:`~faultkit.commands.input.default_inventory`)."""
 
 from __future__ import annotations
 
@@ -65,15 +65,15 @@ def resolve_settings(config: pytest.Config, env: Mapping[str, str]) -> Settings:
             f"{live_source}: {live!r} is not a live mode (one of: {', '.join(LIVE_MODES)})"
         )
     soak_s = soak_seconds(config, env)
-    # the entry points' default (the testbed's inventory), the same as the CLI's
-    from faultkit.commands.input import DEFAULT_INVENTORY
+    # the entry points' default, the same as the CLI's
+    from faultkit.commands.input import default_inventory
 
-    inventory_path = Path(inventory) if inventory else DEFAULT_INVENTORY
-    if inventory and not inventory_path.is_absolute():
+    inventory_path = Path(inventory) if inventory else default_inventory()
+    if not inventory_path.is_absolute():
         inventory_path = Path(config.invocation_params.dir) / inventory_path
     return Settings(
         inventory=inventory_path,
-        inventory_source=source if inventory else "testbed default",
+        inventory_source=source if inventory else "the default inventory",
         nodes=tuple(n.strip() for n in str(nodes).split(",") if n.strip()) if nodes else (),
         prometheus_url=str(prom).rstrip("/") if prom else None,
         runs_dir=Path(runs) if runs else Path(config.invocation_params.dir) / "runs",

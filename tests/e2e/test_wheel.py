@@ -62,6 +62,22 @@ def test_wheel_ships_the_scenario_catalogue(installed: Path, tmp_path: Path) -> 
     assert (Path(probe[1]).parent / "test_kill.py").is_file()
 
 
+def test_the_installed_lab_plugs_in_its_command_and_inventory(installed: Path,
+                                                              tmp_path: Path) -> None:
+    """Through the wheel's entry points (faultkit.commands, faultkit.labs), from a directory
+    with no inventory.yaml: the lab's command is listed and its inventory is the default."""
+    listed = subprocess.run([str(installed / "faultkit"), "--help"], cwd=tmp_path, check=True,
+                            capture_output=True, text=True, env=CLEAN_ENV).stdout
+    assert any(line.split()[:1] == ["testbed"] for line in listed.splitlines()), listed
+    default = subprocess.run(
+        [str(installed / "python"), "-c",
+         "from faultkit.commands.input import default_inventory; print(default_inventory())"],
+        cwd=tmp_path, check=True, capture_output=True, text=True, env=CLEAN_ENV,
+    ).stdout.strip()
+    assert Path(default).resolve().is_relative_to(installed.parent.resolve()), default
+    assert Path(default).name == "inventory.yaml" and Path(default).is_file()
+
+
 @pytest.mark.docker
 def test_gate_dry_run_outside_a_checkout_touches_nothing(installed: Path, tmp_path: Path) -> None:
     work = tmp_path / "empty"

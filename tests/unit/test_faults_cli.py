@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 import click
 import pytest
 from click.testing import CliRunner
 
+import testbed
+from faultkit import cli as cli_module
 from faultkit.cli import cli
+from faultkit.commands import input as input_module
 from faultkit.commands.inject import _hold, parse_duration, parse_params
-from faultkit.commands.input import DEFAULT_INVENTORY
+from faultkit.commands.input import default_inventory
 from faultkit.errors import JournalUnwritable
 
 
@@ -32,10 +36,44 @@ def test_parse_params() -> None:
         parse_params(("novalue",))
 
 
-def test_default_inventory_is_the_testbed() -> None:
-    assert DEFAULT_INVENTORY.name == "inventory.yaml"
-    assert DEFAULT_INVENTORY.parent.name == "testbed"
-    assert DEFAULT_INVENTORY.exists()
+def test_the_default_inventory_is_the_local_file_else_the_installed_labs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/inventory.md, "Which inventory": ./inventory.yaml, else the lab's."""
+    monkeypatch.chdir(tmp_path)
+    lab = default_inventory()
+    assert lab == Path(testbed.__file__).resolve().parent / "inventory.yaml" and lab.is_file()
+    (tmp_path / "inventory.yaml").write_text("nodes: []\n")
+    assert default_inventory().resolve() == tmp_path / "inventory.yaml"
+
+
+def test_without_a_lab_the_default_is_the_local_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(input_module, "entry_points", lambda group: [])
+    assert default_inventory() == Path("inventory.yaml")
+
+
+def test_the_lab_command_comes_through_its_entry_point() -> None:
+    """faultkit names no lab: the testbed's command is a plugin of the faultkit group."""
+    assert "testbed" not in cli_module.COMMANDS
+    assert "testbed" in cli_module.plugin_commands()
+    shown = CliRunner().invoke(cli_module.cli, ["--help"])
+    assert shown.exit_code == 0
+    assert "bring the local lab up / down / show its status" in shown.output
+    assert CliRunner().invoke(cli_module.cli, ["testbed", "--help"]).exit_code == 0
+
+
+def test_nothing_below_the_lab_names_it_in_a_string() -> None:
+    """The `no-testbed` contract sees imports; this sees what it cannot: a module path or
+    package resource of the lab written as a string in faultkit, slo or reports."""
+    root = Path(cli_module.__file__).resolve().parents[1]
+    named = re.compile(r"""(?:["']testbed[.:]\w|files\(\s*["']testbed["'])""")
+    found = [f"{path.relative_to(root)}:{n}" for package in ("faultkit", "slo", "reports")
+             for path in sorted((root / package).rglob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1) if named.search(line)]
+    assert found == []
 
 
 INVENTORY = """
