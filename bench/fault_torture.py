@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from faultkit.docker import docker_host
+from faultkit.docker.host import docker_host
 from testbed.lab import Lab
 from testbed.scratch import remove_scratch, write_inventory
 from testbed.torture import (

@@ -36,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from faultkit.commands.gate_pool import node_of, scenario_key
+from faultkit.gate.pool import node_of, scenario_key
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gate_repeat import one_gate  # a sibling script, not a package

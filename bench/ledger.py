@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from faultkit.records import JsonlWriter, RequestRecord
+from faultkit.model.records import JsonlWriter, RequestRecord
 
 CHUNK = 8_192
 EPOCH0 = 1_767_268_800.0  # 2026-01-01T12:00:00Z
@@ -149,7 +149,7 @@ def phase_windows(path: Path) -> dict[str, Any]:
 
 def phase_old(path: Path) -> dict[str, Any]:
     from faultkit.load.stats import summarize
-    from faultkit.records import read_ledger
+    from faultkit.model.records import read_ledger
 
     t0 = time.perf_counter()
     summary = summarize(read_ledger(path))

@@ -62,8 +62,8 @@ from ttft_stamps import pooled, ttft_error, ttft_error_split
 from vllm_peer import tokenizer_dir, vllm_bench, vllm_python
 
 from faultkit.constants import faultkit_home
-from faultkit.gcquiet import collector_frozen
 from faultkit.load import LoadGenerator, LoadProfile, Target, summarize
+from faultkit.runtime.gcquiet import collector_frozen
 
 CLIENT_CPU = 0
 

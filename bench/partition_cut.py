@@ -24,13 +24,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from faultkit.docker import DockerHost
-from faultkit.events import EventKind
+from faultkit.docker.host import DockerHost
 from faultkit.faults import make_fault
-from faultkit.health import wait_ready
 from faultkit.inventory import Inventory, load_inventory
 from faultkit.journal import FaultJournal
-from faultkit.records import Event
+from faultkit.model.events import EventKind
+from faultkit.model.records import Event
+from faultkit.probes.health import wait_ready
 
 INVENTORY = Path(__file__).resolve().parents[1] / "testbed" / "inventory.yaml"
 

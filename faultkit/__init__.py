@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from faultkit.lazy import lazy_names
+from faultkit.runtime.lazy import lazy_names
 
 if TYPE_CHECKING:
     from faultkit.errors import FaultkitError, InventoryError
@@ -28,15 +28,15 @@ if TYPE_CHECKING:
         SLOSettings,
         load_inventory,
     )
-    from faultkit.kinds import FAULT_KINDS
     from faultkit.load.profile import LoadProfile
-    from faultkit.records import Event, RequestRecord
+    from faultkit.model.kinds import FAULT_KINDS
+    from faultkit.model.records import Event, RequestRecord
     from faultkit.rundir import RunDir
 
 #: name → the module it comes from
 _EXPORTS: dict[str, str] = {
-    "FAULT_KINDS": "faultkit.kinds",
-    "Event": "faultkit.records",
+    "FAULT_KINDS": "faultkit.model.kinds",
+    "Event": "faultkit.model.records",
     "Experiment": "faultkit.experiment.experiment",
     "FaultkitError": "faultkit.errors",
     "Inventory": "faultkit.inventory",
@@ -44,7 +44,7 @@ _EXPORTS: dict[str, str] = {
     "LoadProfile": "faultkit.load.profile",
     "Node": "faultkit.inventory",
     "NotJudgeable": "faultkit.experiment.outcomes",
-    "RequestRecord": "faultkit.records",
+    "RequestRecord": "faultkit.model.records",
     "RunDir": "faultkit.rundir",
     "SLOSettings": "faultkit.inventory",
     "ServingConfig": "faultkit.inventory",

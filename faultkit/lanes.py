@@ -6,7 +6,8 @@ gateway routing to it; so a gateway and its upstreams form one *group*, and ever
 node is a group of its own (:func:`node_groups`). Scenarios that act on or load several
 nodes at once (``node_restart``, ``contained_failure``: the ``exclusive`` marker) never run
 beside anything: they get a pass of their own after the lanes. Two floods (``overload``)
-never run at once either: they take the machine lock ``flood`` (:mod:`faultkit.machinelock`).
+never run at once either: they take the machine lock ``flood``
+(:mod:`faultkit.runtime.machinelock`).
 
 :func:`plan_lanes` packs the groups into at most ``lanes`` lanes, heaviest first onto the
 lightest lane (longest-processing-time first). The weight of a node is how long its share

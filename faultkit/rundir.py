@@ -11,7 +11,8 @@
                          "alerts": [{"alertname", "state", "activeAt", "t_seen", ...}]}
     container.json      {"before": state, "after": state, "log_tail": str}
     measurement.json    slo.Measurement
-    loop-stalls.json    [LoopStall]: each stall of the harness's event loop (faultkit.loopwatch)
+    loop-stalls.json    [LoopStall]: each stall of the harness's event loop
+                        (faultkit.runtime.loopwatch)
     verdict.json        slo.Verdict
     incident.md, timeline.png   rendered by ``reports``, each written whole or not at all
                         (:func:`replaced_whole`): a harness killed while rendering leaves
@@ -37,9 +38,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from faultkit.gatemodels import GateResult
-from faultkit.records import Event, JsonlWriter, RequestRecord, read_ledger, read_timeline
-from faultkit.runmodels import (
+from faultkit.model.gatefile import GateResult
+from faultkit.model.records import Event, JsonlWriter, RequestRecord, read_ledger, read_timeline
+from faultkit.model.runfiles import (
     ContainerEvidence,
     ContainerSnapshot,
     FaultInfo,

@@ -47,10 +47,10 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from faultkit.durations import rough_duration
 from faultkit.faults import undo
 from faultkit.inventory import Inventory
 from faultkit.journal import FaultJournal, JournalRecord, NodeHolder
+from faultkit.model.durations import rough_duration
 
 log = logging.getLogger(__name__)
 
@@ -130,11 +130,11 @@ def sweep_helpers(inventory: Inventory, *, now: float | None = None,
     use is younger). A journalled fault's own ``helpers_remove`` step covers its helpers
     at once; this covers one killed before its record was written. One line per removal; a
     host that does not answer is logged only (the next sweep looks again)."""
-    from faultkit import hostpid
     from faultkit.constants import LABEL_OWNER
-    from faultkit.docker import docker_host
+    from faultkit.docker import hostpid
+    from faultkit.docker.host import docker_host
     from faultkit.errors import DockerError
-    from faultkit.timestamps import parse_rfc3339
+    from faultkit.model.timestamps import parse_rfc3339
 
     now = time.time() if now is None else now
     lines: list[str] = []

@@ -1,5 +1,5 @@
 """The gate's "Scenarios against the current config" table for gate.md, from gate.json
-``baseline`` (``faultkit.commands.gate_baseline``): per scenario, each figure as
+``baseline`` (``faultkit.gate.baseline``): per scenario, each figure as
 ``current → candidate`` (a regression in bold) and the current's run directory. Cells are
 formatted here from the numbers in the file; text is left for the template to escape.
 """

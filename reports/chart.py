@@ -29,7 +29,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from faultkit.records import RequestRecord
+from faultkit.model.records import RequestRecord
 from faultkit.rundir import replaced_whole
 from reports.load import RunData, finite_points
 from reports.phases import Phase, recovery_phases

@@ -25,10 +25,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from faultkit.events import EventKind
-from faultkit.kinds import spec_of
-from faultkit.records import Event
-from faultkit.timestamps import parse_rfc3339
+from faultkit.model.events import EventKind
+from faultkit.model.kinds import spec_of
+from faultkit.model.records import Event
+from faultkit.model.timestamps import parse_rfc3339
 from reports.load import RunData
 
 Actor = Literal["engine", "fault", "harness", "docker_api"]

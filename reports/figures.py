@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeGuard
 
-from faultkit.durations import rough_duration
-from faultkit.kinds import spec_of
+from faultkit.model.durations import rough_duration
+from faultkit.model.kinds import spec_of
 from faultkit.rundir import MEASUREMENT_JSON, RUN_JSON
 from reports.load import RunData
 from slo.types import Measurement
@@ -79,7 +79,7 @@ def probe_s(m: Measurement) -> float | None:
 
 
 def no_outage(kind: str | None, m: Measurement) -> bool:
-    """A request-level kind (:attr:`faultkit.kinds.FaultSpec.request_level`) that, as
+    """A request-level kind (:attr:`faultkit.model.kinds.FaultSpec.request_level`) that, as
     expected, caused no outage: no signal (monitoring or the harness's probe) showed it,
     no request was lost, and the node was in steady state at the end. Detection and
     recovery do not apply to such a run.

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from faultkit.events import EventKind
-from faultkit.records import Event, RequestRecord, iter_jsonl
+from faultkit.model.events import EventKind
+from faultkit.model.records import Event, RequestRecord, iter_jsonl
 from faultkit.rundir import (
     CONTAINER_JSON,
     GATE_JSON,

@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from faultkit.events import EventKind
+from faultkit.model.events import EventKind
 from reports.evidence import fault_kind, fault_node
 from reports.load import RunData
 

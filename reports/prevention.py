@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from faultkit.kinds import fault_phrase
+from faultkit.model.kinds import fault_phrase
 from reports.diagnosis import Diagnosis
 from reports.evidence import fault_kind
 from reports.figures import num, probe_s

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from faultkit.events import MANUAL_PREFIX, EventKind
-from faultkit.kinds import fault_phrase, spec_of
-from faultkit.records import Event
+from faultkit.model.events import MANUAL_PREFIX, EventKind
+from faultkit.model.kinds import fault_phrase, spec_of
+from faultkit.model.records import Event
 from reports.evidence import Span, container_facts, fault_kind
 from reports.figures import NOT_APPLICABLE, no_outage
 from reports.load import RunData

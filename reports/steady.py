@@ -1,7 +1,7 @@
 """The gate's steady-state table for gate.md, from gate.json ``steady_state``.
 
 ``faultkit gate`` measures the node under the scenarios' background load, no fault, on the
-current config and on the candidate, and compares them (``faultkit.commands.gate_steady``).
+current config and on the candidate, and compares them (``faultkit.gate.steady``).
 This turns what it recorded into display cells. Figure cells are formatted here from the
 numbers in the file, never copied from its text; text (config names, verdict summaries,
 labels) is left for the template to escape.

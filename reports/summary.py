@@ -13,7 +13,7 @@ The sentence is plain text: the template escapes it.
 
 from __future__ import annotations
 
-from faultkit.kinds import fault_phrase, spec_of
+from faultkit.model.kinds import fault_phrase, spec_of
 from reports.diagnosis import rollout_result
 from reports.evidence import fault_kind, fault_node
 from reports.figures import no_outage, num

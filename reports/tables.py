@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from faultkit.events import ALERT_PREFIX
+from faultkit.model.events import ALERT_PREFIX
 from reports.diagnosis import CONTEXT_RE, GPU_OOM_RE, ROUTINE_LOG_RE, STARTUP_KV_RE
 from reports.load import RunData, finite_points
 

@@ -144,8 +144,8 @@ def redact(text: str, extra: Iterable[str] = ()) -> str:
 def failed_start(reason: str, log: str, inventory: Inventory) -> tuple[str, str]:
     """Why a candidate config never became ready — the rollout's ``reason`` with the line
     of its container's ``log`` that says why the engine stopped
-    (:func:`faultkit.containers.last_words`) — and that log; both redacted."""
-    from faultkit.containers import last_words
+    (:func:`faultkit.docker.containers.last_words`) — and that log; both redacted."""
+    from faultkit.docker.containers import last_words
 
     safe = redact(log, known_secrets(inventory)) if log else ""
     said = last_words(safe)

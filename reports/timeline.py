@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from faultkit.events import ALERT_PREFIX, EventKind
+from faultkit.model.events import ALERT_PREFIX, EventKind
 from reports.evidence import fault_kind
 from reports.figures import no_outage
 from reports.load import RunData

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from faultkit.records import RequestRecord
+from faultkit.model.records import RequestRecord
 from reports.load import RunData
 
 #: the row of failures that named no upstream

@@ -71,7 +71,7 @@ def node_not_crashed(experiment: Experiment) -> Checks:
 
 def no_loss_outside_clean_rejections() -> Checks:
     """Every lost request was a clean rejection (4xx/429/503 with an OpenAI-style error body,
-    ``faultkit.records.is_clean_rejection``), nothing dropped."""
+    ``faultkit.model.records.is_clean_rejection``), nothing dropped."""
 
     def fn(m: Measurement) -> CheckResult:
         dropped = m.lost_total - m.clean_rejections

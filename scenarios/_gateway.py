@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from faultkit import Experiment
-from faultkit.events import EventKind
 from faultkit.inventory import Inventory, Node
-from faultkit.records import Event, RequestRecord
+from faultkit.model.events import EventKind
+from faultkit.model.records import Event, RequestRecord
 from slo.checks import Checks, check, lost_at_most
 from slo.routing import RouteAround, route_around
 from slo.types import CheckResult, Measurement

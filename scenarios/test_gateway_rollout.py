@@ -5,7 +5,7 @@ A gateway config is wrong in two ways a readiness probe never shows, so both are
 
 * **it does not reach an upstream** (a wrong URL: ``gateway-bad-upstream``). LiteLLM's
   readiness endpoint answers 200 whatever its upstreams do; the rollout asks the
-  candidate to try each upstream (``faultkit.health.upstream_health``, LiteLLM's
+  candidate to try each upstream (``faultkit.probes.health.upstream_health``, LiteLLM's
   ``/health``) and fails it when an upstream it cannot reach answers its own health
   check. It must be **detected and rolled back** without a human; the upstream failure
   then runs on the restored config, which must hold the objective.

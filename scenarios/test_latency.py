@@ -29,9 +29,9 @@ from collections.abc import Sequence
 import pytest
 
 from faultkit import Experiment
-from faultkit.events import EventKind
 from faultkit.load.stats import percentile, ttft_s
-from faultkit.records import RequestRecord
+from faultkit.model.events import EventKind
+from faultkit.model.records import RequestRecord
 from slo.checks import lost_at_most
 from slo.effect import fault_time
 from slo.measure import arrival

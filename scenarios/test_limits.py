@@ -4,7 +4,7 @@ The limit is read from the engine — ``/v1/models`` ``max_model_len`` (vLLM, SG
 simulator), llama.cpp's ``/props`` ``n_ctx`` of one slot — or the inventory's
 ``context_limit``. Prompts at about 50 %, 90 % and 100 % of it (minus the output) go out
 at the node's concurrency (llama.cpp's slots, the inventory's ``max_concurrency``, else
-2), then one prompt just over it (:mod:`faultkit.context_probe`). Every prompt inside the
+2), then one prompt just over it (:mod:`faultkit.probes.context`). Every prompt inside the
 limit must be answered in full and the one over it cleanly rejected (4xx), and the node
 must not crash nor its users notice. The cliff sits exactly at the configured maximum, so
 a config whose memory holds short prompts but not long ones fails here, whatever its
@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from faultkit import Experiment
-from faultkit.context_probe import ProbeNotPossible, ProbeResult, prepare_probe, run_probe
 from faultkit.inventory import Node
+from faultkit.probes.context import ProbeNotPossible, ProbeResult, prepare_probe, run_probe
 from scenarios._expect import node_not_crashed
 from slo.checks import Checks, check, lost_at_most
 from slo.kvcache import KvCapacity, kv_capacity

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from faultkit import Experiment
-from faultkit.events import EventKind
 from faultkit.load.stats import percentile, ttft_s
-from faultkit.machinelock import machine_lock
-from faultkit.records import RequestRecord
+from faultkit.model.events import EventKind
+from faultkit.model.records import RequestRecord
+from faultkit.runtime.machinelock import machine_lock
 from scenarios._expect import node_not_crashed
 from slo.checks import error_ratio_at_most, recovered_within
 
@@ -51,7 +51,7 @@ def saturation(records: list[RequestRecord], offered_rps: float) -> dict[str, An
 
 @pytest.mark.fault("flood")
 async def test_overload(experiment: Experiment) -> None:
-    # One flood at a time on this machine (faultkit.machinelock): beside the other lane's
+    # One flood at a time on this machine (faultkit.runtime.machinelock): beside the other lane's
     # flood on the testbed's two cores, the background load's event loop fell 2.2 s behind
     # and its connects read as timeouts (now client_stalled: INCONCLUSIVE).
     async with machine_lock("flood") as waited_s:

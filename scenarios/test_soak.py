@@ -3,7 +3,7 @@
 For ``--soak-s`` seconds (``faultkit gate --soak-s``, default 60; without it ``pytest
 scenarios`` deselects this scenario) the users' load is open-loop Poisson arrivals at the
 node's ``capacity_rps`` (default: its background rate), every prompt distinct and a
-quarter of the node's context limit long (:mod:`faultkit.limits`; 128 tokens when it
+quarter of the node's context limit long (:mod:`faultkit.probes.limits`; 128 tokens when it
 cannot be read), 32 output tokens. Meanwhile the container's anonymous memory is sampled
 every second through its Docker API, and afterwards Prometheus is asked for the engine's
 preemption (SGLang: retraction) counter. The soak fails on a crash or restart, an SLO
@@ -25,11 +25,11 @@ import httpx
 import pytest
 
 from faultkit import Experiment
-from faultkit.context_probe import ProbeNotPossible, calibrate
-from faultkit.docker import docker_host
+from faultkit.docker.host import docker_host
 from faultkit.inventory import Node
-from faultkit.limits import ContextLimitUnknown, read_context_limit
-from faultkit.memwatch import MemoryWatch
+from faultkit.probes.context import ProbeNotPossible, calibrate
+from faultkit.probes.limits import ContextLimitUnknown, read_context_limit
+from faultkit.runtime.memwatch import MemoryWatch
 from scenarios._expect import node_not_crashed
 from slo.checks import Checks, check, window_checks
 from slo.profiles import profile_for
@@ -45,7 +45,7 @@ OUTPUT_TOKENS = 32
 async def soak_prompt_words(node: Node) -> tuple[int, int]:
     """(words, tokens) of the soak's prompts: a quarter of the node's context limit (minus
     the output), 32..1024 tokens, in words as the node's tokenizer counts them
-    (:func:`faultkit.context_probe.calibrate`); 128 words when the limit cannot be read."""
+    (:func:`faultkit.probes.context.calibrate`); 128 words when the limit cannot be read."""
     try:
         async with httpx.AsyncClient() as client:
             limit = await read_context_limit(node, client)

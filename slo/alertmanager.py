@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import yaml
 
-from faultkit.durations import parse_model_duration
+from faultkit.model.durations import parse_model_duration
 from slo.errors import AlertmanagerUnavailable
 
 __all__ = ["Alertmanager", "AmAlert", "RouteTiming", "Silence"]

@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from faultkit.durations import parse_prometheus_duration
 from faultkit.inventory import Inventory, Node
+from faultkit.model.durations import parse_prometheus_duration
 from faultkit.rundir import MEASUREMENT_JSON, RUN_JSON, RunDir, RunInfo, UnreadableRunFile
 from slo.prom import Prometheus
 from slo.rules import BURN_WINDOWS
@@ -39,7 +39,7 @@ THRESHOLDS: dict[str, float] = {"1h": 14.4, "6h": 6.0, "1d": 3.0, "3d": 1.0}
 
 def parse_window(text: str) -> float:
     """A Prometheus-style duration (``30d``, ``12h``, ``2w``) in seconds
-    (:func:`faultkit.durations.parse_prometheus_duration`: it goes into PromQL ranges)."""
+    (:func:`faultkit.model.durations.parse_prometheus_duration`: it goes into PromQL ranges)."""
     try:
         return parse_prometheus_duration(text)
     except ValueError:

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from faultkit.events import ALERT_PREFIX
 from faultkit.inventory import Node
-from faultkit.records import Event, RequestRecord
+from faultkit.model.events import ALERT_PREFIX
+from faultkit.model.records import Event, RequestRecord
 from slo.profiles import NodeQueries
 from slo.prom import Prometheus, Series
 

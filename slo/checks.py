@@ -19,7 +19,7 @@ Which objectives a window of client requests is held to — error ratio ≤ the 
 :func:`window_objectives`. The checks after a fault (:func:`checks_from_slo`,
 :func:`window_checks`), the steady-state hypothesis before it
 (``slo.evidence.steady_state_violations``) and the gate's steady-state phase
-(``faultkit.commands.gate_steady.judge_steady_state``) all read it, each in its own words.
+(``faultkit.gate.steady.judge_steady_state``) all read it, each in its own words.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from faultkit.inventory import SLOSettings
-from faultkit.windows import WindowSLIs
+from faultkit.model.windows import WindowSLIs
 from slo.types import Measurement
 from slo.verdict import NO_CHECKS, CheckResult, Verdict
 
@@ -219,7 +219,7 @@ def _no_value(m: Measurement, window: str, attr: str) -> tuple[bool, str]:
 @dataclass(frozen=True)
 class WindowObjective:
     """An objective for a window of client requests: its SLI ``attr`` (a field of
-    :class:`~faultkit.windows.WindowSLIs`) at most ``limit`` (``unit`` follows a value in
+    :class:`~faultkit.model.windows.WindowSLIs`) at most ``limit`` (``unit`` follows a value in
     messages). ``key`` names the check (``<key>_<window>``)."""
 
     key: str

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from faultkit.events import EventKind
-from faultkit.records import Event
+from faultkit.model.events import EventKind
+from faultkit.model.records import Event
 from slo.types import DetectSignal
 
 __all__ = ["detect"]

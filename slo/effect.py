@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from faultkit.events import DOCKER_PREFIX, EventKind, docker_kind
-from faultkit.kinds import spec_of
-from faultkit.records import Event, RequestRecord
+from faultkit.model.events import DOCKER_PREFIX, EventKind, docker_kind
+from faultkit.model.kinds import spec_of
+from faultkit.model.records import Event, RequestRecord
 
 __all__ = ["Effect", "MeasurementInputError", "earliest_effect", "effect_of", "fault_events",
            "fault_time"]

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from faultkit.clockread import ClockReading, read_clock
 from faultkit.errors import FaultkitError
-from faultkit.events import EventKind
 from faultkit.inventory import Node, SLOSettings
-from faultkit.records import Event, RequestRecord
+from faultkit.model.events import EventKind
+from faultkit.model.records import Event, RequestRecord
+from faultkit.probes.clockread import ClockReading, read_clock
 from slo.checks import window_objectives
 from slo.errors import PrometheusError
 from slo.prom import Prometheus
@@ -35,7 +35,7 @@ MAX_CLOCK_SKEW_S = 0.25
 
 def prometheus_clock(prom: Prometheus) -> ClockReading:
     """Prometheus' clock against this machine's: ``time()`` against the midpoint of the
-    fastest of a few queries (:func:`faultkit.clockread.read_clock`)."""
+    fastest of a few queries (:func:`faultkit.probes.clockread.read_clock`)."""
 
     def prometheus_time() -> float:
         value = prom.query_value("time()")
@@ -53,7 +53,7 @@ def preflight_gaps(node: Node, prom: Prometheus, container_running: bool | None,
     ``docker_clock``: the node's Docker host's clock against this machine's (None: not
     known). Docker's events date ``t_effect``, so a host whose clock is off misdates every
     figure counted from it: the same bound applies as to Prometheus' clock. A clock is
-    within the bound only if its reading's whole error bar is (:mod:`faultkit.clockread`)."""
+    within the bound only if its reading's whole error bar is (:mod:`faultkit.probes.clockread`)."""
     gaps: list[str] = []
     if docker_clock is not None and not docker_clock.within(MAX_CLOCK_SKEW_S):
         host = node.docker.host if node.docker else "?"

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from faultkit.events import EventKind
-from faultkit.records import CLIENT_SIDE, LATE_CLIENT_S, Event, RequestRecord
-from faultkit.timestamps import utc_clock
+from faultkit.model.events import EventKind
+from faultkit.model.records import CLIENT_SIDE, LATE_CLIENT_S, Event, RequestRecord
+from faultkit.model.timestamps import utc_clock
 from slo.effect import Effect
 
 __all__ = ["evidence_gaps", "late_gap", "sent_late"]

@@ -56,10 +56,10 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from faultkit.events import EventKind
-from faultkit.kinds import spec_of
 from faultkit.load.stats import e2e_s, percentile, tpot_s, ttft_s
-from faultkit.records import CLIENT_SIDE, Event, RequestRecord, is_clean_rejection
+from faultkit.model.events import EventKind
+from faultkit.model.kinds import spec_of
+from faultkit.model.records import CLIENT_SIDE, Event, RequestRecord, is_clean_rejection
 from slo.detection import detect
 from slo.effect import (
     MeasurementInputError,

@@ -1,7 +1,7 @@
 """The observer: a background task that watches one node while a scenario runs.
 
 Every ``interval_s`` (≤ 0.5 s, default 0.25 s) it probes the node's readiness endpoint
-(``faultkit.health.probe``) and asks Prometheus for active alerts and the node's raw
+(``faultkit.probes.health.probe``) and asks Prometheus for active alerts and the node's raw
 ``up`` samples, and writes a timeline :class:`Event` (source ``observer``) **on changes
 only**:
 
@@ -70,11 +70,11 @@ from typing import Any, Protocol
 
 import httpx
 
-from faultkit.events import EventKind, alert_kind
-from faultkit.health import ProbeResult, probe
 from faultkit.inventory import Node
-from faultkit.records import Event
-from faultkit.timestamps import utc_clock
+from faultkit.model.events import EventKind, alert_kind
+from faultkit.model.records import Event
+from faultkit.model.timestamps import utc_clock
+from faultkit.probes.health import ProbeResult, probe
 from slo.alertmanager import Alertmanager, AmAlert, Silence
 from slo.errors import AlertmanagerUnavailable, PrometheusError
 from slo.profiles import node_selector

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from faultkit.events import EventKind
-from faultkit.records import Event
+from faultkit.model.events import EventKind
+from faultkit.model.records import Event
 
 __all__ = ["Paging", "page_of"]
 

@@ -26,7 +26,7 @@ import requests
 from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
-from faultkit.timestamps import parse_rfc3339 as parse_rfc3339  # this module's name for it
+from faultkit.model.timestamps import parse_rfc3339 as parse_rfc3339  # this module's name for it
 from slo.errors import PrometheusError, PrometheusQueryError, PrometheusUnavailable
 
 

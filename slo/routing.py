@@ -49,7 +49,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from faultkit.records import CLIENT_SIDE, RequestRecord
+from faultkit.model.records import CLIENT_SIDE, RequestRecord
 
 __all__ = ["RouteAround", "hit_dead_upstream", "route_around"]
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from faultkit.inventory import Node
-from faultkit.memwatch import MemorySample
+from faultkit.runtime.memwatch import MemorySample
 from slo.errors import PrometheusError
 from slo.profiles import NodeQueries
 from slo.prom import Prometheus

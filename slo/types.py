@@ -14,10 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from faultkit.rundir import RunDir
-
 # CheckResult and Verdict live in slo.verdict; re-exported for existing imports
-from faultkit.windows import WindowSLIs as WindowSLIs
+from faultkit.model.windows import WindowSLIs as WindowSLIs
+from faultkit.rundir import RunDir
 from slo.paging import Paging
 from slo.verdict import CheckResult as CheckResult
 from slo.verdict import Verdict as Verdict

@@ -10,11 +10,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-from faultkit.progress import step
+from faultkit.runtime.progress import step
 from testbed.errors import TestbedError
 
-#: How the testbed reports: any ``Callable[[str], None]``; a :class:`faultkit.progress.Progress`
-#: also shows each long step live (:func:`faultkit.progress.step`).
+#: How the testbed reports: any ``Callable[[str], None]``; a
+#: :class:`faultkit.runtime.progress.Progress`
+#: also shows each long step live (:func:`faultkit.runtime.progress.step`).
 Progress = Callable[[str], None]
 #: Called with each line a streamed subprocess prints (a step's ``update``).
 OnLine = Callable[[str], None]

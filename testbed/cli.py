@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from faultkit.commands.input import inventory_option
-from faultkit.progress import Progress
+from faultkit.runtime.progress import Progress
 from testbed.lab import HOST2, SKIPPABLE_NODES, Lab
 
 

@@ -6,8 +6,8 @@ import subprocess
 import time
 
 from faultkit.constants import LOCAL_DOCKER
-from faultkit.docker import DockerHost
-from faultkit.progress import step
+from faultkit.docker.host import DockerHost
+from faultkit.runtime.progress import step
 from testbed._shell import Progress, ensure_commands
 from testbed.errors import TestbedError
 from testbed.paths import home

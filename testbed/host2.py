@@ -9,7 +9,7 @@ first (docs/architecture.md, "The second host"):
 
 - **its own PID namespace**: the PIDs its engine reports are not this machine's, as on a
   real remote host, so anything that would wrongly use one (``os.kill``, ``nsenter -t``)
-  is refused by :mod:`faultkit.hostpid`'s cgroup check instead of hitting a bystander;
+  is refused by :mod:`faultkit.docker.hostpid`'s cgroup check instead of hitting a bystander;
 - **its own network namespace and iptables**: a second daemon in the host's namespace
   would share the ``DOCKER`` chains and the bridge address space with the lab's engine;
 - **a whole-host restart is one call**: restarting the container ends every process on
@@ -38,9 +38,9 @@ import time
 from pathlib import Path
 
 from faultkit.constants import LABEL_CONFIG_HASH, LABEL_OWNER
-from faultkit.docker import DockerHost
+from faultkit.docker.host import DockerHost
 from faultkit.errors import ContainerNotFound, DockerError
-from faultkit.progress import step
+from faultkit.runtime.progress import step
 from testbed._shell import Progress, run
 from testbed.errors import TestbedError
 from testbed.images import BASE_IMAGE

@@ -17,11 +17,11 @@ from collections.abc import Collection
 from pathlib import Path
 
 from faultkit.constants import LABEL_CONFIG_HASH, LABEL_NODE, LABEL_SERVING_CONFIG
-from faultkit.docker import ContainerSpec, DockerHost
+from faultkit.docker.host import ContainerSpec, DockerHost
 from faultkit.errors import DockerError
-from faultkit.health import wait_ready
 from faultkit.inventory import Inventory, Node, config_hash, load_inventory
-from faultkit.progress import step
+from faultkit.probes.health import wait_ready
+from faultkit.runtime.progress import step
 from testbed._shell import Progress
 from testbed.errors import TestbedError
 from testbed.host2 import (

@@ -15,9 +15,9 @@ import subprocess
 from pathlib import Path
 
 from faultkit.constants import LABEL_SPEC
-from faultkit.docker import DockerHost
+from faultkit.docker.host import DockerHost
 from faultkit.errors import DockerError
-from faultkit.progress import step
+from faultkit.runtime.progress import step
 from testbed._shell import Progress, ensure_commands, run
 from testbed.errors import TestbedError
 from testbed.paths import cache_dir

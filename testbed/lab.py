@@ -26,12 +26,12 @@ from faultkit.constants import (
     LABEL_SERVING_CONFIG,
     LOCAL_DOCKER,
 )
-from faultkit.docker import ContainerSpec, DockerHost, docker_host
+from faultkit.docker.host import ContainerSpec, DockerHost, docker_host
 from faultkit.errors import ContainerNotFound, DockerError
-from faultkit.health import probe, wait_ready
 from faultkit.inventory import Inventory, Node, config_hash, load_inventory
 from faultkit.journal import FaultJournal
-from faultkit.progress import step
+from faultkit.probes.health import probe, wait_ready
+from faultkit.runtime.progress import step
 from slo.prom import parse_rfc3339
 from testbed._shell import Progress
 from testbed.alertmanager import Readiness, ensure_alertmanager, readiness, stop_alertmanager

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from faultkit.inventory import Inventory, Node
-from faultkit.progress import step
+from faultkit.runtime.progress import step
 from testbed._shell import Progress
 from testbed.errors import TestbedError
 from testbed.gateway_config import (

@@ -15,7 +15,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from faultkit.progress import step
+from faultkit.runtime.progress import step
 from testbed._shell import Progress, ensure_commands, run
 from testbed.paths import cache_dir
 from testbed.tiny_gguf import write_tiny_gguf

@@ -21,10 +21,10 @@ from typing import Any
 import yaml
 
 from faultkit.constants import LABEL_NODE, LABEL_OWNER, LABEL_SERVING_CONFIG, LOCAL_DOCKER
-from faultkit.docker import ContainerSpec, DockerHost, docker_host
+from faultkit.docker.host import ContainerSpec, DockerHost, docker_host
 from faultkit.errors import ContainerNotFound
-from faultkit.health import wait_ready
 from faultkit.inventory import Inventory, Node
+from faultkit.probes.health import wait_ready
 from testbed.lab import LAB_NETWORK
 from testbed.lab_nodes import container_port, lab_mounts
 
@@ -84,8 +84,7 @@ def remove_scratch(host: DockerHost, container: str) -> None:
 
 def snapshot(node: Node) -> dict[str, Any]:
     """What "restored" compares: container config, networks (+aliases), limits, netns state."""
-    from faultkit import netns
-
+    from faultkit.platform import netns
     assert node.docker is not None
     host = docker_host(node.docker.host)
     name = node.docker.container

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from docker.utils import parse_bytes
 
 from faultkit.constants import LABEL_CONFIG_HASH, LOCAL_DOCKER
-from faultkit.docker import DockerHost
+from faultkit.docker.host import DockerHost
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal, JournalRecord
 from faultkit.sweep import sweep

@@ -41,9 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from faultkit.errors import FaultkitError
-from faultkit.health import wait_ready
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal
+from faultkit.probes.health import wait_ready
 from faultkit.sweep import sweep
 from testbed.scratch import scratch_node, snapshot
 

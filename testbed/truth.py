@@ -25,13 +25,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from faultkit.events import EventKind
 from faultkit.experiment import Experiment
 from faultkit.inventory import Inventory, Node
 from faultkit.load import LoadProfile
-from faultkit.loopwatch import LoopStall
-from faultkit.records import RequestRecord
+from faultkit.model.events import EventKind
+from faultkit.model.records import RequestRecord
 from faultkit.rundir import RunDir
+from faultkit.runtime.loopwatch import LoopStall
 from slo.prom import Prometheus
 from slo.types import Measurement
 from testbed import host2

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from faultkit.constants import LOCAL_DOCKER
-from faultkit.docker import DockerHost
+from faultkit.docker.host import DockerHost
 from faultkit.inventory import Inventory, Node
 from faultkit.pager import fetch_notifications
 from slo.prom import Prometheus

@@ -46,7 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from faultkit.progress import step
+from faultkit.runtime.progress import step
 from testbed._shell import OnLine
 from testbed.errors import TestbedError
 from testbed.paths import cache_dir

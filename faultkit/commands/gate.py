@@ -29,11 +29,16 @@ from typing import Any, cast
 
 import click
 
-from faultkit.commands.gate_baseline import judge_against_baseline
-from faultkit.commands.gate_decision import config_diff, decide, merge_junit, read_junit
-from faultkit.commands.gate_plan import dry_run as plan_dry_run
-from faultkit.commands.gate_plan import print_split
-from faultkit.commands.gate_pool import (
+from faultkit.commands.input import BadInput, FiniteFloat, inventory_option
+from faultkit.commands.interrupt import until_interrupted
+from faultkit.errors import FaultkitError, FaultRefused
+from faultkit.faults import make_fault
+from faultkit.faults.rollout import Rollout
+from faultkit.gate.baseline import judge_against_baseline
+from faultkit.gate.decision import config_diff, decide, merge_junit, read_junit
+from faultkit.gate.plan import dry_run as plan_dry_run
+from faultkit.gate.plan import print_split
+from faultkit.gate.pool import (
     PoolNode,
     collect_gate_scenarios,
     combined_exit,
@@ -44,24 +49,19 @@ from faultkit.commands.gate_pool import (
     soak_seconds,
     split_scenarios,
 )
-from faultkit.commands.gate_scenarios import (
+from faultkit.gate.scenarios import (
     gate_progress,
     run_scenarios,
     scenario_argv,
 )
-from faultkit.commands.gate_scenarios import say as _say
-from faultkit.commands.gate_steady import (
+from faultkit.gate.scenarios import say as _say
+from faultkit.gate.steady import (
     DEFAULT_STEADY_S,
     SteadyPhase,
     gate_load_profile,
 )
-from faultkit.commands.input import BadInput, FiniteFloat, inventory_option
-from faultkit.commands.interrupt import until_interrupted
-from faultkit.errors import FaultkitError, FaultRefused
-from faultkit.faults import make_fault
-from faultkit.faults.rollout import Rollout
 from faultkit.inventory import Inventory, Node, load_inventory
-from faultkit.records import Event, JsonlWriter
+from faultkit.model.records import Event, JsonlWriter
 from faultkit.rundir import GateDir, GateResult
 from faultkit.sweep import sweep
 

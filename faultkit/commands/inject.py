@@ -28,7 +28,7 @@ from faultkit.faults import make_fault
 from faultkit.faults.admission import existing_journal
 from faultkit.inventory import load_inventory
 from faultkit.journal import FaultJournal
-from faultkit.records import Event
+from faultkit.model.records import Event
 from faultkit.sweep import sweep as run_sweep
 
 __all__ = ["inject", "parse_duration", "parse_params"]

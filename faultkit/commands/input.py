@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 
 import click
 
-from faultkit import durations
-from faultkit.durations import human_duration
+from faultkit.model import durations
+from faultkit.model.durations import human_duration
 
 #: The inventory file a user keeps beside their runs: the default where it exists.
 LOCAL_INVENTORY = Path("inventory.yaml")
@@ -120,7 +120,7 @@ class FiniteFloat(click.FloatRange):
 
 def parse_duration(text: str, *, option: str = "--duration", max_s: float = 7 * 86400) -> float:
     """``30s`` / ``2m`` / ``500ms`` / ``1h`` / ``1d`` / ``45`` (seconds) → seconds
-    (:func:`faultkit.durations.parse_duration`).
+    (:func:`faultkit.model.durations.parse_duration`).
 
     Raises :class:`click.BadParameter` naming ``option`` unless the duration is above 0 and
     at most ``max_s`` seconds.

@@ -27,15 +27,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from faultkit.commands.gate_decision import (
+from faultkit.gate.decision import (
     ScenarioOutcome,
     ScenarioResult,
     merge_junit,
     read_junit,
 )
-from faultkit.commands.gate_scenarios import ASYNC_INI, scenarios_dir
+from faultkit.gate.scenarios import ASYNC_INI, scenarios_dir
 from faultkit.lanes import LANE_STAGGER_S, LanePlan, run_side_by_side
-from faultkit.progress import format_elapsed
+from faultkit.runtime.progress import format_elapsed
 
 __all__ = ["PassResult", "exit_status", "merged_outcomes", "outcome_lines", "run_plan"]
 

@@ -26,11 +26,11 @@ import click
 
 from faultkit.commands.input import FiniteFloat
 from faultkit.commands.summary_text import errors_and_goodput, ms
-from faultkit.durations import parse_duration
 from faultkit.load.colstats import fixed_windows, summarize_file
 from faultkit.load.ledgerfile import iter_records
 from faultkit.load.stats import Distribution, LoadSummary
-from faultkit.windows import WindowSLIs
+from faultkit.model.durations import parse_duration
+from faultkit.model.windows import WindowSLIs
 
 _LEDGER = click.Path(exists=True, path_type=Path)
 _SECONDS = FiniteFloat(gt=0, unit="s")

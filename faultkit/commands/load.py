@@ -28,7 +28,6 @@ from faultkit.commands.input import FiniteFloat, inventory_option
 from faultkit.commands.load_output import append_csv, format_summary, write_json
 from faultkit.commands.summary_text import ms
 from faultkit.errors import LoadError
-from faultkit.gcquiet import collector_frozen
 from faultkit.inventory import load_inventory
 from faultkit.load import (
     Ledger,
@@ -43,9 +42,10 @@ from faultkit.load.ledger import LedgerCounts
 from faultkit.load.multiproc import run_in_processes
 from faultkit.load.profile import MAX_RATE_RPS
 from faultkit.load.stats import percentile, ttft_s
-from faultkit.progress import Progress, format_elapsed, is_live
-from faultkit.records import CLIENT_SIDE, RequestRecord
+from faultkit.model.records import CLIENT_SIDE, RequestRecord
 from faultkit.rundir import LEDGER_ARROWS
+from faultkit.runtime.gcquiet import collector_frozen
+from faultkit.runtime.progress import Progress, format_elapsed, is_live
 
 #: This many first requests all refused (or connect-timed-out) = the endpoint is unreachable
 #: (the same rule in each process of a split run: ``procworker``).

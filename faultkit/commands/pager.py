@@ -17,8 +17,8 @@ from pathlib import Path
 import click
 
 from faultkit.commands.input import BadInput
+from faultkit.model.timestamps import utc_clock
 from faultkit.pager import DEFAULT_LISTEN, Notification, PagerLog, make_app, parse_listen, serve
-from faultkit.timestamps import utc_clock
 
 
 @click.command()

@@ -9,8 +9,8 @@ import click
 
 from faultkit.commands.input import inventory_option
 from faultkit.constants import FAULTKIT_ALERTS
-from faultkit.durations import parse_model_duration
 from faultkit.inventory import load_inventory
+from faultkit.model.durations import parse_model_duration
 from slo.rules import render_rules
 
 

@@ -21,10 +21,10 @@ from pathlib import Path
 import click
 
 from faultkit.commands.input import inventory_option, parse_duration
-from faultkit.durations import human_duration
 from faultkit.faults.admission import blocks_a_node, what_blocks
 from faultkit.inventory import load_inventory
 from faultkit.journal import FaultJournal, JournalRecord
+from faultkit.model.durations import human_duration
 from faultkit.sweep import LEFT_APPLIED, MAX_AGE_S
 from faultkit.sweep import sweep as run_sweep
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from faultkit.lazy import lazy_names
+from faultkit.runtime.lazy import lazy_names
 
 if TYPE_CHECKING:
     from faultkit.experiment.candidate import CandidateSession

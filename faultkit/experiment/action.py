@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol
 
-from faultkit.events import EventKind
 from faultkit.inventory import Node
-from faultkit.records import Event
+from faultkit.model.events import EventKind
+from faultkit.model.records import Event
 
 
 class Timeline(Protocol):

@@ -14,7 +14,7 @@ import asyncio
 import threading
 
 from faultkit.constants import LABEL_SERVING_CONFIG
-from faultkit.docker import docker_host
+from faultkit.docker.host import docker_host
 from faultkit.errors import FaultkitError
 from faultkit.faults import make_fault
 from faultkit.faults.rollout import Rollout

@@ -5,7 +5,7 @@ only when the container is recreated), so ``docker inspect`` after a run cannot 
 node died. Docker's event stream can: ``die`` carries the exit code, ``oom`` precedes an
 OOM kill, ``start`` follows a restart; a network's ``disconnect``/``connect`` naming the
 container dates a partition. These become ``docker_<action>`` events
-(:func:`faultkit.events.docker_kind`; ``docker_network_disconnect`` for a network's) and,
+(:func:`faultkit.model.events.docker_kind`; ``docker_network_disconnect`` for a network's) and,
 for each death followed by a start, one ``restart_seen`` event with ``exit_code`` and
 ``oom_killed``.
 """
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from faultkit.events import EventKind, docker_kind
-from faultkit.records import Event
+from faultkit.model.events import EventKind, docker_kind
+from faultkit.model.records import Event
 
 #: An ``oom`` event this close before a ``die`` means the kernel's OOM killer did it.
 OOM_TO_DIE_S = 2.0

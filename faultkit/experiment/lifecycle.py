@@ -47,20 +47,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from faultkit.errors import FaultkitError, FaultNotApplied, NodeBusy
-from faultkit.events import EventKind
 from faultkit.experiment.node_evidence import container_timeline
 from faultkit.experiment.outcomes import DryRunPlan
 from faultkit.experiment.pages import collect_pages, watch_alertmanager
 from faultkit.experiment.state import ExperimentState
-from faultkit.gcquiet import collector_frozen
 from faultkit.inventory import Node
 from faultkit.load import BackgroundLoad
 from faultkit.load.ledgerfile import ArrowLedgerWriter
 from faultkit.load.profile import within_node_rate
-from faultkit.loopwatch import LoopWatch
-from faultkit.records import RequestRecord
+from faultkit.model.events import EventKind
+from faultkit.model.records import RequestRecord
+from faultkit.model.timestamps import clock_step_gap, wall_minus_monotonic
 from faultkit.rundir import ContainerEvidence, FaultInfo
-from faultkit.timestamps import clock_step_gap, wall_minus_monotonic
+from faultkit.runtime.gcquiet import collector_frozen
+from faultkit.runtime.loopwatch import LoopWatch
 from slo.capture import PrometheusCapture, capture, cross_check
 from slo.evidence import preflight_gaps, steady_state_violations
 from slo.measure import (
@@ -345,7 +345,7 @@ def finish(state: ExperimentState, prom: Prometheus) -> Measurement:
 
 def _write_loop_stalls(state: ExperimentState) -> None:
     """``loop-stalls.json``: each stall of the run's event loop and what the process did
-    meanwhile (:mod:`faultkit.loopwatch`); the longest is logged."""
+    meanwhile (:mod:`faultkit.runtime.loopwatch`); the longest is logged."""
     watch = state.loop_watch
     if watch is None:  # the run ended before its load started
         return

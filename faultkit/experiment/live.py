@@ -19,8 +19,8 @@ record when nothing draws it. Durations are on the monotonic clock.
 :mod:`faultkit.plugin.terminal` draws it on pytest's terminal (the runner never imports the
 plugin: the plugin reads this model).
 
-Light (the standard library and the dependency-free ``faultkit.events`` and
-``faultkit.progress``): the plugin's entry module imports it.
+Light (the standard library and the dependency-free ``faultkit.model.events`` and
+``faultkit.runtime.progress``): the plugin's entry module imports it.
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from faultkit.events import EventKind
-from faultkit.progress import format_elapsed
+from faultkit.model.events import EventKind
+from faultkit.runtime.progress import format_elapsed
 
 if TYPE_CHECKING:
-    from faultkit.records import Event
+    from faultkit.model.records import Event
 
 __all__ = ["PHASES", "SEP", "LiveStatus", "Part", "Snapshot", "compose", "render", "segments"]
 
@@ -72,7 +72,7 @@ _RESET = "\x1b[0m"
 
 
 class Finished(Protocol):
-    """What is read of a finished request (a :class:`~faultkit.records.RequestRecord`)."""
+    """What is read of a finished request (a :class:`~faultkit.model.records.RequestRecord`)."""
 
     @property
     def status(self) -> str: ...

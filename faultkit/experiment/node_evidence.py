@@ -25,13 +25,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from faultkit.clockread import ClockReading
-from faultkit.docker import docker_host
+from faultkit.docker.host import docker_host
 from faultkit.errors import FaultkitError
 from faultkit.experiment.docker_events import container_events
 from faultkit.inventory import Inventory, Node, config_hash
 from faultkit.load import LoadProfile
-from faultkit.records import Event
+from faultkit.model.records import Event
+from faultkit.probes.clockread import ClockReading
 from faultkit.rundir import RunInfo
 
 __all__ = ["NodeEvidence", "container_timeline", "first_run_info", "harness_version"]

@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 
 from faultkit.errors import PagerUnavailable
-from faultkit.events import EventKind
 from faultkit.experiment.state import ExperimentState
+from faultkit.model.events import EventKind
+from faultkit.model.records import Event
 from faultkit.pager import fetch_notifications
-from faultkit.records import Event
 from slo.alertmanager import Alertmanager
 from slo.errors import AlertmanagerUnavailable
 from slo.observer import names_node

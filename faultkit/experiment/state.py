@@ -9,7 +9,7 @@ INCONCLUSIVE before injecting (:meth:`~ExperimentState.abort`).
 
 Time base: ``t_start`` and every event's ``t`` are epoch seconds; ``clock_offset`` is
 wall − monotonic, so a wall-clock step during the run is seen at its end
-(:func:`faultkit.timestamps.clock_step_gap`).
+(:func:`faultkit.model.timestamps.clock_step_gap`).
 """
 
 from __future__ import annotations
@@ -19,16 +19,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from faultkit.events import EventKind
 from faultkit.experiment.live import LiveStatus
 from faultkit.experiment.node_evidence import NodeEvidence, first_run_info
 from faultkit.experiment.outcomes import NotJudgeable
 from faultkit.inventory import Inventory, Node, SLOSettings
 from faultkit.load import BackgroundLoad, LoadProfile
-from faultkit.loopwatch import LoopWatch
-from faultkit.records import Event, JsonlWriter
+from faultkit.model.events import EventKind
+from faultkit.model.records import Event, JsonlWriter
+from faultkit.model.timestamps import wall_minus_monotonic
 from faultkit.rundir import RunDir
-from faultkit.timestamps import wall_minus_monotonic
+from faultkit.runtime.loopwatch import LoopWatch
 from slo.types import Measurement, Verdict
 
 __all__ = ["ExperimentState"]

@@ -8,6 +8,6 @@ locks (one fault per node) in ``locks``, and the shielding of acts in ``acts``.
 
 from faultkit.faults.base import Fault
 from faultkit.faults.registry import check_policy, fault_class, make_fault
-from faultkit.kinds import FAULTS
+from faultkit.model.kinds import FAULTS
 
 __all__ = ["FAULTS", "Fault", "check_policy", "fault_class", "make_fault"]

@@ -11,7 +11,7 @@ Two checks, each raising :class:`FaultRefused` (nothing journaled, nothing done)
   the record is reverted (``faultkit sweep``) or removed by hand. A record whose owner is
   alive is the node lock's business (refused as busy before this check), and a record
   without undo steps and node locks (a request fault's) blocks nothing.
-- **A base_url its container does not serve** (:func:`faultkit.baseurl.check_base_url`),
+- **A base_url its container does not serve** (:func:`faultkit.docker.baseurl.check_base_url`),
   for faults that act on the container (``Fault.acts_on_container``): the fault would hit
   one process and the load measure another. Checked at every inject, on a fresh ``docker
   inspect``: a container recreated under the same name (a rollout, a redeploy) may publish
@@ -29,12 +29,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from faultkit.baseurl import check_base_url
-from faultkit.durations import rough_duration
+from faultkit.docker.baseurl import check_base_url
 from faultkit.errors import FaultRefused
 from faultkit.faults.locks import NodeLock
 from faultkit.inventory import Node
 from faultkit.journal import FaultJournal, JournalRecord, default_journal_dir
+from faultkit.model.durations import rough_duration
 
 __all__ = ["blocking_records", "blocks_a_node", "existing_journal", "refuse_if_blocked",
            "refuse_unless_served", "what_blocks"]

@@ -58,7 +58,7 @@ from typing import Any, ClassVar, TypeVar
 
 from tenacity import AsyncRetrying
 
-from faultkit.docker import docker_host
+from faultkit.docker.host import docker_host
 from faultkit.errors import FaultError, FaultUnsupported
 from faultkit.faults import undo
 from faultkit.faults.acts import Acts
@@ -90,7 +90,7 @@ class Fault(FaultLifecycle):
     """
 
     #: the kind's name; its facts (family, words, what its revert does) are its
-    #: :class:`~faultkit.kinds.FaultSpec` in :data:`faultkit.kinds.FAULTS`
+    #: :class:`~faultkit.model.kinds.FaultSpec` in :data:`faultkit.model.kinds.FAULTS`
     kind: ClassVar[str] = ""
     PARAMS: ClassVar[ParamSpec] = {}
     #: False when ``_after_undo`` does the undo's job itself on a normal revert (kill waits

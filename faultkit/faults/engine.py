@@ -42,7 +42,7 @@ import httpx
 from faultkit.errors import FaultParamError, FaultRefused
 from faultkit.faults.params import Param, ParamSpec
 from faultkit.faults.process import READY_TIMEOUT, _ReadyMixin
-from faultkit.health import probe
+from faultkit.probes.health import probe
 
 #: signals that end an engine the ways engines end
 SIGNALS = ("SIGKILL", "SIGTERM", "SIGSEGV", "SIGABRT")

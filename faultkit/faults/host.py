@@ -29,13 +29,13 @@ import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from faultkit import hostpid
+from faultkit.docker import hostpid
 from faultkit.errors import FaultError, FaultRefused, NodeNotReady
 from faultkit.faults.base import Fault
 from faultkit.faults.locks import NodeLock
 from faultkit.faults.params import Param, ParamSpec
-from faultkit.health import wait_ready
 from faultkit.inventory import Inventory, Node
+from faultkit.probes.health import wait_ready
 
 
 class HostRestart(Fault):

@@ -21,12 +21,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from faultkit.errors import FaultAlreadyActive, FaultError, FaultkitError, FaultNotApplied
-from faultkit.events import EventKind
 from faultkit.faults import admission, undo
 from faultkit.faults.acts import Acts
 from faultkit.faults.locks import HeldLocks, NodeLock
 from faultkit.faults.noting import FaultNotes, log
 from faultkit.journal import FaultJournal, JournalRecord
+from faultkit.model.events import EventKind
 
 if TYPE_CHECKING:
     from faultkit.platform import Platform

@@ -8,7 +8,7 @@ pid, age), and nothing is done; an experiment that meets it is INCONCLUSIVE. Two
 on one node would undo each other badly: the second journals the first one's damage as the state to
 restore (a lowered memory limit, a paused container), and its revert puts it back.
 
-The locks are ``flock`` files in the journal directory (:mod:`faultkit.nodelock`, same
+The locks are ``flock`` files in the journal directory (:mod:`faultkit.journal.nodelock`, same
 permission rules as the journal), so a holder that dies frees them at once. The key
 of a node is its container on its Docker host (two inventories naming one container by
 two names still share one lock), or its name for a node without ``docker:``.

@@ -33,7 +33,7 @@ Blast radius, checked before anything is journaled or touched (:class:`FaultRefu
 - the faults that enter the netns (``partition mode=blackhole``, ``loss``, ``bandwidth``,
   ``latency``) act on the node's own host (:mod:`faultkit.platform`): for a ``unix://``
   engine through ``nsenter`` into a PID that ``/proc/<pid>/cgroup`` proves to be the
-  container's (:mod:`faultkit.hostpid`), for any other from a helper container there,
+  container's (:mod:`faultkit.docker.hostpid`), for any other from a helper container there,
   joined to the container's namespace. ``partition mode=refuse`` works through the Docker
   API alone.
 """
@@ -46,11 +46,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from faultkit import netns
 from faultkit.errors import FaultError, FaultRefused, FaultUnsupported
 from faultkit.faults.base import Fault
 from faultkit.faults.params import Param, ParamSpec
-from faultkit.platform import Netns
+from faultkit.platform import Netns, netns
 from faultkit.proxy import DelayProxy
 
 #: tc rates (``1mbit``, ``500kbit``, ``10mbps``) and sizes (``32kbit``, ``64kb``, ``1500``),

@@ -26,9 +26,9 @@ import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from faultkit.events import EventKind
 from faultkit.inventory import Node
-from faultkit.records import Event
+from faultkit.model.events import EventKind
+from faultkit.model.records import Event
 
 #: the faults' logger, named as before the base class was split into modules
 log = logging.getLogger("faultkit.faults.base")

@@ -18,11 +18,11 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from faultkit import netns
 from faultkit.errors import FaultError
 from faultkit.faults.cutwatch import CutSeen, CutWatch
 from faultkit.faults.network import NetnsFault
 from faultkit.faults.params import Param, ParamSpec
+from faultkit.platform import netns
 
 #: partition refuse: how long the cut watch may wait for the node's first answer before the
 #: disconnect (none: the cut cannot be bracketed, Docker's event dates it), and for the cut

@@ -12,7 +12,7 @@
 
 The default acts on the node's own host (:mod:`faultkit.platform`): the PID is that host's,
 and ``/proc/<pid>/cgroup`` must name the container's id before the signal is sent. For a
-local engine (``unix://``) the harness does it itself (:mod:`faultkit.hostpid`); for any
+local engine (``unix://``) the harness does it itself (:mod:`faultkit.docker.hostpid`); for any
 other, a helper container with the host's PID namespace does it there, created through the
 node's Docker API. There is no API-only way to the same crash: a SIGKILL through the API
 *is* ``docker kill``, a manual stop that no restart policy undoes.
@@ -22,7 +22,7 @@ if it is not back within ``ready_timeout_s``, start the container and wait again
 ``result`` carries ``restart_count_before``/``restart_count_after``, ``exit_code``,
 ``time_to_ready_s`` (from the kill / the start, monotonic seconds) and
 ``time_to_first_token_s`` (first content chunk of a tiny chat request, retried until the
-ready timeout — see :mod:`faultkit.first_token`), ``ready_not_serving_s`` (the gap between
+ready timeout — see :mod:`faultkit.probes.first_token`), ``ready_not_serving_s`` (the gap between
 the two) and ``first_token_attempts``; when no token ever arrives, ``time_to_first_token_s``
 is None and ``first_token_finding`` says why.
 """
@@ -39,13 +39,13 @@ from typing import Any, ClassVar
 from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
 
 from faultkit.errors import DockerError, FaultRefused, FaultUnsupported, NodeNotReady
-from faultkit.events import EventKind
 from faultkit.faults.base import Fault
 from faultkit.faults.locks import NodeLock
 from faultkit.faults.params import Param, ParamSpec
-from faultkit.first_token import probe_first_token
-from faultkit.health import wait_ready
 from faultkit.inventory import Inventory, Node
+from faultkit.model.events import EventKind
+from faultkit.probes.first_token import probe_first_token
+from faultkit.probes.health import wait_ready
 
 _LABEL = re.compile(r"[^=\s]+(=\S*)?")
 #: Docker's words when the container's cgroup freezer cannot freeze it (runc, cgroup v1:

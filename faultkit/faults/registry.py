@@ -20,7 +20,7 @@ from faultkit.errors import FaultParamError, FaultRefused
 from faultkit.faults.base import Emit, Fault, Guard
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal
-from faultkit.kinds import FAULT_KINDS, FAULTS
+from faultkit.model.kinds import FAULT_KINDS, FAULTS
 
 
 def fault_class(kind: str) -> type[Fault]:

@@ -8,7 +8,7 @@ putting back, so the journal record has no undo steps.
 ``result``: ``issued``, ``by_outcome`` (``ok`` or the error class → count),
 ``http_statuses`` (status → count), ``restart_count_before``/``after`` and ``crashed``
 (the container restarted or is down after the fault) when the node has Docker access, and
-``records`` (the :class:`~faultkit.records.RequestRecord` list, for the scenario's ledger).
+``records`` (the :class:`~faultkit.model.records.RequestRecord` list, for the scenario's ledger).
 
 - ``oversized_context input_tokens=N concurrency=C``: prompts of ``N`` tokens (default
   16384, above any testbed context) from ``C`` closed-loop workers. A well-behaved engine

@@ -23,7 +23,7 @@ Command-pair mode: when the config has ``apply:``/``rollback:`` shell commands (
 Readiness is polled with a tenacity deadline (``config.ready_timeout_s``). A gateway
 (``kind: gateway``) is ready only when it also reaches its upstreams: its readiness
 endpoint says the proxy serves, not that any upstream does, so once it answers, the
-gateway is asked to try each upstream (:func:`faultkit.health.upstream_health`), and an
+gateway is asked to try each upstream (:func:`faultkit.probes.health.upstream_health`), and an
 upstream it cannot reach although that upstream answers its own health check is a failed
 rollout (a wrong upstream URL, port or key); ``result["upstream_check"]`` keeps what it
 said. The rollout has
@@ -52,15 +52,15 @@ import httpx
 from tenacity import AsyncRetrying, RetryError, retry_if_result, stop_after_delay, wait_fixed
 
 from faultkit.constants import LABEL_CONFIG_HASH, LABEL_SERVING_CONFIG
-from faultkit.docker import ContainerSpec, spec_to_json
+from faultkit.docker.host import ContainerSpec, spec_to_json
 from faultkit.errors import FaultError, FaultkitError, FaultParamError, NodeNotReady
-from faultkit.events import EventKind
 from faultkit.faults import undo
 from faultkit.faults.base import Fault
 from faultkit.faults.locks import NodeLock
 from faultkit.faults.params import Param, ParamSpec
-from faultkit.health import probe, upstream_health, wait_ready
 from faultkit.inventory import ServingConfig
+from faultkit.model.events import EventKind
+from faultkit.probes.health import probe, upstream_health, wait_ready
 
 #: how much of a failed candidate's log is kept: a start-up traceback fits
 CANDIDATE_LOG_LINES = 60

@@ -50,11 +50,10 @@ from tenacity import (
 )
 from tenacity.wait import wait_base
 
-from faultkit import netns
 from faultkit.constants import LOCAL_DOCKER
-from faultkit.docker import DockerHost, docker_host, spec_from_json, spec_to_json
+from faultkit.docker.host import DockerHost, docker_host, spec_from_json, spec_to_json
 from faultkit.errors import ContainerNotFound, DockerError, FaultError
-from faultkit.platform import Netns, platform_for
+from faultkit.platform import Netns, netns, platform_for
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,6 @@ from pydantic import (
 )
 
 from faultkit.constants import FAULTKIT_ALERTS, LOCAL_DOCKER
-from faultkit.durations import parse_model_duration
 from faultkit.errors import InventoryError
 from faultkit.inventory.problems import format_errors
 from faultkit.inventory.topology import (
@@ -39,7 +38,8 @@ from faultkit.inventory.topology import (
     normalise,
     upstream_problems,
 )
-from faultkit.kinds import FAULT_KINDS
+from faultkit.model.durations import parse_model_duration
+from faultkit.model.kinds import FAULT_KINDS
 
 Engine = Literal["vllm", "sglang", "llamacpp", "tgi", "sim", "litellm"]
 #: What a node is: an inference engine, or a gateway routing to engine nodes.
@@ -201,7 +201,7 @@ class Node(_Model):
     context_limit: int | None = Field(
         None, ge=16, le=16_777_216,
         description="tokens one sequence may hold (prompt + output); default: read from the "
-        "engine (faultkit.limits: /v1/models max_model_len, llama.cpp /props n_ctx)",
+        "engine (faultkit.probes.limits: /v1/models max_model_len, llama.cpp /props n_ctx)",
     )
     max_concurrency: int | None = Field(
         None, ge=1, le=1024,

@@ -3,7 +3,7 @@
 * :class:`LoadProfile` / :class:`Target` — what to send and where.
 * :class:`LoadGenerator` — closed/open-loop scheduler; :class:`BackgroundLoad` — the same
   as an async context manager for scenarios, with a clean drain.
-* :class:`Ledger` — one terminal :class:`~faultkit.records.RequestRecord` per request,
+* :class:`Ledger` — one terminal :class:`~faultkit.model.records.RequestRecord` per request,
   written as JSON lines while running; the invariant check.
 * ``stats`` — TTFT / TPOT / ITL / E2E and throughput as pure functions over records
   (:func:`summarize`, :func:`percentile`, …).

@@ -26,7 +26,7 @@ from faultkit.inventory import Node
 from faultkit.load.generator import LoadGenerator, LoadResult
 from faultkit.load.ledger import Ledger
 from faultkit.load.profile import LoadProfile, Target
-from faultkit.records import RequestRecord
+from faultkit.model.records import RequestRecord
 
 __all__ = ["BackgroundLoad"]
 

@@ -30,7 +30,7 @@ request ends in one of these error classes (or none):
 
 A non-200 answer also sets ``RequestRecord.error_body`` when its body is an OpenAI-style
 error (a JSON object whose ``error`` is an object or a string, or vLLM's older
-``{"object": "error", "message": ...}``); ``faultkit.records.is_clean_rejection`` uses it.
+``{"object": "error", "message": ...}``); ``faultkit.model.records.is_clean_rejection`` uses it.
 A request that waits for a free connection of a pool with a ``limit`` and is still
 waiting at its deadline is ``client_exhausted``.
 
@@ -64,7 +64,7 @@ from faultkit.load.responses import (
     response_header,
 )
 from faultkit.load.sse import StreamInterpreter, StreamOutcome
-from faultkit.records import LATE_CLIENT_S, RequestKind, RequestRecord, Status
+from faultkit.model.records import LATE_CLIENT_S, RequestKind, RequestRecord, Status
 
 __all__ = ["LATE_CLIENT_S", "RequestRunner", "classify_exception"]
 

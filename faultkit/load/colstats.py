@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 from faultkit.load.ledgerfile import iter_batches
 from faultkit.load.quantiles import StreamingDistribution, exact_percentiles
 from faultkit.load.stats import LoadSummary
-from faultkit.windows import WindowSLIs
+from faultkit.model.windows import WindowSLIs
 
 __all__ = [
     "WINDOW_ROWS",

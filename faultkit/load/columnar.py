@@ -1,4 +1,5 @@
-"""The ledger's columnar schema: :class:`~faultkit.records.RequestRecord` ⇄ Arrow record batch.
+"""The ledger's columnar schema: :class:`~faultkit.model.records.RequestRecord` ⇄ Arrow
+record batch.
 
 One Arrow column per ``RequestRecord`` field, in the dataclass's field order, with the same
 names and meaning as ``ledger.jsonl`` (docs/run-directory.md, "ledger.arrows"):
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from faultkit.records import RequestRecord
+from faultkit.model.records import RequestRecord
 
 __all__ = [
     "FIELD_NAMES",

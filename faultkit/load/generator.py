@@ -35,7 +35,7 @@ from faultkit.load.client import RequestRunner
 from faultkit.load.connections import ConnectionPool, ReuseStats
 from faultkit.load.ledger import Clock, Ledger
 from faultkit.load.profile import LoadProfile, Target
-from faultkit.records import RequestRecord
+from faultkit.model.records import RequestRecord
 
 __all__ = ["LATENESS_BOUND_S", "LoadGenerator", "LoadResult", "arrival_offsets"]
 

@@ -17,7 +17,7 @@ request id reused after its request ended is not detected (ids come from one cou
 at most :data:`MAX_VIOLATIONS` violation lines are kept (then a count).
 
 :class:`Clock` converts the event loop's monotonic clock to epoch seconds through one
-anchor, as ``faultkit.records`` prescribes.
+anchor, as ``faultkit.model.records`` prescribes.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from faultkit.records import ERROR_CLASSES, JsonlWriter, RequestRecord
+from faultkit.model.records import ERROR_CLASSES, JsonlWriter, RequestRecord
 
 if TYPE_CHECKING:  # pyarrow is imported only by a ledger that writes the columnar file
     from faultkit.load.ledgerfile import ArrowLedgerWriter

@@ -41,7 +41,7 @@ import pyarrow as pa
 
 from faultkit.errors import LedgerFileError
 from faultkit.load.columnar import SCHEMA, batches_of, record_batch, records_from_batch
-from faultkit.records import RequestRecord, iter_jsonl
+from faultkit.model.records import RequestRecord, iter_jsonl
 from faultkit.rundir import LEDGER_ARROWS, LEDGER_JSONL
 
 __all__ = [

@@ -10,7 +10,7 @@ anything else that writes to standard output goes to standard error instead.
 
 Its records are dated on the parent's clock anchor (``Clock.from_anchor``), each read by
 the kernel's receive stamp of the connection it arrived on (:mod:`faultkit.load.rxstamps`).
-The collector is frozen after the imports and the warm-up (:mod:`faultkit.gcquiet`), so its
+The collector is frozen after the imports and the warm-up (:mod:`faultkit.runtime.gcquiet`), so its
 collections walk only what the run allocates. SIGINT (Ctrl-C reaches every process of the
 terminal's group) cancels the requests in flight, each recorded as ``unknown/cancelled``,
 and the process still reports and exits normally.
@@ -33,7 +33,7 @@ from faultkit.load.connections import ReuseStats
 from faultkit.load.generator import LoadGenerator
 from faultkit.load.ledger import Clock, Ledger
 from faultkit.load.profile import LoadProfile, Target
-from faultkit.records import CLIENT_SIDE, RequestRecord
+from faultkit.model.records import CLIENT_SIDE, RequestRecord
 
 __all__ = ["UNREACHABLE", "UNREACHABLE_AFTER", "WorkerResult", "main", "run_share"]
 

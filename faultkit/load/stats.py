@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from faultkit.records import RequestRecord
+from faultkit.model.records import RequestRecord
 
 __all__ = [
     "PERCENTILES",

@@ -20,18 +20,18 @@ The verbs (:mod:`faultkit.platform.base`):
   policy applies, unlike ``docker_kill``; a SIGSTOP that hangs them), ``wait_gone``,
   ``wait_stopped``, ``netns`` (where iptables/tc run
   in the container's network namespace: network rules and traffic shaping,
-  :mod:`faultkit.netns`), ``uses_helpers``/``helper_steps``.
+  :mod:`faultkit.platform.netns`), ``uses_helpers``/``helper_steps``.
 
 The Docker verbs are the same for every implementation: each delegates to the node's own
-:class:`~faultkit.docker.DockerHost` (``host``), whose engine may be ``unix://``,
+:class:`~faultkit.docker.host.DockerHost` (``host``), whose engine may be ``unix://``,
 ``tcp://`` or ``ssh://``. The kernel verbs are not: a *crash* signal (``docker kill`` is a
 manual stop that no restart policy undoes), the container's process list and
 ``iptables``/``tc`` in its network namespace need the node's own kernel:
 
 - :class:`LocalDocker` (``unix://``): the harness runs on the node's host. Processes are
   found in this machine's ``/proc``, each PID proven to be the container's through its
-  cgroup before a pidfd signals it (:mod:`faultkit.hostpid`); namespaces are entered with
-  ``nsenter -t PID -n`` (:mod:`faultkit.netns`). Only an optimisation: the helpers below
+  cgroup before a pidfd signals it (:mod:`faultkit.docker.hostpid`); namespaces are entered with
+  ``nsenter -t PID -n`` (:mod:`faultkit.platform.netns`). Only an optimisation: the helpers below
   would work here too.
 - :class:`RemoteDocker` (any other engine URL): nothing of this machine is used. Each act
   is a short-lived **helper container on the node's host**, created through the node's
@@ -44,14 +44,14 @@ manual stop that no restart policy undoes), the container's process list and
   uses them journals a ``helpers_remove`` step, so ``faultkit sweep`` removes any that a
   killed harness left behind.
 
-A :class:`Netns` value says *where* a :mod:`faultkit.netns` command runs: a proven host PID
+A :class:`Netns` value says *where* a :mod:`faultkit.platform.netns` command runs: a proven host PID
 (``nsenter``), ``None`` (this machine's own namespace) or a :class:`HelperNetns`.
 """
 
 from __future__ import annotations
 
-from faultkit import hostpid
-from faultkit.docker import DockerHost, docker_host
+from faultkit.docker import hostpid
+from faultkit.docker.host import DockerHost, docker_host
 from faultkit.platform.base import Platform
 from faultkit.platform.helpers import (
     HELPER_IMAGE,
@@ -69,7 +69,7 @@ __all__ = ["HELPER_IMAGE", "HELPER_LABEL", "HELPER_TIMEOUT_S", "HelperNetns", "L
 
 def platform_for(url: str, host: DockerHost | None = None) -> Platform:
     """The platform of the Docker engine at ``url`` (reached through ``host``, by default
-    :func:`~faultkit.docker.docker_host`): local shortcuts for a ``unix://`` engine
-    (:func:`faultkit.hostpid.is_local`), helper containers for any other."""
+    :func:`~faultkit.docker.host.docker_host`): local shortcuts for a ``unix://`` engine
+    (:func:`faultkit.docker.hostpid.is_local`), helper containers for any other."""
     engine = host if host is not None else docker_host(url)
     return LocalDocker(url, engine) if hostpid.is_local(url) else RemoteDocker(url, engine)

@@ -9,8 +9,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-from faultkit.containers import ContainerSpec, ContainerState
-from faultkit.docker import DockerHost
+from faultkit.docker.containers import ContainerSpec, ContainerState
+from faultkit.docker.host import DockerHost
 from faultkit.errors import FaultRefused
 from faultkit.platform.helpers import HELPER_LABEL, Netns
 

@@ -4,7 +4,7 @@ Docker API, that act there for the harness (:class:`~faultkit.platform.RemoteDoc
 Each carries the labels :data:`faultkit.constants.LABEL_OWNER` ``=helper`` and
 :data:`HELPER_LABEL` ``=<fault id>``, runs :data:`HELPER_IMAGE` and is removed when it ends;
 ``faultkit sweep`` removes any that a killed harness left behind. A :class:`HelperNetns` is
-one kind of :data:`Netns`: where a :mod:`faultkit.netns` command runs.
+one kind of :data:`Netns`: where a :mod:`faultkit.platform.netns` command runs.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from faultkit.constants import LABEL_OWNER
-from faultkit.docker import DockerHost
+from faultkit.docker.host import DockerHost
 from faultkit.errors import DockerError, FaultUnsupported
 
 __all__ = ["HELPER_IMAGE", "HELPER_LABEL", "HELPER_TIMEOUT_S", "HelperNetns", "Netns",

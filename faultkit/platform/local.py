@@ -6,7 +6,7 @@ import signal
 from collections.abc import Sequence
 from typing import Any
 
-from faultkit import hostpid
+from faultkit.docker import hostpid
 from faultkit.platform.base import Platform
 from faultkit.platform.helpers import Netns
 

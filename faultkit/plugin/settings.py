@@ -98,7 +98,7 @@ def soak_seconds(config: pytest.Config, env: Mapping[str, str]) -> float | None:
 
 def _seconds(value: object, source: str) -> float:
     """A soak duration: seconds, or a duration with a unit (``90s``, ``5m``, ``1h``)."""
-    from faultkit.durations import parse_duration
+    from faultkit.model.durations import parse_duration
 
     try:
         seconds = parse_duration(str(value).strip())

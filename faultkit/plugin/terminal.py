@@ -14,7 +14,7 @@ runs, never this one, so nothing of the line reaches a test's captured output or
 
 When it draws (:func:`live_wanted`): with ``--faultkit-live`` (``$FAULTKIT_LIVE``, ini
 ``faultkit_live``) ``auto``, the default, when pytest writes to a terminal — the decision
-:func:`faultkit.progress.is_live` makes for the CLI: a tty, not ``CI``, not ``TERM=dumb`` —
+:func:`faultkit.runtime.progress.is_live` makes for the CLI: a tty, not ``CI``, not ``TERM=dumb`` —
 with the tests' output captured (not ``-s``, not ``--capture=tee-sys``) and without live
 logging (``log_cli``), whose lines would be written into it; ``on`` draws whatever the
 stream; ``off`` never. An xdist worker never draws: its output is not a terminal (the
@@ -23,9 +23,9 @@ lines per phase either: pytest's ``-v`` writes a test's id and its result on one
 line in between would split them. CI logs keep pytest's output as it always was; each
 run's timeline is in its run directory.
 
-Not :mod:`rich`, which :mod:`faultkit.progress` uses for the CLI: ``rich.live`` owns the
+Not :mod:`rich`, which :mod:`faultkit.runtime.progress` uses for the CLI: ``rich.live`` owns the
 region it redraws, where this line must give pytest's row back exactly as it found it. The
-CLI's decision (:func:`~faultkit.progress.is_live`) and time format are reused.
+CLI's decision (:func:`~faultkit.runtime.progress.is_live`) and time format are reused.
 
 Light (pytest, the standard library and :mod:`faultkit.experiment.live`): the plugin's entry
 module imports it.
@@ -43,7 +43,7 @@ from typing import TextIO
 import pytest
 
 from faultkit.experiment.live import LiveStatus, render
-from faultkit.progress import is_live
+from faultkit.runtime.progress import is_live
 
 __all__ = ["INTERVAL_S", "LiveHooks", "LiveLine", "live_wanted", "start_live"]
 
@@ -211,7 +211,7 @@ class LiveLine:
 def live_wanted(mode: str, stream: TextIO, *, worker: bool, capture: str, log_cli: bool) -> bool:
     """Whether the session draws live lines (see the module docstring): never in an xdist
     worker or with ``off``; with ``on``, always; with ``auto``, when ``stream`` is a
-    terminal (:func:`~faultkit.progress.is_live`), ``capture`` is ``fd`` or ``sys`` and
+    terminal (:func:`~faultkit.runtime.progress.is_live`), ``capture`` is ``fd`` or ``sys`` and
     ``log_cli`` is off."""
     if worker or mode == "off":
         return False

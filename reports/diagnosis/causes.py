@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from faultkit.containers import last_words
-from faultkit.events import EventKind
-from faultkit.kinds import FAULTS, fault_phrase, spec_of
+from faultkit.docker.containers import last_words
+from faultkit.model.events import EventKind
+from faultkit.model.kinds import FAULTS, fault_phrase, spec_of
 from reports.diagnosis.base import (
     CONTEXT_RE,
     GPU_OOM_RE,
@@ -56,7 +56,7 @@ CONFIG_VALUE_RE = re.compile(r"max[_-]model[_-]len|Value ?error|invalid (?:argum
 def why_it_stopped(log: str) -> str | None:
     """The candidate's own words on why it stopped: the last line naming the value it
     refused (vLLM's ``Value error, User-specified max_model_len (100000) …``), else the
-    last exception line (:func:`faultkit.containers.last_words`)."""
+    last exception line (:func:`faultkit.docker.containers.last_words`)."""
     lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
     named = [ln for ln in lines if STARTUP_KV_RE.search(ln) or CONFIG_VALUE_RE.search(ln)]
     return named[-1][:400] if named else last_words(log)

@@ -3,7 +3,7 @@ SIGTERM, one its supervision left down, a restart loop, a monitoring gap."""
 
 from __future__ import annotations
 
-from faultkit.events import EventKind
+from faultkit.model.events import EventKind
 from reports.diagnosis.base import Diagnosis, Rule, deaths_words, rel
 from reports.evidence import ContainerFacts
 from reports.load import RunData

@@ -95,7 +95,7 @@ def roll_node_to(inventory_path: Path, config: str) -> None:
 def config_label() -> str | None:
     """The serving config the node's container says it runs (its Docker label)."""
     from faultkit.constants import LABEL_SERVING_CONFIG
-    from faultkit.docker import DockerHost
+    from faultkit.docker.host import DockerHost
     from faultkit.inventory import load_inventory
 
     node = load_inventory(REPO / "testbed" / "inventory.yaml").node(NODE)

@@ -69,6 +69,6 @@ def test_testbed_up_is_idempotent_and_fast_when_running(lab: Lab) -> None:
 
 def lab_containers() -> list:  # type: ignore[type-arg]
     from faultkit.constants import LABEL_OWNER
-    from faultkit.docker import DockerHost
+    from faultkit.docker.host import DockerHost
 
     return DockerHost().labelled(LABEL_OWNER, "testbed")

@@ -23,8 +23,8 @@ import pytest
 import yaml
 
 from faultkit.constants import LABEL_OWNER, LABEL_SERVING_CONFIG, LOCAL_DOCKER
-from faultkit.containers import LAST_WORDS_MAX
-from faultkit.docker import DockerHost
+from faultkit.docker.containers import LAST_WORDS_MAX
+from faultkit.docker.host import DockerHost
 from faultkit.inventory import Inventory
 from testbed.lab import Lab
 from tests.e2e.conftest import REPO, SuiteRun, run_cli

@@ -27,9 +27,9 @@ import httpx
 import pytest
 import yaml
 
-from faultkit.docker import docker_host
-from faultkit.health import wait_ready
+from faultkit.docker.host import docker_host
 from faultkit.inventory import Inventory, Node, PrometheusRef
+from faultkit.probes.health import wait_ready
 from testbed.prometheus import render_rules_for, scrape_config
 from testbed.scratch import free_port, scratch_node, snapshot
 

@@ -33,8 +33,8 @@ import pytest
 import yaml
 from aiohttp import web
 
-from faultkit.durations import parse_duration
 from faultkit.inventory import Inventory, parse_inventory
+from faultkit.model.durations import parse_duration
 from faultkit.pager import Notification, fetch_notifications
 from slo.rules import render_rules
 from testbed.alertmanager import GROUP_WAIT, ensure_alertmanager, stop_alertmanager

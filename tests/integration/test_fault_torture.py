@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from faultkit.docker import docker_host
+from faultkit.docker.host import docker_host
 from faultkit.inventory import Inventory, Node
 from testbed.scratch import remove_scratch, write_inventory
 from testbed.torture import CASES, FaultCase, draw_delays, repair, run_trial, torture_node

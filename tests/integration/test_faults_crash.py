@@ -31,7 +31,7 @@ from hypothesis.stateful import (
 )
 
 from faultkit.constants import LABEL_SERVING_CONFIG, LOCAL_DOCKER
-from faultkit.docker import docker_host
+from faultkit.docker.host import docker_host
 from faultkit.errors import FaultRefused
 from faultkit.faults import Fault, make_fault
 from faultkit.inventory import Inventory, Node

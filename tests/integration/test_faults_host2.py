@@ -23,15 +23,15 @@ from typing import Any
 import httpx
 import pytest
 
-from faultkit import hostpid
 from faultkit.constants import LABEL_OWNER
-from faultkit.docker import DockerHost
+from faultkit.docker import hostpid
+from faultkit.docker.host import DockerHost
 from faultkit.errors import FaultNotApplied
 from faultkit.faults import FAULTS, make_fault
-from faultkit.health import wait_ready
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal
 from faultkit.platform import HELPER_LABEL
+from faultkit.probes.health import wait_ready
 from testbed import host2, host2_nodes
 from testbed.scratch import TEST_LABELS, assert_restored, snapshot, stopped_processes
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from faultkit import netns
 from faultkit.constants import LOCAL_DOCKER
-from faultkit.docker import docker_host
+from faultkit.docker.host import docker_host
 from faultkit.errors import FaultNotApplied, FaultUnsupported
 from faultkit.faults import make_fault
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal
+from faultkit.platform import netns
 from tests.integration.faults_support import assert_restored, remove_scratch, scratch_node, snapshot
 
 pytestmark = pytest.mark.docker

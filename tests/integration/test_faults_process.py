@@ -11,11 +11,11 @@ import httpx
 import pytest
 
 from faultkit.constants import LABEL_NODE, LOCAL_DOCKER
-from faultkit.docker import docker_host
+from faultkit.docker.host import docker_host
 from faultkit.faults import make_fault
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal
-from faultkit.records import Event
+from faultkit.model.records import Event
 from testbed.scratch import stopped_processes
 from tests.integration.faults_support import assert_restored, remove_scratch, scratch_node, snapshot
 

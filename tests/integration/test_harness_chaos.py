@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from faultkit.docker import docker_host
+from faultkit.docker.host import docker_host
 from faultkit.experiment import Experiment, NotJudgeable
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal

@@ -37,7 +37,7 @@ from click.testing import CliRunner
 
 from faultkit.cli import cli
 from faultkit.inventory import Inventory, parse_inventory
-from faultkit.records import Event, RequestRecord
+from faultkit.model.records import Event, RequestRecord
 from slo.budget import parse_window
 from slo.capture import capture, cross_check
 from slo.measure import measure

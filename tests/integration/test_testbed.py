@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from faultkit.docker import DockerHost
+from faultkit.docker.host import DockerHost
 from faultkit.inventory import Inventory, Node
 from testbed.lab import Lab
 
@@ -93,7 +93,7 @@ def test_rules_are_loaded_and_healthy(lab_inventory: Inventory) -> None:
 def test_sigkill_of_main_process_is_restarted_by_docker(lab: Lab, lab_inventory: Inventory) -> None:
     import asyncio
 
-    from faultkit.health import wait_ready
+    from faultkit.probes.health import wait_ready
 
     node = _llama(lab_inventory)
     assert node.docker is not None

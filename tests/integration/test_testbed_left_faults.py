@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from faultkit.constants import LOCAL_DOCKER
-from faultkit.docker import DockerHost
+from faultkit.docker.host import DockerHost
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal, JournalRecord
 from testbed.lab import LAB_NETWORK, Lab

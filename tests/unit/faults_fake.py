@@ -1,5 +1,5 @@
 """A fake fault backend for unit tests: a dict "world" and an undo op that restores keys in it;
-and a fake Docker engine behind a real :class:`~faultkit.docker.DockerHost` (its SDK client
+and a fake Docker engine behind a real :class:`~faultkit.docker.host.DockerHost` (its SDK client
 replaced), for a real fault, its undo steps and the experiment around it."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import docker.errors
 import requests
 
-from faultkit.docker import DockerHost, docker_host
+from faultkit.docker.host import DockerHost, docker_host
 from faultkit.faults import undo
 from faultkit.faults.base import Fault
 from faultkit.faults.params import ParamSpec

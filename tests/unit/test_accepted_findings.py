@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from faultkit.commands.gate_decision import ScenarioOutcome, decide, read_junit
 from faultkit.errors import InventoryError
+from faultkit.gate.decision import ScenarioOutcome, decide, read_junit
 from faultkit.inventory import load_inventory, parse_inventory
 from faultkit.plugin.status import ACCEPTED_STATUS, VERDICT_PROPERTY, verdict_status
 from faultkit.rundir import GateResult

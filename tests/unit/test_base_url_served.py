@@ -8,12 +8,12 @@ from typing import Any, ClassVar
 
 import pytest
 
-from faultkit.baseurl import check_base_url
+from faultkit.docker.baseurl import check_base_url
 from faultkit.errors import FaultRefused
 from faultkit.faults import base, fault_class
 from faultkit.journal import FaultJournal
-from faultkit.kinds import FAULTS
-from faultkit.records import Event
+from faultkit.model.kinds import FAULTS
+from faultkit.model.records import Event
 from tests.unit.faults_fake import WORLD, FakeFault, node
 
 SOCK = "unix:///var/run/docker.sock"

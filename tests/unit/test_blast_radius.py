@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from faultkit import hostpid, netns
-from faultkit.docker import state_from_attrs
+from faultkit.docker import hostpid
+from faultkit.docker.host import state_from_attrs
 from faultkit.errors import FaultError, FaultRefused
 from faultkit.faults import base, make_fault, undo
 from faultkit.inventory import Inventory
 from faultkit.journal import FaultJournal
-from faultkit.platform import remote
+from faultkit.platform import netns, remote
 from tests.unit.faults_fake import node
 
 SOCK = "unix:///var/run/docker.sock"
@@ -384,7 +384,6 @@ def test_the_sweep_removes_only_helpers_older_than_any_helper_lives(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from faultkit import sweep as sweeping
-
     class Listed:
         def __init__(self, name: str, created: str) -> None:
             self.name, self.attrs = name, {"Created": created}
@@ -407,7 +406,7 @@ def test_the_sweep_removes_only_helpers_older_than_any_helper_lives(
         asked.append(url)
         return host
 
-    monkeypatch.setattr("faultkit.docker.docker_host", docker_host)
+    monkeypatch.setattr("faultkit.docker.host.docker_host", docker_host)
     inv = Inventory(nodes=[docker_node("a"), docker_node("b", host="tcp://127.0.0.1:18100")])
     now = 1_796_285_400.0  # 2026-12-03T08:10:00Z
     lines = sweeping.sweep_helpers(inv, now=now)

@@ -18,7 +18,7 @@ from faultkit.load.client import LATE_CLIENT_S, RequestRunner
 from faultkit.load.connections import ConnectionPool
 from faultkit.load.fakeserver import serve
 from faultkit.load.ledger import Clock, Ledger
-from faultkit.records import CLIENT_SIDE, ERROR_CLASSES, RequestRecord
+from faultkit.model.records import CLIENT_SIDE, ERROR_CLASSES, RequestRecord
 
 FAST = {"first_token_timeout_s": 0.3, "total_timeout_s": 5.0, "connect_timeout_s": 0.3}
 #: for a hanging connect: the connect deadline comes first

@@ -1,5 +1,5 @@
 """The experiment notes a wall-clock step as an evidence gap when it measures a run (the
-wiring of faultkit.timestamps.clock_step_gap into faultkit.experiment.lifecycle.finish)."""
+wiring of faultkit.model.timestamps.clock_step_gap into faultkit.experiment.lifecycle.finish)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from faultkit.events import EventKind
 from faultkit.experiment import Experiment
 from faultkit.experiment.lifecycle import finish
 from faultkit.inventory import parse_inventory
 from faultkit.load import LoadProfile
+from faultkit.model.events import EventKind
+from faultkit.model.timestamps import wall_minus_monotonic
 from faultkit.rundir import RunDir
-from faultkit.timestamps import wall_minus_monotonic
 from slo.effect import MeasurementInputError
 from slo.prom import Prometheus
 

@@ -1,4 +1,5 @@
-"""faultkit.clockread: a remote clock read to within half the fastest exchange's round trip."""
+"""faultkit.probes.clockread: a remote clock read to within half the fastest exchange's round
+trip."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from faultkit.clockread import ClockReading, read_clock
+from faultkit.probes.clockread import ClockReading, read_clock
 
 
 def _exchanges(*pairs: tuple[float, float]) -> tuple[Callable[[], float], Callable[[], float]]:

@@ -1,4 +1,4 @@
-"""The context-limit probe (faultkit.limits, faultkit.context_probe): reading the limit from
+"""The context-limit probe (faultkit.probes.limits, faultkit.probes.context): reading the limit from
 each engine's own answer, fitting prompt tokens, planning the steps, judging the answers —
 and the whole probe over real HTTP against an in-process simulated node, whose truth file
 (the simulator's own account, not the probe's) says what it was sent."""
@@ -12,9 +12,10 @@ from typing import Any, cast
 import httpx
 import pytest
 
-from faultkit.context_probe import ProbeNotPossible, judge_step, prepare_probe, run_probe
 from faultkit.inventory import Node
-from faultkit.limits import (
+from faultkit.model.records import RequestRecord
+from faultkit.probes.context import ProbeNotPossible, judge_step, prepare_probe, run_probe
+from faultkit.probes.limits import (
     ContextLimit,
     ContextLimitUnknown,
     ProbeStep,
@@ -25,7 +26,6 @@ from faultkit.limits import (
     read_context_limit,
     token_counter,
 )
-from faultkit.records import RequestRecord
 from tests.unit.simnode_helpers import events_named, running_node
 
 
@@ -122,8 +122,8 @@ def test_the_labs_sglang_calibration_plans_every_prompt_inside_the_limit() -> No
     letters as 2 tokens): the probe's own seeds gave a fit with a spread of 1 token, and
     with the spread alone its 100 % step held a 4,090-token prompt for a room of 4,088.
     Every prompt the plan makes must fit, counted by the simulator's rule."""
-    from faultkit.context_probe import _CALIBRATION_REPEATS
     from faultkit.load.prompts import synthetic_prompt
+    from faultkit.probes.context import _CALIBRATION_REPEATS
     from testbed.simnode.textgen import count_chat_tokens
 
     def tokens(words: int, seed: int, index: int) -> int:
@@ -237,8 +237,8 @@ async def uneven_count(text: str) -> int:
 @pytest.mark.parametrize("within", [True, False])
 async def test_exact_words_sit_on_the_boundary_for_every_prompt_of_the_step(within: bool
                                                                            ) -> None:
-    from faultkit.context_probe import exact_step
     from faultkit.load.prompts import synthetic_prompt
+    from faultkit.probes.context import exact_step
 
     fit = PromptFit(per_word=2.0, overhead=10.0, spread=2.0, longest=64)
     target = 1000

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from faultkit.containers import ContainerSpec, _spec_from_attrs, spec_from_json, spec_to_json
+from faultkit.docker.containers import ContainerSpec, _spec_from_attrs, spec_from_json, spec_to_json
 from faultkit.faults.registry import make_fault
 from faultkit.faults.rollout import Rollout
 from faultkit.inventory import ServingConfig, config_hash, parse_inventory

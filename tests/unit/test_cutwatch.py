@@ -78,7 +78,7 @@ async def test_a_refuse_partition_dates_its_effect_by_the_cut_it_watched(
     answering_server: AnsweringServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from faultkit.faults import base, make_fault
-    from faultkit.records import Event
+    from faultkit.model.records import Event
     from slo.effect import effect_of
     from tests.unit.faults_fake import node
 

@@ -58,7 +58,7 @@ def test_death_without_start_gives_no_restart() -> None:
 def test_a_network_disconnect_dates_a_refuse_partition() -> None:
     """The harness confirms the cut only when Docker's API call returns (0.74 s later under
     load, CI run J): Docker's own ``disconnect`` event is when it happened."""
-    from faultkit.records import Event
+    from faultkit.model.records import Event
     from slo.effect import effect_of
 
     disconnect = {**raw("disconnect", 0.05, container="abc"), "Type": "network"}

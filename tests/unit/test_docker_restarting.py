@@ -9,8 +9,8 @@ import docker.errors
 import pytest
 import requests
 
-import faultkit.docker as docker_module
-from faultkit.docker import DockerHost
+import faultkit.docker.host as docker_module
+from faultkit.docker.host import DockerHost
 from faultkit.errors import DockerError
 
 

@@ -20,13 +20,13 @@ import pytest
 from tenacity import wait_none
 
 from faultkit.errors import DockerError, FaultNotApplied
-from faultkit.events import EventKind
 from faultkit.faults import make_fault, undo
 from faultkit.faults.base import Fault
 from faultkit.faults.params import ParamSpec
 from faultkit.inventory import Inventory, Node
 from faultkit.journal import FaultJournal
-from faultkit.records import Event
+from faultkit.model.events import EventKind
+from faultkit.model.records import Event
 from tests.unit.faults_fake import WORLD, FakeDockerAPI, api_error, fake_engine, node
 
 pytest_plugins = ["pytester"]

@@ -1,4 +1,4 @@
-"""One home per fault fact: every kind in :data:`faultkit.kinds.FAULTS` has a spec whose
+"""One home per fault fact: every kind in :data:`faultkit.model.kinds.FAULTS` has a spec whose
 implementation is that kind's class, a scenario (or a reason it has none), a row in
 docs/faults.md, and a diagnosis that names its spec's cause. Adding a fault kind means
 adding one spec and one implementation; this test names whatever else is missing."""
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from faultkit.faults import fault_class
-from faultkit.kinds import ACTIONS, FAULT_KINDS, FAULTS, fault_phrase, kinds_of, spec_of
+from faultkit.model.kinds import ACTIONS, FAULT_KINDS, FAULTS, fault_phrase, kinds_of, spec_of
 
 ROOT = Path(__file__).resolve().parents[2]
 #: kinds with no scenario of their own, and why

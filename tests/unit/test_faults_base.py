@@ -16,7 +16,7 @@ from faultkit.faults import FAULTS, fault_class, make_fault
 from faultkit.faults.base import Fault
 from faultkit.inventory import Inventory
 from faultkit.journal import FaultJournal
-from faultkit.records import Event
+from faultkit.model.records import Event
 from faultkit.sweep import sweep
 from tests.unit.faults_fake import WORLD, FakeFault, node
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from faultkit.first_token import probe_first_token
+from faultkit.probes.first_token import probe_first_token
 from tests.unit.faults_fake import node
 
 STREAM = (

@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from faultkit.commands.gate_baseline import (
+from faultkit.gate.baseline import (
     TOLERANCES,
     Baseline,
     compare_figures,
     find_baselines,
     judge_against_baseline,
 )
+from faultkit.model.runfiles import RunInfo
 from faultkit.rundir import GateResult, RunDir
-from faultkit.runmodels import RunInfo
 from reports import render_gate
 from tests.unit.reports_helpers import table_problems
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from faultkit.commands.gate_decision import ScenarioOutcome, decide, read_junit
+from faultkit.gate.decision import ScenarioOutcome, decide, read_junit
 from faultkit.rundir import GateResult
 from reports import render_gate
 from slo.verdict import CheckResult, Verdict

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from faultkit.cli import cli
 from faultkit.commands.gate import run_scenarios
-from faultkit.commands.gate_decision import merge_junit, read_junit
-from faultkit.commands.gate_pool import (
+from faultkit.gate.decision import merge_junit, read_junit
+from faultkit.gate.pool import (
     SCENARIO_S,
     SOAK_OVERHEAD_S,
     combined_exit,
@@ -26,9 +26,9 @@ from faultkit.commands.gate_pool import (
     scenario_weight,
     split_scenarios,
 )
-from faultkit.gatemodels import GateResult
 from faultkit.inventory import load_inventory
-from faultkit.progress import Progress
+from faultkit.model.gatefile import GateResult
+from faultkit.runtime.progress import Progress
 from reports.render import render_gate
 from tests.unit.test_gate_progress import _argv
 
@@ -248,9 +248,10 @@ class _PoolWorld:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, collected: dict[str, list[str]]
                  ) -> None:
-        from faultkit.commands import gate, gate_steady
-        from faultkit.commands.gate_steady import SteadyState
-        from faultkit.health import ProbeResult
+        from faultkit.commands import gate
+        from faultkit.gate import steady as gate_steady
+        from faultkit.gate.steady import SteadyState
+        from faultkit.probes.health import ProbeResult
         from tests.unit.test_gate_steady_wiring import FakeRollout, slis
 
         self.log: list[str] = []
@@ -290,7 +291,7 @@ async def test_a_pool_node_with_no_share_runs_nothing_and_the_gate_still_passes(
     (pytest would exit 5, "no tests collected", and fail the gate); both nodes are still
     rolled out, judged and restored."""
     from faultkit.commands import gate
-    from faultkit.commands.gate_steady import SteadyPhase
+    from faultkit.gate.steady import SteadyPhase
     from faultkit.load.profile import BACKGROUND_PROFILE
 
     inventory = load_inventory(LAB)
@@ -319,7 +320,7 @@ def test_dry_run_prints_the_split_with_earlier_gates_durations(
     real catalogue's collection, with an earlier gate's durations: the second host's
     partitions measured at 31 s (the fixed weight is 25 s) go to the other node first,
     and the one left on the second host counts 31 s in its share."""
-    from faultkit.commands.gate_plan import print_split
+    from faultkit.gate.plan import print_split
 
     inventory = load_inventory(LAB)
     _gate_dir(tmp_path, "20261204T100000Z", {

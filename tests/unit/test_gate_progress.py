@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from faultkit.commands.gate import run_scenarios
-from faultkit.progress import Progress
+from faultkit.runtime.progress import Progress
 
 _TESTS = '''
 import pytest
@@ -41,7 +41,7 @@ def _argv(tmp_path: Path) -> list[str]:
     (tmp_path / "test_some.py").write_text(_TESTS)
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers = slow\n")
     return [sys.executable, "-m", "pytest", str(tmp_path / "test_some.py"), "-q",
-            "-p", "no:cacheprovider", "-m", "not slow", "-p", "faultkit.commands.gate_feed"]
+            "-p", "no:cacheprovider", "-m", "not slow", "-p", "faultkit.gate.feed"]
 
 
 def test_plain_lines_list_the_scenarios_then_one_mark_each(tmp_path: Path) -> None:

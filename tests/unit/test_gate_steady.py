@@ -1,4 +1,4 @@
-"""The gate's steady-state phase (faultkit.commands.gate_steady): the judge on the node's
+"""The gate's steady-state phase (faultkit.gate.steady): the judge on the node's
 SLOs (missing evidence is never a pass), the comparison with the current config and its
 tolerance, the phase's decisions, gate.md's table, and the runner on a loopback fake
 server (no Docker, no lab)."""
@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from faultkit.cli import cli
-from faultkit.commands import gate_steady
-from faultkit.commands.gate_steady import (
+from faultkit.gate import steady as gate_steady
+from faultkit.gate.steady import (
     MIN_STEADY_REQUESTS,
     SteadyPhase,
     SteadyState,
@@ -26,8 +26,8 @@ from faultkit.commands.gate_steady import (
 from faultkit.inventory import Node, SLOSettings
 from faultkit.load.fakeserver import serve
 from faultkit.load.profile import BACKGROUND_PROFILE, LoadProfile
+from faultkit.model.windows import WindowSLIs
 from faultkit.rundir import GateResult
-from faultkit.windows import WindowSLIs
 from reports import render_gate
 from tests.unit.inventory_text import one_node_inventory
 

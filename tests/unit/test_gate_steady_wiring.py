@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
-from faultkit.commands import gate, gate_steady
-from faultkit.commands.gate_steady import SteadyPhase, SteadyState
-from faultkit.health import ProbeResult
+from faultkit.commands import gate
+from faultkit.gate import steady as gate_steady
+from faultkit.gate.steady import SteadyPhase, SteadyState
 from faultkit.inventory import Inventory, load_inventory
 from faultkit.load.profile import BACKGROUND_PROFILE
+from faultkit.model.windows import WindowSLIs
+from faultkit.probes.health import ProbeResult
 from faultkit.rundir import GateDir
-from faultkit.windows import WindowSLIs
 from tests.unit.inventory_text import one_node_inventory
 
 INVENTORY = one_node_inventory(cand="img2")

@@ -15,9 +15,9 @@ import pytest
 import yaml
 from aiohttp import web
 
-from faultkit.health import parse_upstream_health, upstream_health
 from faultkit.inventory import load_inventory, parse_inventory
-from faultkit.records import Event
+from faultkit.model.records import Event
+from faultkit.probes.health import parse_upstream_health, upstream_health
 from slo.types import Measurement
 from testbed import litellm_node
 from testbed.errors import TestbedError

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from faultkit.commands import gate, gate_scenarios
+from faultkit.commands import gate
 from faultkit.commands.interrupt import INTERRUPT_SIGNALS
+from faultkit.gate import scenarios as gate_scenarios
 from faultkit.journal import FaultJournal
-from faultkit.progress import Progress
+from faultkit.runtime.progress import Progress
 
 ROOT = Path(__file__).resolve().parents[2]
 

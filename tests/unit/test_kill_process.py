@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from faultkit.docker import state_from_attrs
+from faultkit.docker.host import state_from_attrs
 from faultkit.errors import FaultParamError, FaultRefused
 from faultkit.faults import make_fault
 from faultkit.journal import FaultJournal
@@ -130,8 +130,8 @@ async def test_the_init_carrying_the_engines_command_line_is_spared(
 
 
 def test_a_zombie_is_dead_and_a_live_process_is_not() -> None:
-    from faultkit.hostpid import running as _running
-    from faultkit.hostpid import wait_gone as _wait_gone
+    from faultkit.docker.hostpid import running as _running
+    from faultkit.docker.hostpid import wait_gone as _wait_gone
 
     child = _sleeper()
     try:

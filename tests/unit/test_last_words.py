@@ -1,10 +1,10 @@
-"""``faultkit.containers.last_words``: the line of a failed engine's log the gate quotes."""
+"""``faultkit.docker.containers.last_words``: the line of a failed engine's log the gate quotes."""
 
 from __future__ import annotations
 
 import pytest
 
-from faultkit.containers import LAST_WORDS_MAX, last_words
+from faultkit.docker.containers import LAST_WORDS_MAX, last_words
 
 #: the simnode's start-up failure (testbed/simnode/node.py), as its container logs it
 SIMNODE = """\

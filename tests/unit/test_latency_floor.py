@@ -8,7 +8,7 @@ that came before the revert began still counts, and still fails the check.
 
 from __future__ import annotations
 
-from faultkit.records import RequestRecord
+from faultkit.model.records import RequestRecord
 from scenarios.test_latency import TTFT_FLOOR_S, ttft_floor
 
 T_EFFECT, REVERT_BEGAN = 100.0, 108.0

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from faultkit.cli import cli
 from faultkit.load.ledgerfile import ArrowLedgerWriter
 from faultkit.load.stats import summarize
-from faultkit.records import JsonlWriter, RequestRecord
+from faultkit.model.records import JsonlWriter, RequestRecord
 from tests.unit.test_ledger_file import make
 
 

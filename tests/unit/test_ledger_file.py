@@ -21,7 +21,7 @@ from faultkit.load.ledgerfile import (
     iter_records,
     resolve_ledger,
 )
-from faultkit.records import ERROR_CLASSES, JsonlWriter, RequestRecord, read_ledger
+from faultkit.model.records import ERROR_CLASSES, JsonlWriter, RequestRecord, read_ledger
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -22,7 +22,7 @@ from faultkit.load.colstats import fixed_windows, summarize_file, window_figures
 from faultkit.load.ledgerfile import ArrowLedgerWriter
 from faultkit.load.quantiles import StreamingDistribution, exact_percentiles
 from faultkit.load.stats import Distribution, LoadSummary, distribution, percentile, summarize
-from faultkit.records import JsonlWriter, RequestRecord
+from faultkit.model.records import JsonlWriter, RequestRecord
 from slo.measure import window_slis
 
 T0 = 1_767_268_800.0

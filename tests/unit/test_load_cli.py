@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from faultkit.cli import cli
 from faultkit.load.fakeserver import serve_in_subprocess
-from faultkit.records import read_ledger
+from faultkit.model.records import read_ledger
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +156,7 @@ def test_usage_errors(args: list[str], message: str) -> None:
 def test_live_progress_status_line() -> None:
     from faultkit.commands.load import _live_wanted, progress_status
     from faultkit.load import LoadProfile
-    from faultkit.records import RequestRecord
+    from faultkit.model.records import RequestRecord
 
     def rec(i: int, status: str, ttft: float | None) -> RequestRecord:
         first = None if ttft is None else 10.0 + ttft

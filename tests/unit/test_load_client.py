@@ -21,7 +21,7 @@ from faultkit.load.connections import ConnectionPool
 from faultkit.load.dialer import ConnectError, ConnectTimeout, Server
 from faultkit.load.fakeserver import serve
 from faultkit.load.ledger import Ledger
-from faultkit.records import ERROR_CLASSES, RequestRecord, is_clean_rejection, read_ledger
+from faultkit.model.records import ERROR_CLASSES, RequestRecord, is_clean_rejection, read_ledger
 
 FAST = {"first_token_timeout_s": 0.3, "total_timeout_s": 0.7, "connect_timeout_s": 0.5}
 

@@ -24,7 +24,7 @@ from faultkit.load import (
     arrival_offsets,
 )
 from faultkit.load.fakeserver import serve
-from faultkit.records import RequestRecord, read_ledger
+from faultkit.model.records import RequestRecord, read_ledger
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from faultkit.load import Ledger, LoadGenerator, LoadProfile, Target, arrival_of
 from faultkit.load.fakeserver import make_app, serve
 from faultkit.load.generator import LATENESS_BOUND_S
 from faultkit.load.stats import e2e_s, summarize, ttft_s, user_e2e_s, user_ttft_s
-from faultkit.records import RequestRecord, read_ledger
+from faultkit.model.records import RequestRecord, read_ledger
 
 #: how close a recorded ``t_scheduled`` must be to the schedule (float epoch round-trip)
 DUE_TOLERANCE_S = 0.002

@@ -25,7 +25,7 @@ from faultkit.load.ledgerfile import ArrowLedgerWriter, iter_records
 from faultkit.load.multiproc import _merged, merge_ledgers, run_in_processes
 from faultkit.load.procworker import WorkerResult
 from faultkit.load.shares import part, process_count, split_profile
-from faultkit.records import RequestRecord
+from faultkit.model.records import RequestRecord
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from faultkit.load.stats import (
     user_e2e_s,
     user_ttft_s,
 )
-from faultkit.records import RequestRecord
+from faultkit.model.records import RequestRecord
 
 
 def rec(

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from faultkit.loopwatch import LoopStall, LoopWatch
+from faultkit.runtime.loopwatch import LoopStall, LoopWatch
 
 
 def _block_in_a_syscall(seconds: float) -> None:

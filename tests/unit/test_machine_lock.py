@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from faultkit.machinelock import machine_lock
+from faultkit.runtime.machinelock import machine_lock
 
 
 async def test_a_second_holder_waits_until_the_first_lets_go(tmp_path: Path) -> None:

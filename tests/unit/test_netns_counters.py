@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from faultkit import netns
+from faultkit.platform import netns
 
 # real `iptables -L -v -x -n` output: its rule lines are wider than our line limit
 LISTING = """Chain INPUT (policy ACCEPT 0 packets, 0 bytes)

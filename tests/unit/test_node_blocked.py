@@ -18,7 +18,7 @@ from faultkit.faults import undo
 from faultkit.faults.locks import lock_key
 from faultkit.inventory import Node
 from faultkit.journal import FaultJournal, JournalRecord
-from faultkit.records import Event
+from faultkit.model.records import Event
 from faultkit.sweep import sweep
 from tests.unit.faults_fake import WORLD, FakeFault, node
 from tests.unit.inventory_text import one_node_inventory

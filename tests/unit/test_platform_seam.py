@@ -3,7 +3,7 @@
 Each fault that touches its node's container runs its admission check, ``_prepare`` and
 ``_apply`` against a platform test double. Everything else a fault could reach the node by
 is a trap that fails the test: the fault module's own ``docker_host`` (what ``self.docker``
-used to be), any :class:`~faultkit.docker.DockerHost` the fault would build itself (its
+used to be), any :class:`~faultkit.docker.host.DockerHost` the fault would build itself (its
 engine client), and this machine's kernel (``/proc`` PIDs, ``kill``, ``nsenter``). The
 double's verbs record what they were asked, so each case also proves the fault did act.
 A ``KubernetesPlatform`` then needs nothing but the interface.
@@ -19,16 +19,16 @@ from typing import Any
 
 import pytest
 
-from faultkit import hostpid, netns
-from faultkit.containers import ContainerSpec, state_from_attrs
-from faultkit.docker import DockerHost
+from faultkit.docker import hostpid
+from faultkit.docker.containers import ContainerSpec, state_from_attrs
+from faultkit.docker.host import DockerHost
 from faultkit.faults import base, make_fault, partition
 from faultkit.faults.host import HostRestart
 from faultkit.faults.rollout import Rollout
 from faultkit.inventory import Inventory, ServingConfig
 from faultkit.journal import FaultJournal
-from faultkit.kinds import FAULTS
-from faultkit.platform import HelperNetns, Netns, Platform
+from faultkit.model.kinds import FAULTS
+from faultkit.platform import HelperNetns, Netns, Platform, netns
 from tests.unit.faults_fake import node
 
 ENGINE = "tcp://10.0.0.2:2375"

@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from faultkit.events import EventKind
 from faultkit.experiment.live import LiveStatus, Part, Snapshot, compose, render
+from faultkit.model.events import EventKind
+from faultkit.model.records import Event
 from faultkit.plugin.terminal import LiveLine, live_wanted
-from faultkit.records import Event
 
 pytest_plugins = ["pytester"]
 

@@ -1,4 +1,4 @@
-"""faultkit.progress: plain lines (exact, with a fake clock) and the live line."""
+"""faultkit.runtime.progress: plain lines (exact, with a fake clock) and the live line."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from faultkit.progress import Progress, format_elapsed, is_live, one_line, step
+from faultkit.runtime.progress import Progress, format_elapsed, is_live, one_line, step
 from testbed._shell import run, stream
 from testbed.errors import TestbedError
 

@@ -333,7 +333,7 @@ def test_undiagnosed_says_what_was_missing(tmp_path: Path) -> None:
 def test_every_fault_kind_has_a_cause_the_diagnosis_names(tmp_path: Path) -> None:
     """One home per fact: each kind's cause is its FaultSpec's, found by the rules from the
     run's own evidence (the fault took effect, users dropped)."""
-    from faultkit.kinds import FAULTS
+    from faultkit.model.kinds import FAULTS
 
     for kind, spec in FAULTS.items():
         if spec.request_level or kind == "rollout":

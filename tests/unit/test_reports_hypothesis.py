@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from faultkit.records import ERROR_CLASSES
+from faultkit.model.records import ERROR_CLASSES
 from reports.load import load_run
 from reports.render import _ENV, incident_context, render_incident
 from tests.unit.reports_helpers import table_problems

@@ -10,7 +10,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from faultkit.records import Event, RequestRecord
+from faultkit.model.records import Event, RequestRecord
 from reports.load import load_run
 from reports.render import render_incident
 from reports.upstreams import GATEWAY_OWN, per_upstream_per_second, upstream_rows

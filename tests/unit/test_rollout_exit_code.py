@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from faultkit.containers import ContainerState
+from faultkit.docker.containers import ContainerState
 from faultkit.faults import make_fault, rollout
-from faultkit.health import ProbeResult
 from faultkit.inventory import Inventory, ServingConfig
+from faultkit.probes.health import ProbeResult
 from tests.unit.faults_fake import node
 
 

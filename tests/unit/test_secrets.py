@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from faultkit.commands.gate_decision import config_diff
 from faultkit.experiment import Experiment
+from faultkit.gate.decision import config_diff
 from faultkit.inventory import Inventory, Node, ServingConfig
 from faultkit.load.profile import LoadProfile
 from faultkit.rundir import RunDir

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from faultkit.faults.memory import MemorySqueeze
-from faultkit.records import Event, RequestRecord
+from faultkit.model.records import Event, RequestRecord
 from slo.measure import MeasurementInputError, measure, window_slis
 
 NODE = "n1"

@@ -8,7 +8,7 @@ import socket
 from aiohttp import web
 
 from faultkit.inventory import Node
-from faultkit.records import Event
+from faultkit.model.records import Event
 from slo.errors import PrometheusUnavailable
 from slo.observer import Observer
 from slo.prom import Alert, Series

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from faultkit.durations import parse_model_duration
-from faultkit.events import EventKind
 from faultkit.inventory import parse_inventory
-from faultkit.records import Event
+from faultkit.model.durations import parse_model_duration
+from faultkit.model.events import EventKind
+from faultkit.model.records import Event
 from slo.alertmanager import AmAlert, RouteTiming, Silence
 from slo.checks import judge, paged_within
 from slo.observer import Observer

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from faultkit.records import RequestRecord
+from faultkit.model.records import RequestRecord
 from slo.routing import hit_dead_upstream, route_around
 
 T0 = 1_000.0

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from faultkit.docker import MemoryStats
+from faultkit.docker.host import MemoryStats
 from slo.trend import DAY_S, MIN_RISE_BYTES, counter_trend, memory_trend, steady_chance
 
 MIB = 2**20

@@ -6,10 +6,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from faultkit.clockread import ClockReading
-from faultkit.events import EventKind
 from faultkit.inventory import SLOSettings
-from faultkit.records import Event, RequestRecord
+from faultkit.model.events import EventKind
+from faultkit.model.records import Event, RequestRecord
+from faultkit.probes.clockread import ClockReading
 from slo.evidence import steady_state_violations
 
 T = 1_000.0  # the baseline's start

@@ -1,4 +1,4 @@
-"""One RFC 3339 parser for Docker's and Prometheus' stamps (faultkit.timestamps)."""
+"""One RFC 3339 parser for Docker's and Prometheus' stamps (faultkit.model.timestamps)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from faultkit.containers import state_from_attrs
-from faultkit.timestamps import parse_rfc3339
+from faultkit.docker.containers import state_from_attrs
+from faultkit.model.timestamps import parse_rfc3339
 
 EPOCH = datetime(2026, 12, 1, 5, 30, 1, 123456, tzinfo=UTC).timestamp()
 
@@ -44,7 +44,7 @@ def test_docker_state_uses_it() -> None:
 
 
 def test_a_wall_clock_step_during_a_run_is_an_evidence_gap() -> None:
-    from faultkit.timestamps import clock_step_gap, wall_minus_monotonic
+    from faultkit.model.timestamps import clock_step_gap, wall_minus_monotonic
 
     start = wall_minus_monotonic()
     assert clock_step_gap(start) is None  # no step between two reads
@@ -55,9 +55,9 @@ def test_a_wall_clock_step_during_a_run_is_an_evidence_gap() -> None:
 
 
 def test_the_gap_makes_the_measurement_inconclusive() -> None:
-    from faultkit.events import EventKind
-    from faultkit.records import Event
-    from faultkit.timestamps import clock_step_gap
+    from faultkit.model.events import EventKind
+    from faultkit.model.records import Event
+    from faultkit.model.timestamps import clock_step_gap
     from slo.effect import Effect
     from slo.gaps import evidence_gaps
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from faultkit.inventory.models import Node
-from faultkit.records import RequestRecord
+from faultkit.model.records import RequestRecord
 from testbed import truth
 from testbed.simnode.truth import TruthFileError, TruthLog, parse_truth
 from testbed.truth import death_moments, truth_lost

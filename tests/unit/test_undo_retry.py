@@ -13,7 +13,7 @@ import requests
 import requests.exceptions
 from tenacity import wait_none
 
-from faultkit.docker import DockerHost
+from faultkit.docker.host import DockerHost
 from faultkit.errors import DockerError, FaultError
 from faultkit.faults import undo
 from faultkit.faults.base import Fault

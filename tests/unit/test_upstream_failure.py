@@ -59,7 +59,7 @@ async def test_run_fault_on_an_upstream_makes_the_fault_for_it(tmp_path: Path) -
 
 
 def test_the_upstream_is_back_at_its_ready_event_else_at_its_fault_revert() -> None:
-    from faultkit.records import Event
+    from faultkit.model.records import Event
 
     def ev(t: float, kind: str, node: str = "a", source: str = "fault") -> Event:
         return Event(t=t, source=source, kind=kind, node=node, data={})
@@ -73,7 +73,7 @@ def test_the_upstream_is_back_at_its_ready_event_else_at_its_fault_revert() -> N
 
 
 def test_retries_after_counts_what_the_gateways_answers_said_from_t_effect_on() -> None:
-    from faultkit.records import RequestRecord
+    from faultkit.model.records import RequestRecord
 
     def rec(i: int, t: float, retries: int | None, node: str = "gw") -> RequestRecord:
         return RequestRecord(id=f"r{i}", node=node, kind="chat", t_invoke=t, t_scheduled=t,
@@ -88,7 +88,7 @@ def test_retries_after_counts_what_the_gateways_answers_said_from_t_effect_on() 
 
 def _rec(i: int, t: float, served_by: str | None, status: str = "ok",
          error_class: str | None = None, node: str = "gw", t_end: float | None = None) -> Any:
-    from faultkit.records import RequestRecord
+    from faultkit.model.records import RequestRecord
 
     return RequestRecord(id=f"r{i}", node=node, kind="chat", t_invoke=t, t_scheduled=t,
                          status=status, t_end=t + 1 if t_end is None else t_end,  # type: ignore[arg-type]
@@ -153,7 +153,7 @@ async def test_the_run_waits_until_the_upstream_serves_again_or_gives_up() -> No
     import time
     from types import SimpleNamespace
 
-    from faultkit.records import Event
+    from faultkit.model.records import Event
 
     now = time.time()
     records = [_rec(0, now - 5, "b"), _rec(1, now - 1, "a")]

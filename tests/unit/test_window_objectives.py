@@ -3,7 +3,7 @@ requests is held to (error ratio ≤ ``error_ratio_max``, TTFT p95 ≤ ``ttft_s`
 three places that judge a window by it agreeing at the limit and just above it: the checks
 after a fault (``window_checks``, ``checks_from_slo``), the steady-state hypothesis before
 it (``slo.evidence.steady_state_violations``) and the gate's steady-state phase
-(``faultkit.commands.gate_steady.judge_steady_state``)."""
+(``faultkit.gate.steady.judge_steady_state``)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from faultkit.commands.gate_steady import judge_steady_state
+from faultkit.gate.steady import judge_steady_state
 from faultkit.inventory import SLOSettings
-from faultkit.windows import WindowSLIs
+from faultkit.model.windows import WindowSLIs
 from slo.checks import (
     WindowObjective,
     checks_from_slo,

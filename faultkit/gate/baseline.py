@@ -26,9 +26,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from faultkit.gatemodels import GateResult
+from faultkit.model.gatefile import GateResult
+from faultkit.model.runfiles import RunInfo
 from faultkit.rundir import RunDir
-from faultkit.runmodels import RunInfo
 
 __all__ = [
     "TOLERANCES",

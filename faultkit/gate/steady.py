@@ -15,7 +15,7 @@ its scenarios run in the background (:func:`gate_load_profile`) at the node for
    (:func:`compare_steady_states`); a regression beyond the tolerance fails the gate.
 
 The judge and the comparison are pure; :func:`run_steady_state` and :class:`SteadyPhase`
-act. Figures are client-side (:class:`~faultkit.windows.WindowSLIs` of the requests that
+act. Figures are client-side (:class:`~faultkit.model.windows.WindowSLIs` of the requests that
 *arrived* in the window, ``slo.measure.window_slis``).
 """
 
@@ -29,12 +29,12 @@ from typing import Any, Literal
 
 import httpx
 
-from faultkit.health import probe
 from faultkit.inventory import Node, SLOSettings
 from faultkit.load.generator import LoadGenerator
 from faultkit.load.profile import BACKGROUND_PROFILE, LoadProfile, Target
-from faultkit.records import CLIENT_SIDE
-from faultkit.windows import WindowSLIs
+from faultkit.model.records import CLIENT_SIDE
+from faultkit.model.windows import WindowSLIs
+from faultkit.probes.health import probe
 from slo.checks import WindowObjective, window_objectives
 from slo.measure import window_slis
 from slo.verdict import CheckResult, Verdict

@@ -3,9 +3,9 @@ node's concurrency, then one just over it (``scenarios/test_limits.py``).
 
 Two halves, so that a scenario can refuse to judge before its load starts:
 
-- :func:`prepare_probe` reads the limit (:func:`faultkit.limits.read_context_limit`), sends
+- :func:`prepare_probe` reads the limit (:func:`faultkit.probes.limits.read_context_limit`), sends
   four small calibration prompts to learn how the node counts their tokens
-  (:func:`faultkit.limits.fit_prompt_tokens`) and plans the steps. It raises
+  (:func:`faultkit.probes.limits.fit_prompt_tokens`) and plans the steps. It raises
   :class:`ProbeNotPossible` when the node names no limit or does not report
   ``usage.prompt_tokens``: the probe then cannot be judged (INCONCLUSIVE, never PASS).
 - :func:`run_probe` sends each step's prompts at once and waits for every answer, step
@@ -31,7 +31,11 @@ import httpx
 
 from faultkit.errors import FaultkitError
 from faultkit.inventory import Node
-from faultkit.limits import (
+from faultkit.load.generator import LoadGenerator
+from faultkit.load.profile import LoadProfile, Target
+from faultkit.load.prompts import synthetic_prompt
+from faultkit.model.records import RequestRecord
+from faultkit.probes.limits import (
     DEFAULT_FRACTIONS,
     ContextLimit,
     ContextLimitUnknown,
@@ -44,10 +48,6 @@ from faultkit.limits import (
     read_context_limit,
     token_counter,
 )
-from faultkit.load.generator import LoadGenerator
-from faultkit.load.profile import LoadProfile, Target
-from faultkit.load.prompts import synthetic_prompt
-from faultkit.records import RequestRecord
 
 #: Output tokens of every probe request: enough to see the stream run, little enough that
 #: the prompt gets nearly all of the context.

@@ -22,9 +22,8 @@ import requests.exceptions
 from docker.models.containers import Container
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
 
-from faultkit.clockread import ClockReading, read_clock
 from faultkit.constants import LABEL_OWNER, LOCAL_DOCKER
-from faultkit.containers import (
+from faultkit.docker.containers import (
     ContainerSpec,
     ContainerState,
     _spec_from_attrs,
@@ -32,8 +31,9 @@ from faultkit.containers import (
     spec_to_json,
     state_from_attrs,
 )
-from faultkit.docker_system import SystemOps
+from faultkit.docker.system import SystemOps
 from faultkit.errors import ContainerNotFound, DockerError, DockerUnavailable
+from faultkit.probes.clockread import ClockReading, read_clock
 
 __all__ = [
     "ContainerSpec",
@@ -109,9 +109,10 @@ class DockerHost(SystemOps):
 
     def clock_reading(self) -> ClockReading:
         """The engine's clock − this machine's: ``docker info``'s ``SystemTime`` against
-        the midpoint of the fastest of a few requests (:func:`faultkit.clockread.read_clock`).
+        the midpoint of the fastest of a few requests
+        (:func:`faultkit.probes.clockread.read_clock`).
         Docker's events are stamped by that clock."""
-        from faultkit.timestamps import parse_rfc3339
+        from faultkit.model.timestamps import parse_rfc3339
 
         def system_time() -> float:
             with self._mapped():

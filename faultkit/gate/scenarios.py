@@ -22,10 +22,10 @@ from pathlib import Path
 
 import click
 
-from faultkit.commands.gate_feed import FEED_ENV, ONLY_ENV, FeedState, watching
+from faultkit.gate.feed import FEED_ENV, ONLY_ENV, FeedState, watching
 from faultkit.inventory import Inventory, Node
-from faultkit.progress import Progress
 from faultkit.rundir import GateDir
+from faultkit.runtime.progress import Progress
 
 __all__ = ["ASYNC_INI", "SCENARIO_GRACE_S", "end_scenarios", "gate_progress", "run_scenarios",
            "say", "scenario_argv", "scenarios_dir"]
@@ -51,7 +51,7 @@ def scenario_argv(inventory: Inventory, node: Node, config: str, out: Path,
                    junit: Path | None, pytest_args: Sequence[str]) -> list[str]:
     """The pytest command of the gate scenarios on ``node`` (``junit`` None: collect only)."""
     report = [f"--junitxml={junit}", "-o", "junit_family=xunit2",
-              "-p", "faultkit.commands.gate_feed"] if junit is not None else []
+              "-p", "faultkit.gate.feed"] if junit is not None else []
     return [sys.executable, "-m", "pytest", str(scenarios_dir()), "-m", "gate",
             "-p", "no:cacheprovider", *ASYNC_INI, "--node", node.name,
             "--inventory", str(inventory.source), "--runs-dir", str(out / "runs"),

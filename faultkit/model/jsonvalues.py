@@ -1,5 +1,5 @@
 """A JSON value as written, read as the type a run file's model expects: the one set of
-tolerant readers behind ``faultkit.runmodels`` and ``faultkit.gatemodels``. A value of the
+tolerant readers behind ``faultkit.model.runfiles`` and ``faultkit.model.gatefile``. A value of the
 wrong type (or not finite) reads as ``None`` (``{}`` or ``[]`` for containers), never as an
 exception: old formats and torn runs stay readable."""
 

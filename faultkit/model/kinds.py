@@ -224,7 +224,7 @@ FAULTS: dict[str, FaultSpec] = {
 
 #: Scenario kinds that are harness actions, not faults (the experiment's ``run_action``):
 #: ``bad_input`` sends malformed requests, ``context_limits`` (``test_limits``) prompts
-#: sized to the node's own context limit (:mod:`faultkit.context_probe`), ``soak``
+#: sized to the node's own context limit (:mod:`faultkit.probes.context`), ``soak``
 #: (``test_soak``) sustained load at the node's declared capacity.
 ACTIONS: dict[str, FaultSpec] = {
     "bad_input": FaultSpec(None, "action", cause="malformed requests were sent by the harness",

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from faultkit.journal import default_journal_dir
-from faultkit.nodelock import try_flock
+from faultkit.journal.nodelock import try_flock
 
 __all__ = ["machine_lock"]
 

@@ -1,10 +1,10 @@
 """The system side of a Docker host: short-lived helper containers, a container that runs
 system software (the testbed's second Docker engine), images and volumes.
 
-:class:`SystemOps` is a part of :class:`faultkit.docker.DockerHost` (its base class), kept
+:class:`SystemOps` is a part of :class:`faultkit.docker.host.DockerHost` (its base class), kept
 apart from the node-container operations faults use most; it calls the engine only inside
 the host's ``_mapped`` translation, so Docker SDK exceptions still surface as
-:mod:`faultkit.errors` and :mod:`faultkit.docker` stays the one module that reads them.
+:mod:`faultkit.errors` and :mod:`faultkit.docker.host` stays the one module that reads them.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ __all__ = ["SystemOps"]
 class SystemOps:
     """Helper containers, system containers, images and volumes of one Docker engine."""
 
-    if TYPE_CHECKING:  # provided by faultkit.docker.DockerHost
+    if TYPE_CHECKING:  # provided by faultkit.docker.host.DockerHost
         @property
         def client(self) -> docker.DockerClient: ...
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from faultkit.timestamps import parse_rfc3339
+from faultkit.model.timestamps import parse_rfc3339
 
 #: A Python exception line as a traceback ends with it (``ValueError: max_model_len ...``).
 _EXCEPTION_LINE = re.compile(r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Exit)\b:?\s")

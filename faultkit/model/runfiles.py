@@ -3,7 +3,7 @@ and its writers take.
 
 :class:`ContainerEvidence` (two :class:`ContainerSnapshot`) is ``container.json``;
 :class:`RunInfo` (with its :class:`FaultInfo`) is ``run.json`` (a gate directory's
-``gate.json`` is :class:`faultkit.gatemodels.GateResult`). Each ``from_json`` takes
+``gate.json`` is :class:`faultkit.model.gatefile.GateResult`). Each ``from_json`` takes
 whatever was written, old formats and torn runs included: a missing or wrongly typed value
 reads as ``None`` and the object as written stays in ``fields``. A file that is not a JSON
 object at all raises :class:`UnreadableRunFile` (from ``RunDir.read_object``).
@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from faultkit.jsonvalues import as_written, flag, number, object_of, stamp, text, whole
+from faultkit.model.jsonvalues import as_written, flag, number, object_of, stamp, text, whole
 
 
 class UnreadableRunFile(ValueError):
@@ -37,7 +37,7 @@ class UnreadableRunFile(ValueError):
 class ContainerSnapshot:
     """One side (``before`` or ``after``) of ``container.json``.
 
-    Written as :meth:`faultkit.containers.ContainerState.to_json` (secrets redacted),
+    Written as :meth:`faultkit.docker.containers.ContainerState.to_json` (secrets redacted),
     ``{"error": why}`` when ``docker inspect`` failed, or ``null`` when the node has no
     container. The typed fields hold the values the readers judge by; a value of the wrong
     type reads as ``None`` and its name is listed in ``invalid``. ``fields`` is the object

@@ -16,19 +16,19 @@ from pathlib import Path
 
 import click
 
-from faultkit.commands.gate_decision import config_diff
-from faultkit.commands.gate_pool import (
+from faultkit.errors import FaultkitError
+from faultkit.faults import make_fault
+from faultkit.faults.admission import existing_journal
+from faultkit.gate.decision import config_diff
+from faultkit.gate.pool import (
     collect_gate_scenarios,
     expected_share_s,
     gathered,
     measured_seconds,
     split_scenarios,
 )
-from faultkit.commands.gate_scenarios import scenario_argv, scenarios_dir
-from faultkit.commands.gate_steady import describe_profile
-from faultkit.errors import FaultkitError
-from faultkit.faults import make_fault
-from faultkit.faults.admission import existing_journal
+from faultkit.gate.scenarios import scenario_argv, scenarios_dir
+from faultkit.gate.steady import describe_profile
 from faultkit.inventory import Inventory, Node
 from faultkit.load.profile import LoadProfile
 

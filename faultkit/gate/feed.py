@@ -1,4 +1,4 @@
-"""A pytest plugin the gate loads into its scenario run (``-p faultkit.commands.gate_feed``).
+"""A pytest plugin the gate loads into its scenario run (``-p faultkit.gate.feed``).
 
 It appends one JSON line per event to the file named by ``$FAULTKIT_GATE_FEED``, flushed at
 once, so ``faultkit gate`` can show progress while pytest runs: ``{"event": "collected",
@@ -33,7 +33,7 @@ from typing import IO, Any
 
 import pytest
 
-from faultkit.progress import Progress
+from faultkit.runtime.progress import Progress
 
 FEED_ENV = "FAULTKIT_GATE_FEED"
 ONLY_ENV = "FAULTKIT_GATE_ONLY"

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar, cast
 
-from faultkit.commands.gate_steady import SteadyPhase
 from faultkit.errors import FaultkitError
 from faultkit.faults.rollout import Rollout
+from faultkit.gate.steady import SteadyPhase
 from faultkit.inventory import Inventory, Node
 
 T = TypeVar("T")

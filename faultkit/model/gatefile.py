@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from faultkit.jsonvalues import lines, number, object_of, text
+from faultkit.model.jsonvalues import lines, number, object_of, text
 
 __all__ = ["GateResult"]
 
@@ -36,7 +36,7 @@ class GateResult:
     rollout: dict[str, Any] = field(default_factory=dict)
     steady_state: dict[str, Any] | None = None
     #: the current config's earlier runs of the gate scenarios and the candidate's figure
-    #: regressions against them (``faultkit.commands.gate_baseline``): ``{"dir", "runs":
+    #: regressions against them (``faultkit.gate.baseline``): ``{"dir", "runs":
     #: {test: Baseline}, "regressions": [FigureRegression], "tolerances": {figure: text}}``;
     #: ``None`` when no scenario ran
     baseline: dict[str, Any] | None = None

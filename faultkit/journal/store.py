@@ -1,41 +1,5 @@
-"""The fault journal: what every fault did and how to undo it, on disk *before* it acts.
-
-Layout: ``$FAULTKIT_HOME/journal/`` (``FAULTKIT_HOME`` defaults to ``~/.cache/faultkit``)
-holds one JSON file per fault that may still need its undo, ``<fault-id>.json``, a liveness
-lock ``<fault-id>.lock``, and one node lock per fault target, ``node-<hash>.lock``
-(:mod:`faultkit.nodelock`). A reverted record moves to ``reverted/<fault-id>.json`` (kept
-for the record, pruned after a week): what every inject and every sweep reads, the
-unreverted records, is the top directory alone, so its cost does not grow with the
-machine's history (a CI machine's journal held 1,340 reverted records, read on every
-inject, in the event loop that also runs the load: a 4.2 s stall of the load client).
-
-Permissions: the journal says what to run to undo a fault (and a rollout's record holds
-the previous container's environment), so only its owner may read or write it. The
-directory is created (or tightened to) mode 0700 and must be a real directory owned by
-this user, not a symlink; record, temporary and lock files are created 0600 with
-``O_NOFOLLOW`` (temporary files also ``O_EXCL``, under a fresh random name), and records
-are read with ``O_NOFOLLOW``, so a symlink planted in the journal is never followed.
-
-Contract:
-
-- :meth:`FaultJournal.begin` writes the record (state ``applying``) with its revert steps
-  as *data* (see :mod:`faultkit.faults.undo`) and fsyncs it before returning; the fault
-  acts only afterwards. The owner keeps an exclusive ``flock`` on the record's lock file
-  while the fault is applied, so another process can tell a live fault from one whose
-  harness died: the kernel drops the lock when the process dies, however it dies.
-- Every write is atomic: a temporary file is written, fsync'd, renamed over the record,
-  and the directory is fsync'd. A crash mid-write leaves the old record (or a stray
-  ``.tmp`` file that readers ignore), never a torn one. A record that is unreadable anyway
-  (disk damage, manual edits) is moved aside to ``<id>.json.corrupt`` and reported.
-- :meth:`FaultJournal.orphans` lists unreverted records whose owner is gone; the sweep
-  (:func:`faultkit.sweep.sweep`) takes each one's lock while it reverts it, so two
-  sweeping processes never revert the same record twice.
-- :attr:`FaultJournal.nodes` (:class:`~faultkit.nodelock.NodeLocks`) holds the node locks,
-  one fault per node at a time (:mod:`faultkit.faults.locks`); :meth:`FaultJournal.release`
-  drops those a record names along with its liveness lock, as a dying process would.
-
-Times are Unix epoch seconds.
-"""
+"""The journal's store: :class:`FaultJournal`, a directory of records written before a
+fault acts and replayed by the sweep (the contract: :mod:`faultkit.journal`)."""
 
 from __future__ import annotations
 
@@ -46,26 +10,19 @@ import stat
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
 
 from faultkit.constants import faultkit_home
 from faultkit.errors import JournalError, JournalUnwritable
-from faultkit.nodelock import (
+from faultkit.journal.nodelock import (
     CLOEXEC,
     FILE_MODE,
     NOFOLLOW,
-    NodeHolder,
     NodeLocks,
     read_nofollow,
     try_flock,
 )
-
-__all__ = ["DIR_MODE", "FILE_MODE", "FaultJournal", "JournalRecord", "NodeHolder",
-           "default_journal_dir"]
-
-State = Literal["applying", "applied", "reverted"]
+from faultkit.journal.record import JournalRecord
 
 #: the journal directory's mode (its files': :data:`FILE_MODE`, 0600)
 DIR_MODE = 0o700
@@ -75,34 +32,6 @@ REVERTED_DIR = "reverted"
 
 def default_journal_dir() -> Path:
     return faultkit_home() / "journal"
-
-
-@dataclass(slots=True)
-class JournalRecord:
-    """One fault: what it is, where, and the ordered steps that undo it."""
-
-    id: str
-    kind: str
-    node: str
-    description: str
-    params: dict[str, Any] = field(default_factory=dict)
-    undo: list[dict[str, Any]] = field(default_factory=list)
-    state: State = "applying"
-    pid: int = 0
-    t_created: float = 0.0
-    t_reverted: float | None = None
-    note: str = ""
-    #: the node-lock keys the fault held (:mod:`faultkit.faults.locks`); the sweep takes
-    #: them while it replays the record
-    node_locks: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> JournalRecord:
-        names = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in names})
 
 
 class FaultJournal:

@@ -199,7 +199,7 @@ class PromptFit:
         2): with the spread alone, 24 of 60 calibrations planned a 100 % prompt over the
         limit (the lab's own: 4,090 tokens of 4,088); with a 1 % floor, 0 of 80.
         Engines whose tokenizer the probe can ask are made exact afterwards
-        (:func:`faultkit.context_probe.exact_step`)."""
+        (:func:`faultkit.probes.context.exact_step`)."""
         grown = self.spread * math.sqrt(max(1.0, words / max(1, self.longest)))
         return math.ceil(max(grown, MARGIN_FLOOR * self.tokens_for(words)))
 
@@ -278,7 +278,7 @@ def plan_steps(
     bound, so the 100 % step is the longest prompt the fit can promise to fit; the
     over-limit prompt is planned :func:`over_margin` (plus the margin) over the whole
     limit *without* counting the output, which every engine rejects (llama.cpp would
-    otherwise accept it and cut the answer short). :func:`faultkit.context_probe.prepare_probe`
+    otherwise accept it and cut the answer short). :func:`faultkit.probes.context.prepare_probe`
     then makes the words exact where the node can count tokens itself.
     Raises ValueError when the output alone does not leave room for a prompt."""
     room = limit.tokens - output_tokens

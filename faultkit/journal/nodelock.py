@@ -35,8 +35,8 @@ from typing import Any
 
 from tenacity import Retrying, retry_if_result, stop_after_attempt, wait_fixed
 
-from faultkit.durations import rough_duration
 from faultkit.errors import JournalError, JournalUnwritable
+from faultkit.model.durations import rough_duration
 
 #: the mode of every file in the journal directory
 FILE_MODE = 0o600

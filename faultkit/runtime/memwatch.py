@@ -1,7 +1,7 @@
 """Sampling a container's memory while something runs (``test_soak``'s memory trend).
 
 ``async with MemoryWatch(docker, container) as watch: ...`` samples
-:meth:`faultkit.docker.DockerHost.memory_stats` every ``interval_s`` in a worker thread
+:meth:`faultkit.docker.host.DockerHost.memory_stats` every ``interval_s`` in a worker thread
 until the block ends; ``watch.samples`` holds one :class:`MemorySample` per answer (epoch
 seconds, when the answer came) and ``watch.errors`` what failed (a sample that failed is
 missing, never invented). The judgement of the trend is :func:`slo.trend.memory_trend`.
@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from types import TracebackType
 
-from faultkit.docker import DockerHost
+from faultkit.docker.host import DockerHost
 from faultkit.errors import DockerError
 
 
