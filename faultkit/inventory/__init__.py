@@ -41,26 +41,30 @@ Example::
     serving_configs:
       vllm-a-good: {image: vllm/vllm-openai:v0.26.0, command: [...], memory: 24g}
 
-The package's modules: :mod:`.models` (the pydantic models), :mod:`.loading`
-(:func:`load_inventory`, :func:`parse_inventory`), :mod:`.problems` (where a problem is and
-how it is worded), :mod:`.topology` (container clashes, gateway upstreams) and
-:mod:`.hashing` (:func:`config_hash`). Import from ``faultkit.inventory``.
+The package's modules: :mod:`.models` (:class:`Inventory`, the whole file), :mod:`.node`
+(a node's models), :mod:`.settings` (objectives, serving configs, Prometheus,
+Alertmanager), :mod:`.loading` (:func:`load_inventory`, :func:`parse_inventory`),
+:mod:`.problems` (where a problem is and how it is worded), :mod:`.topology` (container
+clashes, gateway upstreams) and :mod:`.hashing` (:func:`config_hash`). Import from
+``faultkit.inventory``.
 """
 
 from __future__ import annotations
 
 from faultkit.inventory.hashing import config_hash
 from faultkit.inventory.loading import load_inventory, parse_inventory
-from faultkit.inventory.models import (
+from faultkit.inventory.models import Inventory
+from faultkit.inventory.node import (
     GATEWAY_ENGINES,
     AcceptedFinding,
-    AlertmanagerSettings,
     DockerRef,
     Engine,
-    Inventory,
     Node,
     NodeKind,
     PrometheusRef,
+)
+from faultkit.inventory.settings import (
+    AlertmanagerSettings,
     PrometheusSettings,
     RestartPolicy,
     ServingConfig,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from faultkit.inventory.models import ServingConfig
+from faultkit.inventory.settings import ServingConfig
 
 #: settings faultkit learned after hashes were first recorded: hashed only when a config sets
 #: them, so the hash of a config that does not use them stays what it was (and the testbed

@@ -18,7 +18,8 @@ import yaml
 from pydantic import ValidationError
 
 from faultkit.errors import InventoryError
-from faultkit.inventory.models import MODELS_BY_PATH, DockerRef, Inventory
+from faultkit.inventory.models import MODELS_BY_PATH, Inventory
+from faultkit.inventory.node import DockerRef
 from faultkit.inventory.problems import Loc, dotted, format_errors, nearest_line
 from faultkit.inventory.topology import (
     ContainerKey,

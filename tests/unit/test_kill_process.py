@@ -9,12 +9,14 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from faultkit.docker.host import state_from_attrs
 from faultkit.errors import FaultParamError, FaultRefused
 from faultkit.faults import make_fault
+from faultkit.faults.engine import KillProcess
 from faultkit.journal import FaultJournal
 from tests.unit.test_blast_radius import (
     CID,
@@ -87,7 +89,7 @@ async def test_no_matching_process_is_refused_listing_the_containers_processes(
     ({"match": "("}, "is not a regular expression"),
     ({"match": "x", "signal": "SIGSTOP"}, "signal"),
 ])
-def test_bad_parameters_are_usage_errors(params: dict[str, str], says: str) -> None:
+def test_bad_parameters_are_usage_errors(params: dict[str, Any], says: str) -> None:
     with pytest.raises(FaultParamError, match=says):
         make_fault("kill_process", docker_node(), dry_run=True, **params)
 
@@ -105,6 +107,7 @@ def test_remote_hosts_are_no_longer_refused() -> None:
 ])
 def test_a_container_left_down_is_the_finding(policy: str, code: int, says: str) -> None:
     fault = make_fault("kill_process", docker_node(), dry_run=True, match="x")
+    assert isinstance(fault, KillProcess)
     fault.result["restart_policy"] = policy
     fault._stayed_down("exited", code)
     assert says in fault.result["never_restarted"] and fault.result["exit_code"] == code
@@ -146,7 +149,7 @@ def test_a_zombie_is_dead_and_a_live_process_is_not() -> None:
 def test_every_engine_has_a_worker_to_kill_and_the_inventory_overrides_it() -> None:
     """test_engine_death fails (never skips) on an engine node without a pattern: every
     engine but the gateway's has one."""
-    from faultkit.inventory.models import ENGINE_PROCESSES, Engine
+    from faultkit.inventory.node import ENGINE_PROCESSES, Engine
 
     engines = set(Engine.__args__) - {"litellm"}  # type: ignore[attr-defined]
     assert engines == set(ENGINE_PROCESSES)
@@ -187,6 +190,7 @@ async def test_a_container_its_policy_left_down_is_started_and_reported(
     monkeypatch.setattr(process, "wait_ready", wait_ready)
     fault = make_fault("kill_process", docker_node(), dry_run=True, match="x",
                        ready_timeout_s=1, first_token=False)
+    assert isinstance(fault, KillProcess)
     fault.result.update(restart_policy="on-failure", restart_count_before=0)
     await fault._wait_back(0.0)
     assert host.started and len(calls) == 2

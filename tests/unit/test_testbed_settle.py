@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from faultkit.constants import LOCAL_DOCKER
 from faultkit.inventory import Node
-from faultkit.inventory.models import DockerRef
+from faultkit.inventory.node import DockerRef
 from faultkit.journal import JournalRecord
 from testbed.settle import LabContainers
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from faultkit.inventory.models import Node
+from faultkit.inventory.node import Node
 from faultkit.model.records import RequestRecord
 from testbed import truth
 from testbed.simnode.truth import TruthFileError, TruthLog, parse_truth
