@@ -41,6 +41,7 @@ from faultkit.load.colstats import summarize_file
 from faultkit.load.ledger import LedgerCounts
 from faultkit.load.multiproc import run_in_processes
 from faultkit.load.profile import MAX_RATE_RPS
+from faultkit.load.prompts import MIXED, WORKLOADS
 from faultkit.load.stats import percentile, ttft_s
 from faultkit.model.records import CLIENT_SIDE, RequestRecord
 from faultkit.rundir import LEDGER_ARROWS
@@ -77,6 +78,11 @@ _SECONDS = FiniteFloat(gt=0, unit="s")
 @click.option("--output-tokens", type=click.IntRange(min=1), default=32, show_default=True)
 @click.option(
     "--endpoint-kind", type=click.Choice(["chat", "completion"]), default="chat", show_default=True
+)
+@click.option(
+    "--workload", type=click.Choice([*WORKLOADS, MIXED]), default="free", show_default=True,
+    help="what the prompts ask for (docs/load.md, 'Workload classes'); each request's class "
+         "is in the ledger",
 )
 @click.option("--no-stream", is_flag=True, help="non-streaming requests (TTFT = E2E)")
 @click.option(
@@ -126,6 +132,7 @@ def load(**opts: Any) -> None:
             seed=opts["seed"],
             warmup=opts["warmup"],
             reuse_connections=not opts["fresh_connections"],
+            workload=opts["workload"],
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None

@@ -1,9 +1,10 @@
 """Request bodies of a load profile: the JSON each request sends, built once per run.
 
-Request number ``index`` carries the deterministic prompt ``synthetic_prompt(input_tokens,
-seed, index)``; everything around the prompt is the same for every request, so it is
-encoded once (:meth:`RequestBodies.template`) and a request costs its prompt and one
-escape of it — byte for byte what ``json.dumps(body, separators=(",", ":"))`` gives.
+Request number ``index`` carries the deterministic prompt of its workload class
+(:meth:`RequestBodies.workload`), ``workload_prompt(workload, input_tokens, seed, index)``;
+everything around the prompt is the same for every request, so it is encoded once
+(:meth:`RequestBodies.template`) and a request costs its prompt and one escape of it — byte
+for byte what ``json.dumps(body, separators=(",", ":"))`` gives.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from faultkit.load.profile import LoadProfile, Target
-from faultkit.load.prompts import synthetic_prompt
+from faultkit.load.prompts import workload_of, workload_prompt
 
 __all__ = ["RequestBodies"]
 
@@ -31,9 +32,14 @@ class RequestBodies:
         self.profile = profile
         self._parts = self.template()
 
+    def workload(self, index: int) -> str:
+        """The workload class of request number ``index``."""
+        return workload_of(self.profile.workload, index)
+
     def body(self, index: int) -> bytes:
         """The JSON body of request number ``index`` (deterministic from the profile seed)."""
-        prompt = synthetic_prompt(self.profile.input_tokens, seed=self.profile.seed, index=index)
+        p = self.profile
+        prompt = workload_prompt(p.workload, p.input_tokens, seed=p.seed, index=index)
         if self._parts is None:
             return _dumps(self.as_dict(prompt))
         head, tail = self._parts

@@ -87,6 +87,8 @@ class _Progress:
     gateway_retries: int | None = None
     #: waiting for a free connection in the pool (a pool with a ``limit``)
     pool_wait: bool = False
+    #: the request's workload class (:meth:`RequestBodies.workload`)
+    workload: str | None = None
     outcome: StreamOutcome = field(default_factory=StreamOutcome)
 
     def note_pool_wait(self, waiting: bool) -> None:
@@ -156,7 +158,8 @@ class RequestRunner:
         )
         t_invoke = self.clock.mono()
         due = t_invoke if t_scheduled is None else min(t_scheduled, t_invoke)
-        progress = _Progress(t_invoke=t_invoke, t_scheduled=due)
+        progress = _Progress(t_invoke=t_invoke, t_scheduled=due,
+                             workload=self.bodies.workload(index))
         self.ledger.start(request_id, self.clock.epoch(progress.t_invoke))
         try:
             status, error_class, detail = await self._exchange(request, progress)
@@ -333,6 +336,7 @@ class RequestRunner:
             error_body=progress.error_body,
             served_by=progress.served_by,
             gateway_retries=progress.gateway_retries,
+            workload=progress.workload,
         )
 
 

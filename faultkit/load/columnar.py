@@ -5,8 +5,8 @@ One Arrow column per ``RequestRecord`` field, in the dataclass's field order, wi
 names and meaning as ``ledger.jsonl`` (docs/run-directory.md, "ledger.arrows"):
 
 * ``id``, ``node``, ``kind``, ``status``: ``string``, never null;
-* ``error_class``, ``error_detail``, ``finish_reason``, ``served_by``: ``string``, null when
-  absent;
+* ``error_class``, ``error_detail``, ``finish_reason``, ``served_by``, ``workload``:
+  ``string``, null when absent;
 * every ``t_*`` field: ``float64`` epoch seconds (``t_invoke`` and ``t_end`` never null);
 * ``http_status``, ``prompt_tokens``, ``output_tokens``: ``int64``, null when absent;
 * ``chunks``, ``content_chunks``: ``int64``; ``output_tokens_from_usage``, ``error_body``:
@@ -70,6 +70,7 @@ _TYPES: dict[str, pa.DataType] = {
     "error_body": pa.bool_(),
     "served_by": pa.string(),
     "gateway_retries": pa.int64(),
+    "workload": pa.string(),
 }
 
 #: ``RequestRecord``'s fields, in declaration order: the column order.

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from faultkit.inventory import Node
+from faultkit.load.prompts import workload_of
 
 __all__ = [
     "BACKGROUND_PROFILE",
@@ -101,6 +102,10 @@ class LoadProfile:
     seed: int = 0
     warmup: int = 0
     reuse_connections: bool = True
+    #: what the prompts ask for: a class of :data:`~faultkit.load.prompts.WORKLOADS`
+    #: (``free``, ``extractive``) or ``mixed`` (alternating them); each request's class is
+    #: in the ledger (docs/load.md, "Workload classes")
+    workload: str = "free"
     #: extra JSON fields merged into every request body (e.g. ``{"temperature": 0}``)
     extra_body: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
@@ -128,6 +133,7 @@ class LoadProfile:
                 raise ValueError(f"{name} must be > 0 s and finite (got {getattr(self, name)})")
         if self.warmup < 0:
             raise ValueError(f"warmup must be >= 0 requests (got {self.warmup})")
+        workload_of(self.workload, 0)  # a class or mixed: raises naming the allowed ones
 
     @property
     def open_loop(self) -> bool:

@@ -81,7 +81,9 @@ class RequestRecord:
     its retries names no upstream). ``gateway_retries`` is, for a gateway target, how
     many times the gateway retried the request before this answer (LiteLLM:
     ``x-litellm-attempted-retries``; :data:`faultkit.load.profile.RETRIES_HEADERS`);
-    None when not a gateway or the answer did not say.
+    None when not a gateway or the answer did not say. ``workload`` is the request's class
+    (:data:`faultkit.load.prompts.WORKLOADS`: ``free``, ``extractive``); None in ledgers
+    written before it existed.
     """
 
     id: str
@@ -107,6 +109,7 @@ class RequestRecord:
     error_body: bool = False
     served_by: str | None = None
     gateway_retries: int | None = None
+    workload: str | None = None
 
     @property
     def arrival(self) -> float:
