@@ -222,7 +222,8 @@ class Api:
             target, reason = max_tokens, "length"
         else:
             target, reason = natural, "stop"
-        req = eng.submit(rid, prompt_tokens, target, reason, seed)
+        req = eng.submit(rid, prompt_tokens, target, reason, seed,
+                         prompt=textgen.prompt_text(payload, chat=chat))
         leak: dict[str, int] = {}
         if cfg.leak_bytes_per_request > 0:
             self._leaked.append(b"\x01" * cfg.leak_bytes_per_request)

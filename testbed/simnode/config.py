@@ -70,6 +70,15 @@ class SimConfig:
     #: host memory kept for every accepted request and never freed (a prompt cache without
     #: a bound, like llama.cpp's --cache-ram beyond its container): 0 = none
     leak_bytes_per_request: int = 0
+    #: speculative decoding (:mod:`.speculation`): drafts per decode step, 0 = off
+    num_speculative_tokens: int = 0
+    #: the verifying pass's cost of one drafted token of one sequence
+    spec_verify_s_per_token: float = 0.0006
+    #: drafting's cost per decoding sequence and step (an n-gram lookup)
+    spec_draft_s_per_seq: float = 0.001
+    #: per-draft acceptance of a prompt nothing recurs in, and of a fully repetitive one
+    spec_acceptance_floor: float = 0.05
+    spec_acceptance_ceiling: float = 0.9
 
     @property
     def model_name(self) -> str:
@@ -241,6 +250,13 @@ def build_parser() -> argparse.ArgumentParser:
     a("--seed", type=int, default=d.seed, help="varies the pseudo-text")
     a("--leak-bytes-per-request", type=int, default=d.leak_bytes_per_request,
       help="host memory kept for every accepted request and never freed (a leak)")
+    a("--num-speculative-tokens", "--speculative-num-draft-tokens", type=int,
+      default=d.num_speculative_tokens,
+      help="n-gram speculative decoding: tokens drafted per decode step (0 = off)")
+    a("--spec-verify-s-per-token", type=float, default=d.spec_verify_s_per_token)
+    a("--spec-draft-s-per-seq", type=float, default=d.spec_draft_s_per_seq)
+    a("--spec-acceptance-floor", type=float, default=d.spec_acceptance_floor)
+    a("--spec-acceptance-ceiling", type=float, default=d.spec_acceptance_ceiling)
     return p
 
 
@@ -255,6 +271,10 @@ def parse_args(argv: Sequence[str] | None = None) -> SimConfig:
     cfg = SimConfig(**values)
     if cfg.speed <= 0 or cfg.block_size <= 0 or cfg.max_num_seqs <= 0:
         build_parser().error("--speed, --block-size and --max-num-seqs must be positive")
+    if cfg.num_speculative_tokens < 0 or not (
+            0 <= cfg.spec_acceptance_floor <= cfg.spec_acceptance_ceiling <= 1):
+        build_parser().error("--num-speculative-tokens must be >= 0 and "
+                             "0 <= --spec-acceptance-floor <= --spec-acceptance-ceiling <= 1")
     return cfg
 
 

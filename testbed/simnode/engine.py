@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,7 +25,8 @@ from testbed.simnode.blocks import BlockAllocator
 from testbed.simnode.config import GIB, MIB, MemoryBudget, SimConfig
 from testbed.simnode.enginecore import CoreLink, cancelled
 from testbed.simnode.metrics import EngineMetrics, Snapshot
-from testbed.simnode.scheduler import FINISHED, Scheduler, SimRequest
+from testbed.simnode.scheduler import ABORTED, FINISHED, Scheduler, SimRequest, StepPlan
+from testbed.simnode.speculation import Drafter, accepted_drafts
 from testbed.simnode.timing import TimingModel
 from testbed.simnode.truth import TruthLog
 
@@ -82,6 +84,8 @@ class Engine:
             chunked_prefill=cfg.enable_chunked_prefill,
         )
         self.timing = TimingModel.from_config(cfg)
+        self.drafter = Drafter(cfg.num_speculative_tokens, cfg.spec_acceptance_floor,
+                               cfg.spec_acceptance_ceiling)
         self.state = "loading"
         self.hung = False
         self.core: CoreLink | None = None
@@ -167,9 +171,13 @@ class Engine:
 
     # ------------------------------------------------------------------ requests
     def submit(self, rid: str, prompt_tokens: int, target_tokens: int, finish_reason: str,
-               seed: int) -> SimRequest:
+               seed: int, prompt: str = "") -> SimRequest:
+        """Queue a request; ``prompt`` (its text) sets its acceptance under speculation."""
         sink = Sink(seed=seed, t_arrival=time.monotonic())
         req = SimRequest(rid, prompt_tokens, target_tokens, finish_reason, sink=sink)
+        if self.drafter.enabled:
+            req.acceptance = self.drafter.acceptance_of(prompt)
+            req.draft_rng = random.Random(seed)
         self.scheduler.add(req)
         self._wake.set()
         return req
@@ -246,7 +254,8 @@ class Engine:
                 self.activation_bytes = 0
                 if self.state != "ready":
                     return
-            self._deliver(sched.complete(plan), plan.step_tokens)
+            produced = sched.complete(plan)
+            self._deliver(produced, plan.step_tokens, self._speculate(plan))
             if seconds <= 0:
                 # zero latency: run back-to-back steps for ~2 ms before yielding, so each
                 # stream's handler wakes once per burst and writes its frames in one go
@@ -255,7 +264,24 @@ class Engine:
                     await asyncio.sleep(0)
                     burst_start = time.monotonic()
 
-    def _deliver(self, produced: list[SimRequest], step_tokens: int) -> None:
+    def _speculate(self, plan: StepPlan) -> int:
+        """Each decoded request's drafts verified in this step (:mod:`.speculation`): the
+        accepted ones join its output; how many tokens that added."""
+        k = self.drafter.k
+        added = 0
+        for req in plan.decoding if k else ():
+            if req.state == ABORTED:
+                continue
+            kept = self.scheduler.extend(req, accepted_drafts(req.draft_rng, req.acceptance, k))
+            req.drafted += k
+            req.accepted += kept
+            self.metrics.on_drafts(k, kept)
+            added += kept
+        return added
+
+    def _deliver(self, produced: list[SimRequest], step_tokens: int, drafted: int = 0) -> None:
+        """Hand this step's tokens to the handlers: one per request in ``produced``, plus
+        the ``drafted`` tokens speculation accepted (already in their requests' counts)."""
         m = self.metrics
         m.on_step(step_tokens)
         t = time.monotonic()
@@ -274,10 +300,18 @@ class Engine:
                 sink.done = True
                 self._finish_metrics(req, req.finish_reason)
                 self.truth.emit("request_finished", id=req.rid, finish_reason=req.finish_reason,
-                                prompt_tokens=req.prompt_tokens, output_tokens=req.num_output)
+                                prompt_tokens=req.prompt_tokens, output_tokens=req.num_output,
+                                **self._draft_truth(req))
             sink.event.set()
-        self.generated_total += len(produced)
-        m.on_tokens(len(produced))
+        self.generated_total += len(produced) + drafted
+        m.on_tokens(len(produced) + drafted)
+
+    def _draft_truth(self, req: SimRequest) -> dict[str, Any]:
+        """Speculation's ground truth for a finished request (none without it)."""
+        if not self.drafter.enabled:
+            return {}
+        return {"drafted_tokens": req.drafted, "accepted_tokens": req.accepted,
+                "acceptance": round(req.acceptance, 4)}
 
     def _finish_metrics(self, req: SimRequest, reason: str) -> None:
         s: Sink = req.sink

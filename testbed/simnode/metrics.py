@@ -44,8 +44,12 @@ class EngineMetrics:
         num_blocks: int,
         gpu_memory_utilization: float,
         process_start_time: float,
+        speculative: bool = False,
     ) -> None:
         self.personality = personality
+        self.speculative = speculative
+        #: drafting steps, drafted tokens and accepted tokens so far (SGLang's gauges)
+        self.spec_totals = [0, 0, 0]
         r = self.registry = Registry()
         if personality == "vllm":
             names: tuple[str, ...] = ("model_name", "engine")
@@ -56,6 +60,8 @@ class EngineMetrics:
             names = ("model_name",)
             self.lv = (model_name,)
             self._build_sglang(r, names)
+        if speculative:
+            self._build_speculative(r, names)
         gpu = ("gpu", "UUID", "device", "modelName", "Hostname")
         self.gpu_lv = ("0", "GPU-00000000-0000-0000-0000-5157e0000000", "nvidia0",
                        "Simulated GPU", "simnode")
@@ -181,7 +187,45 @@ class EngineMetrics:
         for hist in (self.ttft, self.itl, self.e2e, self.queue):
             hist.touch(lv)
 
+    def _build_speculative(self, r: Registry, names: tuple[str, ...]) -> None:
+        """The engine's speculative-decoding families, present only when it speculates:
+        vLLM's counters (V1), SGLang's cumulative gauges."""
+        if self.personality == "vllm":
+            self.spec_drafts = r.counter("vllm:spec_decode_num_drafts_total",
+                                         "Number of spec decoding drafts.", names)
+            self.spec_draft_tokens = r.counter("vllm:spec_decode_num_draft_tokens_total",
+                                               "Number of draft tokens.", names)
+            self.spec_accepted = r.counter("vllm:spec_decode_num_accepted_tokens_total",
+                                           "Number of accepted tokens.", names)
+            self.spec_per_pos = r.counter(
+                "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+                "Accepted tokens per draft position.", (*names, "position"))
+            for fam in (self.spec_drafts, self.spec_draft_tokens, self.spec_accepted):
+                fam.inc(self.lv, 0.0)
+        else:
+            sched = (*names, "tp_rank", "pp_rank")
+            self.spec_accept_length = r.gauge("sglang:spec_accept_length",
+                                              "The average acceptance length of speculative "
+                                              "decoding.", sched)
+            self.spec_accept_rate = r.gauge("sglang:spec_accept_rate",
+                                            "The average acceptance rate of speculative "
+                                            "decoding.", sched)
+
     # ------------------------------------------------------------------ events
+    def on_drafts(self, k: int, accepted: int) -> None:
+        """One sequence's drafting step: ``k`` tokens drafted, ``accepted`` of them kept."""
+        totals = self.spec_totals
+        totals[0] += 1
+        totals[1] += k
+        totals[2] += accepted
+        if not self.speculative or self.personality != "vllm":
+            return
+        self.spec_drafts.inc(self.lv)
+        self.spec_draft_tokens.inc(self.lv, k)
+        self.spec_accepted.inc(self.lv, accepted)
+        for position in range(accepted):
+            self.spec_per_pos.inc((*self.lv, str(position)))
+
     def _preempt_lv(self) -> tuple[str, ...]:
         return self.lv if self.personality == "vllm" else self.slv
 
@@ -254,6 +298,10 @@ class EngineMetrics:
             self.gen_throughput.set(s, snap.gen_throughput)
             self.cache_hit.set(s, 0.0)
             self.retracted_now.set(s, 0.0)
+            if self.speculative:
+                drafts, drafted, accepted = self.spec_totals
+                self.spec_accept_length.set(s, 1.0 + accepted / drafts if drafts else 0.0)
+                self.spec_accept_rate.set(s, accepted / drafted if drafted else 0.0)
         self.fb_used.set(self.gpu_lv, snap.fb_used_mib)
         self.fb_free.set(self.gpu_lv, snap.fb_free_mib)
         return self.registry.render()

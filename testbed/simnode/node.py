@@ -59,6 +59,7 @@ class SimNode:
             num_blocks=self.budget.num_blocks,
             gpu_memory_utilization=cfg.gpu_memory_utilization,
             process_start_time=self.start_time,
+            speculative=cfg.num_speculative_tokens > 0,
         )
         self.engine: Engine | None = None
         self.runner: web.AppRunner | None = None

@@ -39,6 +39,12 @@ class SimRequest:
     state: str = WAITING
     num_preemptions: int = 0
     sink: Any = None
+    #: per-draft acceptance under speculation (:mod:`.speculation`), the request's own
+    #: seeded draws, and its drafted and accepted tokens so far
+    acceptance: float = 0.0
+    draft_rng: Any = None
+    drafted: int = 0
+    accepted: int = 0
 
     @property
     def total_known(self) -> int:
@@ -55,6 +61,9 @@ class StepPlan:
     prefill_tokens: int = 0
     decode_seqs: int = 0
     context_tokens: int = 0
+    #: the requests this step decodes (one token each, plus accepted drafts under
+    #: speculation)
+    decoding: list[SimRequest] = field(default_factory=list)
 
     @property
     def step_tokens(self) -> int:
@@ -170,6 +179,7 @@ class Scheduler:
         if n == 1 and req.num_output > 0 and req.num_computed == req.total_known - 1:
             plan.decode_seqs += 1
             plan.context_tokens += req.num_computed
+            plan.decoding.append(req)
         else:
             plan.prefill_tokens += n
 
@@ -193,3 +203,29 @@ class Scheduler:
                 self._release(req)
                 req.state = FINISHED
         return produced
+
+    def extend(self, req: SimRequest, tokens: int) -> int:
+        """Accept up to ``tokens`` verified draft tokens of running ``req`` after its step:
+        no more than it still wants, nor than the KV cache can hold (drafts beyond a full
+        cache are rejected, as a real engine rejects what it cannot store). Their KV is
+        computed (the verifying pass did it); returns how many were accepted.
+        """
+        if req.state != RUNNING or tokens <= 0:
+            return 0
+        n = min(tokens, req.target_tokens - req.num_output)
+        extra = blocks_for(req.num_computed + n, self.block_size) - len(req.blocks)
+        if extra > 0:
+            got = self.allocator.allocate(extra)
+            if got is None:
+                n = len(req.blocks) * self.block_size - req.num_computed
+            else:
+                req.blocks.extend(got)
+        if n <= 0:
+            return 0
+        req.num_computed += n
+        req.num_output += n
+        if req.num_output >= req.target_tokens:
+            self.running.remove(req)
+            self._release(req)
+            req.state = FINISHED
+        return n

@@ -67,6 +67,22 @@ def count_chat_tokens(messages: Any) -> int:
     return total
 
 
+def prompt_text(payload: dict[str, Any], *, chat: bool) -> str:
+    """The request's prompt as text: the chat messages' contents joined, or the completion
+    prompt (token ids as their numbers)."""
+    if chat:
+        parts = []
+        for m in payload.get("messages") or []:
+            content = m.get("content") if isinstance(m, dict) else None
+            if isinstance(content, list):
+                content = " ".join(str(p.get("text", "")) for p in content
+                                   if isinstance(p, dict))
+            parts.append(str(content or ""))
+        return " ".join(parts)
+    prompt = payload.get("prompt")
+    return prompt if isinstance(prompt, str) else " ".join(map(str, prompt or []))
+
+
 def request_seed(payload_key: str, seed: int) -> int:
     return zlib.crc32(payload_key.encode("utf-8", "replace")) ^ (seed * 2654435761 & 0xFFFFFFFF)
 

@@ -4,6 +4,8 @@
          + prefill_s_per_token * prefill_tokens
          + (decode_step_s + decode_s_per_seq * decode_seqs
             + decode_s_per_context_token * context_tokens)      if decode_seqs > 0
+         + (spec_verify_s_per_token * k + spec_draft_s_per_seq) * decode_seqs
+                                              with speculation (k drafts a step)
     step /= speed            (0 in zero-latency mode)
 
 So TTFT grows with prompt length and queueing, and ITL grows with batch size and context
@@ -26,6 +28,9 @@ class TimingModel:
     decode_s_per_context_token: float = 0.0000005
     speed: float = 1.0
     zero_latency: bool = False
+    spec_tokens: int = 0
+    spec_verify_s_per_token: float = 0.0
+    spec_draft_s_per_seq: float = 0.0
 
     @classmethod
     def from_config(cls, cfg: SimConfig) -> TimingModel:
@@ -37,6 +42,9 @@ class TimingModel:
             decode_s_per_context_token=cfg.decode_s_per_context_token,
             speed=cfg.speed,
             zero_latency=cfg.zero_latency,
+            spec_tokens=cfg.num_speculative_tokens,
+            spec_verify_s_per_token=cfg.spec_verify_s_per_token,
+            spec_draft_s_per_seq=cfg.spec_draft_s_per_seq,
         )
 
     def step_seconds(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
@@ -51,4 +59,7 @@ class TimingModel:
                 + self.decode_s_per_seq * decode_seqs
                 + self.decode_s_per_context_token * context_tokens
             )
+            if self.spec_tokens:
+                t += (self.spec_verify_s_per_token * self.spec_tokens
+                      + self.spec_draft_s_per_seq) * decode_seqs
         return t / self.speed

@@ -93,7 +93,7 @@ async def test_every_request_of_a_mixed_run_carries_its_class(server: str) -> No
 
 
 def test_the_columnar_ledger_keeps_the_class_and_reads_old_files() -> None:
-    record = RequestRecord(id="r-1", node="n", kind="background", t_invoke=1.0, status="ok",
+    record = RequestRecord(id="r-1", node="n", kind="chat", t_invoke=1.0, status="ok",
                            t_end=2.0, workload="extractive")
     assert records_from_batch(record_batch([record])) == [record]
     batch = record_batch([record])
