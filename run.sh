@@ -87,7 +87,7 @@ case "$cmd" in
     ;;
   tests)
     setup
-    say "static checks: ruff, mypy --strict (faultkit, slo, reports, testbed), import contracts (pyproject.toml)"
+    say "static checks: ruff, mypy --strict (the packages, tests, scenarios, bench), import contracts (pyproject.toml)"
     "$VENV/bin/ruff" check --no-cache .
     "$VENV/bin/mypy" --cache-dir=/dev/null
     "$VENV/bin/lint-imports"

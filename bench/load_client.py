@@ -298,8 +298,10 @@ def main() -> None:
                 os.sched_setaffinity(0, {CLIENT_CPU})
         stamp = {label: pooled(rounds) for label, rounds in shapes.items()}
         for label, figures in stamp.items():
-            cpu = statistics.median(float(r["cpu_s"]) for r in figures["rounds"])  # type: ignore[index, union-attr, attr-defined]
-            wait = statistics.median(float(r["wait_s"]) for r in figures["rounds"])  # type: ignore[index, union-attr, attr-defined]
+            per_round = figures["rounds"]  # pooled()'s figures of each round
+            assert isinstance(per_round, list)
+            cpu = statistics.median(float(r["cpu_s"]) for r in per_round)
+            wait = statistics.median(float(r["wait_s"]) for r in per_round)
             print(
                 f"C  TTFT timestamp error, 256 streams paced 20 ms, {label} "
                 f"({args.stamp_rounds} x {c} req): p50 {figures['p50']:.2f} ms  p99 "

@@ -59,7 +59,7 @@ async def decode_tokens_per_s(base_url: str, streams: int) -> float:
             *(client.post("/v1/completions", json=body) for _ in range(streams))
         )
         elapsed = time.monotonic() - start
-    tokens = sum(r.json()["usage"]["completion_tokens"] for r in responses)
+    tokens: int = sum(r.json()["usage"]["completion_tokens"] for r in responses)
     return tokens / elapsed
 
 

@@ -192,7 +192,8 @@ def run_scenario_lanes(out: Path, inventory: Inventory) -> tuple[int, dict[str, 
     plan = plan_passes(inventory, SCENARIO_LANES, ALONE_ENGINES)
     passes = run_side_by_side(
         plan, lambda label, nodes, marks: run_scenarios(out / label, "--node", nodes, "-m", marks))
-    nodes = [p.node_option() for p in (*plan.lanes, *plan.followers)]
+    nodes = ([lane.node_option() for lane in plan.lanes]
+             + [follower.node_option() for follower in plan.followers])
     names = [f"{label} ({where})" for (label, _), where in zip(passes, nodes, strict=True)]
     results = [result for _, result in passes]
     for label, where, selection in plan.passes_after_lanes():

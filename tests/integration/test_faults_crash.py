@@ -48,6 +48,7 @@ from tests.integration.faults_support import (
 pytestmark = pytest.mark.docker
 DOCKER = LOCAL_DOCKER
 FAULTKIT = [sys.executable, "-m", "faultkit.cli"]
+Scratch = tuple[Inventory, Node]  # what the scratch fixture yields
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +99,7 @@ def _applied(
     if kind == "stop":
         return not now["running"]
     if kind == "partition" and params["mode"] == "refuse":
-        return now["networks"] == {}
+        return bool(now["networks"] == {})
     if kind in ("partition", "loss"):
         return bool(now["netns_rules"])
     if kind == "latency":
@@ -130,7 +131,7 @@ CASES = [
     ("kind", "params"), CASES, ids=[f"{k}-{'-'.join(p.values())}" for k, p in CASES]
 )
 def test_sigkilled_inject_then_sweep_restores(
-    kind: str, params: dict[str, str], scratch: tuple[Inventory, Node], tmp_path: Path
+    kind: str, params: dict[str, str], scratch: Scratch, tmp_path: Path
 ) -> None:
     inv, node = scratch
     inventory_file = write_inventory(inv, tmp_path / "inventory.yaml")
@@ -163,7 +164,7 @@ def test_sigkilled_inject_then_sweep_restores(
         sweep(FaultJournal(journal_dir))
 
 
-def test_cli_refuses_protected_node_and_touches_nothing(scratch, tmp_path: Path) -> None:
+def test_cli_refuses_protected_node_and_touches_nothing(scratch: Scratch, tmp_path: Path) -> None:
     inv, node = scratch
     protected = inv.model_copy(update={"nodes": [node.model_copy(update={"protected": True})]})
     inventory_file = write_inventory(protected, tmp_path / "inventory.yaml")
@@ -179,7 +180,8 @@ def test_cli_refuses_protected_node_and_touches_nothing(scratch, tmp_path: Path)
     assert FaultJournal(tmp_path / "journal").records() == []
 
 
-async def test_rollout_of_a_bad_config_is_rolled_back_by_itself(scratch, tmp_path: Path) -> None:
+async def test_rollout_of_a_bad_config_is_rolled_back_by_itself(
+        scratch: Scratch, tmp_path: Path) -> None:
     inv, node = scratch
     before = await asyncio.to_thread(snapshot, node)
     started = time.time()
@@ -205,7 +207,7 @@ async def test_rollout_of_a_bad_config_is_rolled_back_by_itself(scratch, tmp_pat
     await assert_restored(node, before)
 
 
-async def test_rollout_promote_keeps_candidate(scratch, tmp_path: Path) -> None:
+async def test_rollout_promote_keeps_candidate(scratch: Scratch, tmp_path: Path) -> None:
     inv, node = scratch
     before = await asyncio.to_thread(snapshot, node)
     journal = FaultJournal(tmp_path)
@@ -225,7 +227,7 @@ async def test_rollout_promote_keeps_candidate(scratch, tmp_path: Path) -> None:
     await assert_restored(node, before)
 
 
-async def test_rollout_command_pair_mode(scratch, tmp_path: Path) -> None:
+async def test_rollout_command_pair_mode(scratch: Scratch, tmp_path: Path) -> None:
     inv, node = scratch
     name = node.docker.container  # type: ignore[union-attr]
     broken = inv.serving_config("llama-good").model_copy(update={
@@ -268,8 +270,9 @@ class RealFaultSequences(RuleBasedStateMachine):
 
     @rule(kind=st.sampled_from(["pause", "blackhole", "loss"]))
     def inject(self, kind: str) -> None:
-        params: dict[str, Any] = {"pause": {}, "blackhole": {"mode": "blackhole"},
-                                  "loss": {"percent": 20}}[kind]
+        by_kind: dict[str, dict[str, Any]] = {"pause": {}, "blackhole": {"mode": "blackhole"},
+                                              "loss": {"percent": 20}}
+        params = by_kind[kind]
         name = "partition" if kind == "blackhole" else kind
         fault = make_fault(name, self.node, inventory=self.inv, journal=self.journal, **params)
         refusal = None
@@ -317,7 +320,7 @@ class RealFaultSequences(RuleBasedStateMachine):
         self.loop.close()
 
 
-def test_state_machine_against_real_container(scratch, tmp_path: Path) -> None:
+def test_state_machine_against_real_container(scratch: Scratch, tmp_path: Path) -> None:
     inv, node = scratch
     RealFaultSequences.inv, RealFaultSequences.node = inv, node
     RealFaultSequences.directory = tmp_path / "journal"
@@ -330,7 +333,8 @@ def test_state_machine_against_real_container(scratch, tmp_path: Path) -> None:
 @pytest.mark.parametrize(("signum", "code"), [
     (signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129),
 ])
-def test_sigterm_sighup_and_ctrl_c_revert(signum: int, code: int, scratch, tmp_path: Path) -> None:
+def test_sigterm_sighup_and_ctrl_c_revert(
+        signum: int, code: int, scratch: Scratch, tmp_path: Path) -> None:
     inv, node = scratch
     inventory_file = write_inventory(inv, tmp_path / "inventory.yaml")
     before = snapshot(node)

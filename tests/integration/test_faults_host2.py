@@ -33,11 +33,13 @@ from faultkit.journal import FaultJournal
 from faultkit.platform import HELPER_LABEL
 from faultkit.probes.health import wait_ready
 from testbed import host2, host2_nodes
+from testbed.paths import state_dir
 from testbed.scratch import TEST_LABELS, assert_restored, snapshot, stopped_processes
 
 pytestmark = [pytest.mark.docker, pytest.mark.host2]
 
 PORT = 18102  # one of host2.NODE_PORTS, not the lab node's
+Scratch = tuple[Inventory, Node]  # what the scratch fixture yields
 HOST_ACTIONS: list[str] = []
 
 
@@ -56,7 +58,7 @@ def scratch(lab_inventory: Inventory) -> Iterator[tuple[Inventory, Node]]:
     engine = host2.inner()
     if engine.exists(spec.name):
         engine.remove(spec.name)
-    (host2.state_dir("host2") / "sim" / node.name).mkdir(parents=True, exist_ok=True)
+    (state_dir("host2") / "sim" / node.name).mkdir(parents=True, exist_ok=True)
     engine.create(spec)
     asyncio.run(wait_ready(node, timeout_s=60))
     inventory = Inventory(nodes=[node], serving_configs=dict(lab_inventory.serving_configs),
@@ -127,7 +129,8 @@ def _restarts(node: Node) -> int:
     return host2.inner().state(node.docker.container).restart_count
 
 
-async def test_kill_crashes_the_main_process_from_a_helper(scratch, journal) -> None:
+async def test_kill_crashes_the_main_process_from_a_helper(
+        scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     before, restarts = snapshot(node), _restarts(node)
     fault = make_fault("kill", node, inventory=inv, journal=journal, first_token=False)
@@ -138,7 +141,8 @@ async def test_kill_crashes_the_main_process_from_a_helper(scratch, journal) -> 
     assert _helpers(host2.inner()) == []
 
 
-async def test_kill_process_kills_the_engine_under_its_init(scratch, journal) -> None:
+async def test_kill_process_kills_the_engine_under_its_init(
+        scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     before, restarts = snapshot(node), _restarts(node)
     fault = make_fault("kill_process", node, inventory=inv, journal=journal,
@@ -150,7 +154,8 @@ async def test_kill_process_kills_the_engine_under_its_init(scratch, journal) ->
     await assert_restored(node, before)
 
 
-async def test_stall_stops_the_engine_from_a_helper(scratch, journal) -> None:
+async def test_stall_stops_the_engine_from_a_helper(
+        scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     before = snapshot(node)
     fault = make_fault("stall", node, inventory=inv, journal=journal)  # the engine's pattern
@@ -167,7 +172,7 @@ async def test_stall_stops_the_engine_from_a_helper(scratch, journal) -> None:
 
 
 @pytest.mark.parametrize("kind", ["pause", "stop", "restart"])
-async def test_api_faults(scratch, journal, kind: str) -> None:
+async def test_api_faults(scratch: Scratch, journal: FaultJournal, kind: str) -> None:
     inv, node = scratch
     before = snapshot(node)
     params: dict[str, Any] = {} if kind == "pause" else {"first_token": False}
@@ -177,7 +182,8 @@ async def test_api_faults(scratch, journal, kind: str) -> None:
     await assert_restored(node, before)
 
 
-async def test_node_restart_restarts_the_host2_node(scratch, journal) -> None:
+async def test_node_restart_restarts_the_host2_node(
+        scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     before = snapshot(node)
     fault = make_fault("node_restart", node, inventory=inv, journal=journal)
@@ -188,7 +194,7 @@ async def test_node_restart_restarts_the_host2_node(scratch, journal) -> None:
 
 
 @pytest.mark.parametrize("mode", ["refuse", "blackhole"])
-async def test_partition(scratch, journal, mode: str) -> None:
+async def test_partition(scratch: Scratch, journal: FaultJournal, mode: str) -> None:
     inv, node = scratch
     before = snapshot(node)
     fault = make_fault("partition", node, inventory=inv, journal=journal, mode=mode)
@@ -203,7 +209,8 @@ async def test_partition(scratch, journal, mode: str) -> None:
     await assert_restored(node, before)
 
 
-async def test_loss_drops_everything_at_100_percent(scratch, journal) -> None:
+async def test_loss_drops_everything_at_100_percent(
+        scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     before = snapshot(node)
     fault = make_fault("loss", node, inventory=inv, journal=journal, percent=100)
@@ -212,7 +219,7 @@ async def test_loss_drops_everything_at_100_percent(scratch, journal) -> None:
     await assert_restored(node, before)
 
 
-async def test_bandwidth_installs_tbf(scratch, journal) -> None:
+async def test_bandwidth_installs_tbf(scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     before = snapshot(node)
     fault = make_fault("bandwidth", node, inventory=inv, journal=journal, rate="1mbit")
@@ -224,7 +231,7 @@ async def test_bandwidth_installs_tbf(scratch, journal) -> None:
     await assert_restored(node, before)
 
 
-async def test_latency_delays_the_answers(scratch, journal) -> None:
+async def test_latency_delays_the_answers(scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     before = snapshot(node)
     fault = make_fault("latency", node, inventory=inv, journal=journal, delay_ms=400)
@@ -235,7 +242,8 @@ async def test_latency_delays_the_answers(scratch, journal) -> None:
     await assert_restored(node, before)
 
 
-async def test_memory_squeeze_oom_kills_through_the_api(scratch, journal) -> None:
+async def test_memory_squeeze_oom_kills_through_the_api(
+        scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     before = snapshot(node)
     fault = make_fault("memory_squeeze", node, inventory=inv, journal=journal)
@@ -245,7 +253,7 @@ async def test_memory_squeeze_oom_kills_through_the_api(scratch, journal) -> Non
     await assert_restored(node, before)
 
 
-async def test_rollout_and_back(scratch, journal) -> None:
+async def test_rollout_and_back(scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     before = snapshot(node)
     fault = make_fault("rollout", node, inventory=inv, journal=journal,
@@ -258,7 +266,7 @@ async def test_rollout_and_back(scratch, journal) -> None:
 
 
 @pytest.mark.parametrize("kind", ["flood", "oversized_context"])
-async def test_request_faults(scratch, journal, kind: str) -> None:
+async def test_request_faults(scratch: Scratch, journal: FaultJournal, kind: str) -> None:
     inv, node = scratch
     params: dict[str, Any] = ({"rate": 10.0, "drain_s": 2.0} if kind == "flood"
                               else {"requests": 2, "input_tokens": 8000})
@@ -267,7 +275,8 @@ async def test_request_faults(scratch, journal, kind: str) -> None:
     assert await _get(node) == "200"
 
 
-async def test_host_restart_brings_the_host_and_its_nodes_back(scratch, journal) -> None:
+async def test_host_restart_brings_the_host_and_its_nodes_back(
+        scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     before = snapshot(node)
     fault = make_fault("host_restart", node, inventory=inv, journal=journal,
@@ -290,7 +299,7 @@ def test_host_restart_is_never_this_machine(lab_inventory: Inventory) -> None:
 
 @pytest.mark.parametrize(("kind", "param"), [("partition", "mode=blackhole"),
                                              ("loss", "percent=30")])
-def test_a_sigkilled_inject_is_swept_through_helpers(scratch, tmp_path: Path, kind: str,
+def test_a_sigkilled_inject_is_swept_through_helpers(scratch: Scratch, tmp_path: Path, kind: str,
                                                       param: str) -> None:
     """The harness dies with rules in the remote netns; `faultkit sweep` removes them through
     a helper there (and the helpers the dead harness may have left)."""
@@ -333,7 +342,7 @@ def test_every_fault_kind_has_a_host2_test() -> None:
     assert set(FAULTS) == tested
 
 
-def test_a_helper_left_behind_is_swept(scratch, journal) -> None:
+def test_a_helper_left_behind_is_swept(scratch: Scratch, journal: FaultJournal) -> None:
     """A helper a killed harness left on the node's host is removed by the journalled step."""
     from faultkit.faults import undo
 
@@ -354,7 +363,7 @@ HOLDER = ("import socket, time; s = socket.socket(); s.bind(('0.0.0.0', {port}))
 
 
 def test_up_frees_a_port_a_stray_process_of_the_second_host_holds(
-        scratch, lab_inventory: Inventory) -> None:
+        scratch: Scratch, lab_inventory: Inventory) -> None:
     """``testbed up`` meets a node port the second host cannot publish because a stray
     process there holds it: it restarts that engine once, the node comes up, and every
     container that ran there before runs again. Evidence from Docker and over HTTP."""

@@ -20,6 +20,7 @@ from tests.integration.faults_support import assert_restored, remove_scratch, sc
 
 pytestmark = pytest.mark.docker
 DOCKER = LOCAL_DOCKER
+Scratch = tuple[Inventory, Node]  # what the scratch fixture yields
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +47,8 @@ async def _get(node: Node, path: str = "/health", wait_s: float = 2.0) -> tuple[
         return type(exc).__name__, time.monotonic() - t0
 
 
-async def test_partition_refuse_disconnects_then_reconnects(scratch, journal) -> None:
+async def test_partition_refuse_disconnects_then_reconnects(
+        scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     before = snapshot(node)
     async with make_fault("partition", node, inventory=inv, journal=journal, mode="refuse"):
@@ -57,7 +59,7 @@ async def test_partition_refuse_disconnects_then_reconnects(scratch, journal) ->
     await assert_restored(node, before)
 
 
-async def test_partition_blackhole_times_out(scratch, journal) -> None:
+async def test_partition_blackhole_times_out(scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     before = snapshot(node)
     async with make_fault("partition", node, inventory=inv, journal=journal, mode="blackhole"):
@@ -65,7 +67,7 @@ async def test_partition_blackhole_times_out(scratch, journal) -> None:
     await assert_restored(node, before)
 
 
-async def test_loss_drops_packets(scratch, journal) -> None:
+async def test_loss_drops_packets(scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     before = snapshot(node)
     fault = make_fault("loss", node, inventory=inv, journal=journal, percent=100)
@@ -75,7 +77,8 @@ async def test_loss_drops_packets(scratch, journal) -> None:
     await assert_restored(node, before)
 
 
-async def test_loss_partial_installs_statistic_rule(scratch, journal) -> None:
+async def test_loss_partial_installs_statistic_rule(
+        scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     before = snapshot(node)
     fault = make_fault("loss", node, inventory=inv, journal=journal, percent=25)
@@ -88,7 +91,7 @@ async def test_loss_partial_installs_statistic_rule(scratch, journal) -> None:
     await assert_restored(node, before)
 
 
-async def test_bandwidth_slows_a_large_answer(scratch, journal) -> None:
+async def test_bandwidth_slows_a_large_answer(scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     before = snapshot(node)
     body = {"model": node.model, "prompt": "hello", "max_tokens": 200, "ignore_eos": True,
@@ -110,7 +113,8 @@ async def test_bandwidth_slows_a_large_answer(scratch, journal) -> None:
     await assert_restored(node, before)
 
 
-async def test_latency_adds_delay_in_the_mode_this_kernel_has(scratch, journal) -> None:
+async def test_latency_adds_delay_in_the_mode_this_kernel_has(
+        scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     before = snapshot(node)
     base = min([(await _get(node))[1] for _ in range(3)])
@@ -127,7 +131,8 @@ async def test_latency_adds_delay_in_the_mode_this_kernel_has(scratch, journal) 
     await assert_restored(node, before)
 
 
-async def test_netem_mode_reports_unsupported_without_sch_netem(scratch, journal) -> None:
+async def test_netem_mode_reports_unsupported_without_sch_netem(
+        scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     pid = docker_host(DOCKER).host_pid(node.docker.container)  # type: ignore[union-attr]
     if netns.netem_available(pid):

@@ -21,6 +21,7 @@ from tests.integration.faults_support import assert_restored, remove_scratch, sc
 
 pytestmark = pytest.mark.docker
 DOCKER = LOCAL_DOCKER
+Scratch = tuple[Inventory, Node]  # what the scratch fixtures yield
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,8 @@ async def _health(node: Node, wait_s: float = 2.0) -> str:
         return type(exc).__name__
 
 
-async def test_kill_sigkill_restart_policy_brings_it_back(scratch, journal) -> None:
+async def test_kill_sigkill_restart_policy_brings_it_back(
+        scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     before = snapshot(node)
     events: list[Event] = []
@@ -67,7 +69,8 @@ async def test_kill_sigkill_restart_policy_brings_it_back(scratch, journal) -> N
     assert journal.unreverted() == []
 
 
-async def test_docker_kill_is_not_restarted_by_docker(scratch, journal) -> None:
+async def test_docker_kill_is_not_restarted_by_docker(
+        scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     before = snapshot(node)
     fault = make_fault("kill", node, inventory=inv, journal=journal, docker_kill=True,
@@ -81,7 +84,8 @@ async def test_docker_kill_is_not_restarted_by_docker(scratch, journal) -> None:
 
 
 @pytest.mark.parametrize("kind", ["stop", "restart"])
-async def test_cold_start_times_recorded(kind: str, scratch, journal) -> None:
+async def test_cold_start_times_recorded(
+        kind: str, scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     before = snapshot(node)
     fault = make_fault(kind, node, inventory=inv, journal=journal)
@@ -94,7 +98,7 @@ async def test_cold_start_times_recorded(kind: str, scratch, journal) -> None:
     await assert_restored(node, before)
 
 
-async def test_pause_hangs_requests_then_unpauses(scratch, journal) -> None:
+async def test_pause_hangs_requests_then_unpauses(scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     before = snapshot(node)
     async with make_fault("pause", node, inventory=inv, journal=journal):
@@ -102,7 +106,8 @@ async def test_pause_hangs_requests_then_unpauses(scratch, journal) -> None:
     await assert_restored(node, before)
 
 
-async def test_stall_stops_the_engine_then_sigcont_resumes_it(scratch, journal) -> None:
+async def test_stall_stops_the_engine_then_sigcont_resumes_it(
+        scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     before = snapshot(node)
     assert before["stopped_processes"] == 0
@@ -115,7 +120,8 @@ async def test_stall_stops_the_engine_then_sigcont_resumes_it(scratch, journal) 
     await assert_restored(node, before)
 
 
-async def test_stall_whole_stops_every_process_of_the_container(scratch, journal) -> None:
+async def test_stall_whole_stops_every_process_of_the_container(
+        scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     before = snapshot(node)
     fault = make_fault("stall", node, inventory=inv, journal=journal, whole=True)
@@ -126,7 +132,8 @@ async def test_stall_whole_stops_every_process_of_the_container(scratch, journal
     await assert_restored(node, before)
 
 
-async def test_node_restart_restarts_every_selected_container(scratch, journal) -> None:
+async def test_node_restart_restarts_every_selected_container(
+        scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     host = docker_host(DOCKER)
     name = node.docker.container  # type: ignore[union-attr]
@@ -141,7 +148,8 @@ async def test_node_restart_restarts_every_selected_container(scratch, journal) 
     await assert_restored(node, before)
 
 
-async def test_request_faults_record_how_the_node_answered(scratch, journal) -> None:
+async def test_request_faults_record_how_the_node_answered(
+        scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = scratch
     fault = make_fault("oversized_context", node, inventory=inv, journal=journal,
                        input_tokens=2000, concurrency=2, requests=4)
@@ -166,7 +174,8 @@ def sim_scratch(lab_inventory: Inventory) -> Iterator[tuple[Inventory, Node]]:
     remove_scratch(docker_host(DOCKER), node.docker.container)  # type: ignore[union-attr]
 
 
-async def test_memory_squeeze_oom_kills_and_revert_restores_limit(sim_scratch, journal) -> None:
+async def test_memory_squeeze_oom_kills_and_revert_restores_limit(
+        sim_scratch: Scratch, journal: FaultJournal) -> None:
     inv, node = sim_scratch
     host = docker_host(DOCKER)
     name = node.docker.container  # type: ignore[union-attr]

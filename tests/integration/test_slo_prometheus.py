@@ -262,6 +262,8 @@ async def test_outage_measured_against_truth(lab: Lab) -> None:
         t_fire_truth = min(t for s in fired for t, _ in s.values if t >= t_off)
         (up_series,) = prom.query_samples('up{job="fake"}[60s]')
         t_up0_truth = min(t for t, v in up_series.values if t >= t_off and v == 0)
+        assert m.t_detect is not None and m.t_recovered is not None
+        assert m.detection_s is not None
         print(f"detection {m.detection_s:.3f} s ({m.detect_signal}); alert err "
               f"{m.t_detect - t_fire_truth:+.3f} s; by signal {m.detection_by_signal_s}; "
               f"recovery err {m.t_recovered - t_on:+.3f} s; lost {m.lost_total}")

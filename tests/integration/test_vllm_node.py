@@ -12,7 +12,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
@@ -115,7 +115,7 @@ def test_engine_death_exits_nonzero_and_on_failure_restarts(vllm: ScratchVllm) -
 
 
 def test_sigkill_of_main_process_restarts_and_is_ready_again(
-    vllm: ScratchVllm, record_property: pytest.RecordProperty
+    vllm: ScratchVllm, record_property: Callable[[str, object], None]
 ) -> None:
     restarts = vllm.restart_count()
     killed_at = time.monotonic()

@@ -13,7 +13,7 @@ import docker.errors
 import requests
 
 from faultkit.docker.host import DockerHost, docker_host
-from faultkit.faults import undo
+from faultkit.faults import undo as undo  # re-exported: test_journal reads the registry here
 from faultkit.faults.base import Fault
 from faultkit.faults.params import ParamSpec
 from faultkit.inventory import Node
@@ -129,5 +129,5 @@ def fake_engine(url: str, api: FakeDockerAPI) -> DockerHost:
     process reaches the engine at ``url`` through — answer from ``api``. Use a URL of the
     test's own (its ``tmp_path``): the host is shared for the rest of the process."""
     host = docker_host(url)
-    host._client = FakeDockerClient(api)  # type: ignore[assignment]
+    host._client = FakeDockerClient(api)
     return host

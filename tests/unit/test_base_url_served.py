@@ -58,7 +58,8 @@ def vllm(base_url: str, host: str = SOCK) -> Any:
                 docker={"host": host, "container": "faultkit-vllm"})
 
 
-PUBLISHED_EVERYWHERE = {  # `-p 18000:8000`: created with an empty HostIp, bound on v4 and v6
+# `-p 18000:8000`: created with an empty HostIp, bound on v4 and v6
+PUBLISHED_EVERYWHERE: dict[str, Any] = {
     "bindings": {"8000/tcp": [{"HostIp": "", "HostPort": "18000"}]},
     "live_ports": {"8000/tcp": [{"HostIp": "0.0.0.0", "HostPort": "18000"},
                                 {"HostIp": "::", "HostPort": "18000"}]},

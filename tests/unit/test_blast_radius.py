@@ -19,6 +19,7 @@ from faultkit.docker import hostpid
 from faultkit.docker.host import state_from_attrs
 from faultkit.errors import FaultError, FaultRefused
 from faultkit.faults import base, make_fault, undo
+from faultkit.faults.network import Loss
 from faultkit.inventory import Inventory
 from faultkit.journal import FaultJournal
 from faultkit.platform import netns, remote
@@ -209,7 +210,7 @@ def nothing_on_this_machine(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     for name in ("kill", "proven_pid", "container_processes", "wait_gone"):
         monkeypatch.setattr(hostpid, name, refuse(f"hostpid.{name}"))
     monkeypatch.setattr(os, "kill", refuse("os.kill"))
-    monkeypatch.setattr(netns.subprocess, "run", refuse("subprocess.run (nsenter)"))
+    monkeypatch.setattr(subprocess, "run", refuse("subprocess.run (nsenter)"))
     return acted
 
 
@@ -242,6 +243,7 @@ async def test_a_remote_host_is_acted_on_through_helpers(
     # a netns command runs in a helper joined to the container's namespace, with NET_ADMIN
     loss = make_fault("loss", remote, journal=FaultJournal(tmp_path), percent=100,
                       mode="iptables")
+    assert isinstance(loss, Loss)
     where = await loss._pid()
     netns.add_rule(where, "filter", "INPUT", ["-j", "DROP"], loss.id)
     joined = host.helpers[-1]

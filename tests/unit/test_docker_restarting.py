@@ -37,7 +37,7 @@ class _Api:
 
 def _host(api: _Api) -> DockerHost:
     host = DockerHost("unix:///nonexistent.sock")
-    host._client = SimpleNamespace(api=api)  # type: ignore[assignment]
+    host._client = SimpleNamespace(api=api)
     return host
 
 

@@ -13,7 +13,6 @@ import yaml
 from click.testing import CliRunner
 
 from faultkit.cli import cli
-from faultkit.commands.gate import run_scenarios
 from faultkit.gate.decision import merge_junit, read_junit
 from faultkit.gate.pool import (
     SCENARIO_S,
@@ -26,6 +25,7 @@ from faultkit.gate.pool import (
     scenario_weight,
     split_scenarios,
 )
+from faultkit.gate.scenarios import run_scenarios
 from faultkit.inventory import load_inventory
 from faultkit.model.gatefile import GateResult
 from faultkit.runtime.progress import Progress

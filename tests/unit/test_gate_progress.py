@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from faultkit.commands.gate import run_scenarios
+from faultkit.gate.scenarios import run_scenarios
 from faultkit.runtime.progress import Progress
 
 _TESTS = '''

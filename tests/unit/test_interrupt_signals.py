@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from faultkit.commands import gate
 from faultkit.commands.interrupt import INTERRUPT_SIGNALS
 from faultkit.gate import scenarios as gate_scenarios
 from faultkit.journal import FaultJournal
@@ -95,7 +94,7 @@ async def test_cancelled_gate_ends_its_scenario_run_first(tmp_path: Path) -> Non
     ''')
     progress = Progress(live=False, stream=io.StringIO(), tick_s=None)
     run = asyncio.ensure_future(
-        gate.run_scenarios([sys.executable, "-c", child], tmp_path, progress))
+        gate_scenarios.run_scenarios([sys.executable, "-c", child], tmp_path, progress))
     assert await asyncio.to_thread(_wait_for, ready)
     t0 = time.monotonic()
     run.cancel()

@@ -163,11 +163,11 @@ def test_mutated_good_inventory_gives_clear_error_or_loads(
     target = doc
     for key in path[:-1]:
         try:
-            target = target[key]  # type: ignore[index]
+            target = target[key]
         except (KeyError, IndexError, TypeError):
             return
     try:
-        target[path[-1]] = value  # type: ignore[index]
+        target[path[-1]] = value
     except (IndexError, TypeError):
         return
     try:

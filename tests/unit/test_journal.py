@@ -88,8 +88,9 @@ def test_mark_reverted_releases(tmp_path: Path) -> None:
     j.begin(rec)
     j.mark_reverted(rec)
     assert not j.is_live("r1")
-    assert j.read("r1") is not None
-    assert j.read("r1").state == "reverted"
+    reverted = j.read("r1")
+    assert reverted is not None
+    assert reverted.state == "reverted"
     assert j.unreverted() == []
 
 
@@ -230,7 +231,8 @@ def test_a_reverted_record_moves_out_of_what_inject_reads(
     assert not [p for p in opened if "/reverted/" in p]
     # history still has every record, and each is found by its id
     assert len(j.records()) == 41
-    assert j.read("old07") is not None and j.read("old07").state == "reverted"
+    old07 = j.read("old07")
+    assert old07 is not None and old07.state == "reverted"
     assert j.path_of("old07") == tmp_path / "reverted" / "old07.json"
     with j.claim("old07") as claimed:
         assert claimed is None  # reverted: nothing for a sweep to take

@@ -53,8 +53,9 @@ def test_the_scrape_job_labels_each_probe_with_its_node() -> None:
     inventory = load_inventory(INVENTORY)
     job = scrape_job(inventory)
     assert job is not None and job["job_name"] == GENERATE_PROBE_JOB
-    labels = {t["labels"]["node"]: t["labels"]["__param_module"]  # type: ignore[index]
-              for t in job["static_configs"]}  # type: ignore[attr-defined]
+    static_configs = job["static_configs"]
+    assert isinstance(static_configs, list)
+    labels = {t["labels"]["node"]: t["labels"]["__param_module"] for t in static_configs}
     assert labels["sim-vllm"] == "generate-sim-vllm"
     assert "gateway" not in labels
     jobs = [j["job_name"] for j in scrape_config(inventory)["scrape_configs"]]  # type: ignore[attr-defined]

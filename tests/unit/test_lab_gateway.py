@@ -72,7 +72,9 @@ def test_container_address_is_the_container_name_and_engine_port() -> None:
 
 
 def test_prometheus_scrapes_the_gateway_at_metrics_slash() -> None:
-    jobs = {j["job_name"]: j for j in scrape_config(load_inventory(INVENTORY))["scrape_configs"]}  # type: ignore[union-attr]
+    scrape_configs = scrape_config(load_inventory(INVENTORY))["scrape_configs"]
+    assert isinstance(scrape_configs, list)
+    jobs = {j["job_name"]: j for j in scrape_configs}
     assert jobs["gateway"]["metrics_path"] == "/metrics/"
     assert jobs["gateway"]["static_configs"][0]["targets"] == ["127.0.0.1:18004"]
     assert jobs["llama"]["metrics_path"] == "/metrics"

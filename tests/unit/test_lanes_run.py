@@ -150,7 +150,7 @@ def test_the_passes_junit_files_merge_and_the_scenarios_that_did_not_pass_are_na
         return subprocess.CompletedProcess(argv, 1 if nodes in ("gw", None) else 0)
 
     monkeypatch.setattr(subprocess, "run", writes_junit)
-    results = run_plan(_plan(), Path("inv.yaml"), tmp_path, [].append, stagger_s=0)
+    results = run_plan(_plan(), Path("inv.yaml"), tmp_path, list[str]().append, stagger_s=0)
     merged, outcomes = merged_outcomes(results, tmp_path)
     assert merged == tmp_path / "junit.xml" and merged.exists()
     assert sorted(o.name for o in outcomes) == [

@@ -156,12 +156,12 @@ def test_usage_errors(args: list[str], message: str) -> None:
 def test_live_progress_status_line() -> None:
     from faultkit.commands.load import _live_wanted, progress_status
     from faultkit.load import LoadProfile
-    from faultkit.model.records import RequestRecord
+    from faultkit.model.records import RequestRecord, Status
 
-    def rec(i: int, status: str, ttft: float | None) -> RequestRecord:
+    def rec(i: int, status: Status, ttft: float | None) -> RequestRecord:
         first = None if ttft is None else 10.0 + ttft
         return RequestRecord(id=str(i), node="n", kind="chat", t_invoke=10.0, status=status,
-                             t_end=11.0, t_first_token=first)  # type: ignore[arg-type]
+                             t_end=11.0, t_first_token=first)
 
     records = [rec(0, "ok", 0.010), rec(1, "ok", 0.030), rec(2, "fail", None)]
     assert progress_status(records, 2, 3.0, LoadProfile(requests=50)) == (

@@ -125,7 +125,8 @@ async def test_hung_node_arrivals_over_the_cap_are_shed_at_their_due_times(
         assert r.t_invoke == r.t_end == r.t_scheduled
         assert r.error_detail == f"client in-flight cap {cap} reached"
         assert r.http_status is None and r.t_first_byte is None
-    late = sum(1 for r in sent if r.t_invoke - r.t_scheduled > LATENESS_BOUND_S)  # type: ignore[operator]
+    late = sum(1 for r in sent  # every t_scheduled is set (asserted above)
+               if r.t_scheduled is not None and r.t_invoke - r.t_scheduled > LATENESS_BOUND_S)
     assert result.late_sends == late  # however busy the machine, lateness is accounted
     assert read_ledger(ledger_path) == records
     summary = summarize(records, duration_s=result.duration_s)

@@ -99,7 +99,7 @@ async def test_open_loop_shares_send_exactly_the_arrivals_of_the_one_schedule(
     server: str,
 ) -> None:
     profile = LoadProfile(rate=400.0, requests=40, concurrency=60, output_tokens=1, seed=3)
-    offsets = []
+    offsets: list[float] = []
     for t in arrival_offsets(profile.rate or 0, profile.burstiness, profile.seed):
         if len(offsets) == 40:
             break

@@ -67,7 +67,8 @@ def test_complete_stream_is_ok_and_counts_content_chunks_only() -> None:
 
 
 def test_usage_read_from_any_chunk_and_choices_null_or_missing() -> None:
-    for extra in ({"choices": None}, {}, {"choices": []}):
+    extras: list[dict[str, object]] = [{"choices": None}, {}, {"choices": []}]
+    for extra in extras:
         usage = _data({**extra, "usage": {"prompt_tokens": 2, "completion_tokens": 9}})
         out = parse_stream([_stream([_content("x"), usage, DONE])])
         assert out.ok
@@ -183,7 +184,8 @@ def valid_streams(draw: st.DrawFn) -> tuple[bytes, int, int | None]:
     usage: int | None = None
     if draw(st.booleans()):
         usage = draw(st.integers(0, 10_000))
-        shape = draw(st.sampled_from([{"choices": []}, {"choices": None}, {}]))
+        shapes: list[dict[str, object]] = [{"choices": []}, {"choices": None}, {}]
+        shape = draw(st.sampled_from(shapes))
         events.append(_data({**shape, "usage": {"prompt_tokens": 3, "completion_tokens": usage}}))
     events.append(DONE)
     eol = draw(st.sampled_from(["\n", "\r\n", "\r"]))

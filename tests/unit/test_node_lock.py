@@ -262,6 +262,7 @@ async def test_a_record_is_claimed_only_under_its_node_locks(tmp_path: Path) -> 
     the new fault is refused as busy instead of stacking on the fault left applied."""
     crashed = FakeFault(node(), journal=FaultJournal(tmp_path), key="a")
     await crashed.inject()
+    assert crashed.journal is not None
     crashed.journal.release(crashed.id)  # its harness "died"
     crashed.journal.nodes.drop(lock_key(node()))
     sweeper = FaultJournal(tmp_path)

@@ -22,7 +22,7 @@ def rec(i: int, t: float, served_by: str | None, ok: bool = True, node: str = "g
         ) -> RequestRecord:
     return RequestRecord(
         id=f"r{i}", node=node, kind="chat", t_invoke=t, t_scheduled=t,
-        status="ok" if ok else "fail", t_end=t + 0.2,  # type: ignore[arg-type]
+        status="ok" if ok else "fail", t_end=t + 0.2,
         http_status=200 if ok else 500, error_class=None if ok else "http_5xx",
         served_by=served_by,
     )

@@ -96,7 +96,8 @@ def test_outage_detection_recovery_and_loss_match_construction() -> None:
 
 def test_signal_priority_alert_then_up_and_the_probe_is_never_detection() -> None:
     m = measure(outage_ledger(), outage_timeline(alert=False), NODE)
-    assert (m.detect_signal, m.detection_s) == ("up", pytest.approx(0.8))
+    assert m.detect_signal == "up"
+    assert m.detection_s == pytest.approx(0.8)
     m = measure(outage_ledger(), outage_timeline(alert=False, up=False), NODE)
     assert (m.detect_signal, m.detection_s, m.t_detect) == (None, None, None)
     assert m.probe_detection_s == pytest.approx(0.3)  # a figure, not detection

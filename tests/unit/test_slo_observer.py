@@ -24,7 +24,7 @@ class Sink:
 
 def node(port: int = 9) -> Node:
     return Node(name="n1", engine="vllm", base_url=f"http://127.0.0.1:{port}", model="m",
-                prometheus={"job": "j1"})  # type: ignore[arg-type]
+                prometheus={"job": "j1"})
 
 
 async def test_probe_events_only_on_change_with_full_history_in_memory() -> None:

@@ -28,7 +28,9 @@ class Replay(BaseAdapter):
         self.answers = answers
         self.sent: list[requests.PreparedRequest] = []
 
-    def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
+    def send(
+        self, request: requests.PreparedRequest, *args: Any, **kwargs: Any
+    ) -> requests.Response:
         self.sent.append(request)
         path = request.path_url.split("?")[0]
         status, body = self.answers[path]

@@ -5,6 +5,7 @@ attempt's outcome stands and the suite's exit status follows it."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,7 @@ def test_a_stalled_scenario_is_rerun_alone_and_its_later_outcome_stands(
     outcomes = {o.test_id: o for o in (stalled, failed, inconclusive, passed)}
     calls: list[list[str]] = []
 
-    def fake_run(out: Path, *args: str, tests: list[str] = (), **_: object) -> tuple[
+    def fake_run(out: Path, *args: str, tests: Sequence[str] = (), **_: object) -> tuple[
             int, dict[str, Outcome], str]:
         calls.append(list(tests))
         again = _outcome(tmp_path, "again", "PASS", {})

@@ -25,7 +25,7 @@ def _probe(at: float, ok: bool, latency_s: float, detail: str = "ok") -> Event:
 
 
 def _served(at: float, ttft_s: float) -> RequestRecord:
-    return RequestRecord(id=f"r{at}", node="n", kind="background", t_invoke=at, status="ok",
+    return RequestRecord(id=f"r{at}", node="n", kind="chat", t_invoke=at, status="ok",
                          t_end=at + ttft_s + 0.3, t_first_token=at + ttft_s)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from faultkit.inventory.node import Node
-from faultkit.model.records import RequestRecord
+from faultkit.model.records import RequestRecord, Status
 from testbed import truth
 from testbed.simnode.truth import TruthFileError, TruthLog, parse_truth
 from testbed.truth import death_moments, truth_lost
@@ -29,9 +29,9 @@ def test_a_sigkill_is_a_death_and_a_polite_signal_is_not() -> None:
     assert death_moments(events) == pytest.approx([T + 0.071, T + 0.162, T + 2.0])
 
 
-def _record(request_id: str, t_invoke: float, status: str) -> RequestRecord:
-    return RequestRecord(id=request_id, node="sim-vllm", kind="background", t_invoke=t_invoke,
-                         status=status, t_end=t_invoke + 0.6)  # type: ignore[arg-type]
+def _record(request_id: str, t_invoke: float, status: Status) -> RequestRecord:
+    return RequestRecord(id=request_id, node="sim-vllm", kind="chat", t_invoke=t_invoke,
+                         status=status, t_end=t_invoke + 0.6)
 
 
 def test_a_request_finished_just_before_the_sigkill_is_undecidable(
@@ -152,3 +152,34 @@ def test_each_alert_starts_a_run_after_a_gap_of_its_own_groups_interval() -> Non
                     Series({"alertname": "FaultkitSLOBurn"}, [(t, 1.0) for t in burn])]
 
     assert first_alert_firing(Prom(), _node(), 75.25, 90.0, 1.0, 5.0) == 77.6  # type: ignore[arg-type]
+
+
+def test_the_first_page_is_of_an_alert_this_fault_started(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An alert firing before the effect and notified again inside the window (an earlier
+    trial's) is no page for this fault; the first notification of one that started after
+    the effect is."""
+    from datetime import UTC, datetime
+
+    from faultkit.inventory import Inventory
+    from faultkit.pager import Notification
+    from testbed import truth_sources
+
+    def alert(started: float, node: str = "sim-vllm") -> dict[str, Any]:
+        stamp = datetime.fromtimestamp(started, UTC).isoformat().replace("+00:00", "Z")
+        return {"status": "firing", "labels": {"alertname": "FaultkitNodeDown", "node": node},
+                "startsAt": stamp}
+
+    pages = [Notification(T + 0.15, {"alerts": [alert(T - 30)]}),          # stale
+             Notification(T + 2.0, {"alerts": [alert(T + 1.0, "llama")]}),  # another node
+             Notification(T + 3.3, {"alerts": [alert(T + 1.2)]})]           # this fault's
+    monkeypatch.setattr(truth_sources, "fetch_notifications",
+                        lambda url, since, until: [p for p in pages
+                                                   if since <= p.t_received <= until])
+    inventory = Inventory.model_validate({
+        "alertmanager": {"url": "http://127.0.0.1:19093", "pager_url": "http://127.0.0.1:9"},
+        "nodes": [{"name": "sim-vllm", "engine": "sim", "personality": "vllm",
+                   "base_url": "http://127.0.0.1:9", "model": "m"}]})
+    node = inventory.node("sim-vllm")
+    assert truth_sources.first_page(inventory, node, T, T + 60) == T + 3.3
+    assert truth_sources.first_page(inventory, node, T, T + 3.0) is None

@@ -60,7 +60,7 @@ def fake_host(monkeypatch: pytest.MonkeyPatch, failures: int,
     """A DockerHost whose engine fails ``failures`` times with ``error`` (default: a 500)."""
     api = _FakeAPI(failures, error if error is not None else _api_error(500))
     host = DockerHost(HOST)
-    host._client = _FakeClient(api)  # type: ignore[assignment]
+    host._client = _FakeClient(api)
     monkeypatch.setattr(undo, "_host", lambda step: host)
     return api
 

@@ -59,15 +59,16 @@ async def test_run_fault_on_an_upstream_makes_the_fault_for_it(tmp_path: Path) -
 
 
 def test_the_upstream_is_back_at_its_ready_event_else_at_its_fault_revert() -> None:
-    from faultkit.model.records import Event
+    from faultkit.model.records import Event, EventSource
 
-    def ev(t: float, kind: str, node: str = "a", source: str = "fault") -> Event:
+    def ev(t: float, kind: str, node: str = "a", source: EventSource = "fault") -> Event:
         return Event(t=t, source=source, kind=kind, node=node, data={})
 
     kill = [ev(1.0, "inject_start"), ev(2.0, "revert_end"), ev(4.0, "ready"),
             ev(9.0, "ready", node="gw")]
     assert gateway_scenarios.t_back_of(kill, "a") == 4.0  # ready, not the revert's end
-    pause = [ev(1.0, "inject_start"), ev(8.5, "revert_end"), ev(9.0, "health_ok", source="obs")]
+    pause = [ev(1.0, "inject_start"), ev(8.5, "revert_end"),
+             ev(9.0, "health_ok", source="observer")]
     assert gateway_scenarios.t_back_of(pause, "a") == 8.5
     assert gateway_scenarios.t_back_of([ev(1.0, "inject_start")], "a") is None
 
