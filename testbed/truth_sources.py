@@ -11,11 +11,16 @@ from typing import Any
 from faultkit.constants import LOCAL_DOCKER
 from faultkit.docker.host import DockerHost
 from faultkit.inventory import Inventory, Node
+from faultkit.model.timestamps import parse_rfc3339
 from faultkit.pager import fetch_notifications
 from slo.prom import Prometheus
 from testbed import host2
 from testbed.paths import state_dir
 from testbed.simnode.truth import parse_truth
+
+#: how far before the fault's effect an alert's ``startsAt`` may read and still be this
+#: fault's: Prometheus stamps it at the evaluation that made it pending
+STARTED_SLACK_S = 1.0
 
 
 def truth_path(node: Node) -> Path:
@@ -63,16 +68,28 @@ def host_deaths(since: float, until: float) -> list[float]:
 
 def first_page(inventory: Inventory, node: Node, since: float, until: float) -> float | None:
     """When the pager received the first firing notification naming ``node`` in
-    [``since``, ``until``], as the pager itself recorded it (``None``: no pager, or no
-    page): read here directly, never through the run's timeline."""
+    [``since``, ``until``] for an alert that started at or after ``since`` (its own
+    ``startsAt``), as the pager itself recorded it (``None``: no pager, or no page): read
+    here directly, never through the run's timeline. An alert already firing before the
+    fault took effect (an earlier trial's, re-notified within the window) is no page for
+    this fault."""
     settings = inventory.alertmanager
     if settings is None or settings.pager_url is None:
         return None
     for notification in fetch_notifications(settings.pager_url, since, until):
-        if any(a.get("status") == "firing" and (a.get("labels") or {}).get("node") == node.name
+        if any(_fired_for(a, node, since)
                for a in notification.payload.get("alerts") or () if isinstance(a, dict)):
             return notification.t_received
     return None
+
+
+def _fired_for(alert: dict[str, Any], node: Node, since: float) -> bool:
+    """A firing alert naming ``node`` that started at or after ``since`` (to the second
+    Prometheus's rule evaluation can lag the clock it stamps by)."""
+    if alert.get("status") != "firing" or (alert.get("labels") or {}).get("node") != node.name:
+        return False
+    started = parse_rfc3339(str(alert.get("startsAt") or ""))
+    return started is not None and started >= since - STARTED_SLACK_S
 
 
 def event_time(event: dict[str, Any]) -> float:

@@ -3,14 +3,17 @@ whether a user lost a request, and which alert sample starts a firing run."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from faultkit.inventory import Inventory
 from faultkit.inventory.node import Node
 from faultkit.model.records import RequestRecord, Status
-from testbed import truth
+from faultkit.pager import Notification
+from testbed import truth, truth_sources
 from testbed.simnode.truth import TruthFileError, TruthLog, parse_truth
 from testbed.truth import death_moments, truth_lost
 
@@ -159,12 +162,6 @@ def test_the_first_page_is_of_an_alert_this_fault_started(
     """An alert firing before the effect and notified again inside the window (an earlier
     trial's) is no page for this fault; the first notification of one that started after
     the effect is."""
-    from datetime import UTC, datetime
-
-    from faultkit.inventory import Inventory
-    from faultkit.pager import Notification
-    from testbed import truth_sources
-
     def alert(started: float, node: str = "sim-vllm") -> dict[str, Any]:
         stamp = datetime.fromtimestamp(started, UTC).isoformat().replace("+00:00", "Z")
         return {"status": "firing", "labels": {"alertname": "FaultkitNodeDown", "node": node},
