@@ -7,7 +7,7 @@ The names below are the public API a user writing a scenario of their own import
 the checks from ``slo``): the experiment runner (``Experiment``, ``NotJudgeable``), the
 inventory's types, load profiles, the records and the run directory. They are imported on
 first use: ``import faultkit`` (which every ``faultkit.*`` import runs, the pytest
-plugin's included) stays free of pydantic and YAML. ``tests/unit/test_public_api.py``
+plugin's included) stays free of pydantic and YAML. ``tests/unit/faultkit/test_public_api.py``
 pins the list.
 """
 

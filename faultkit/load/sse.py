@@ -18,8 +18,8 @@ Two layers, both pure and independent of the transport:
   chunk whose ``choices`` is missing, ``null`` or ``[]`` is treated the same way.
 
 Classification depends only on the concatenated bytes, never on how they were chunked
-(property-tested in ``tests/unit/test_load_sse.py``). Times passed in are whatever clock
-the caller uses; the interpreter only stores them.
+(property-tested in ``tests/unit/faultkit/load/test_load_sse.py``). Times passed in are
+whatever clock the caller uses; the interpreter only stores them.
 """
 
 from __future__ import annotations
