@@ -13,7 +13,7 @@ from typing import Any, TypeGuard
 
 from reports.figures import pct
 
-__all__ = ["change_cell", "figure_cell", "steady_view"]
+__all__ = ["change_cell", "figure_cell", "speculation_view", "steady_view"]
 
 
 def _is_num(value: object) -> TypeGuard[float | int]:
@@ -97,4 +97,41 @@ def steady_view(steady: object) -> dict[str, Any] | None:
         "rows": rows,
         "tolerance": {k: v for k, v in tolerance.items() if _is_num(v)}
         if isinstance(tolerance, dict) else {},
+        "speculation": speculation_view(steady.get("speculation")),
     }
+
+
+def speculation_view(data: object) -> dict[str, Any] | None:
+    """What gate.md shows of ``steady_state.speculation`` (a candidate that changes
+    speculative decoding): ``None`` when there is none; else the two settings, the declared
+    workload, how each class was loaded, and per class (and the mix) each side's TPOT p50
+    and acceptance and the verdict."""
+    if not isinstance(data, dict):
+        return None
+
+    def side(figures: object) -> dict[str, str]:
+        f = figures if isinstance(figures, dict) else {}
+        tpot, rate = f.get("tpot_p50_s"), f.get("acceptance_rate")
+        return {"tpot": f"{tpot * 1000:.1f} ms" if _is_num(tpot) else "—",
+                "acceptance": pct(rate) if _is_num(rate) else "—"}
+
+    rows = []
+    for row in data.get("classes") or ():
+        if not isinstance(row, dict):
+            continue
+        found = row.get("verdict")
+        verdict: dict[str, Any] = found if isinstance(found, dict) else {}
+        outcome = verdict.get("outcome")
+        rows.append({"workload": str(row.get("workload") or "?"),
+                     "current": side(row.get("current")),
+                     "candidate": side(row.get("candidate")),
+                     "outcome": {"wins": "faster", "loses": "slower",
+                                 "no difference": "no difference"}.get(str(outcome),
+                                                                      "not judged"),
+                     "why": verdict.get("why") if isinstance(verdict.get("why"), str) else ""})
+    seconds, users = data.get("seconds"), data.get("users")
+    return {"current": data.get("current") or "off", "candidate": data.get("candidate") or "off",
+            "workload": str(data.get("workload") or "mixed"),
+            "load": (f"{users} users in a closed loop, {seconds:g} s per class and config"
+                     if _is_num(seconds) and _is_num(users) else "load not recorded"),
+            "rows": rows, "failure": data.get("failure")}

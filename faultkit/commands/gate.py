@@ -55,6 +55,7 @@ from faultkit.gate.scenarios import (
     scenario_argv,
 )
 from faultkit.gate.scenarios import say as _say
+from faultkit.gate.speculation import speculation_check
 from faultkit.gate.steady import (
     DEFAULT_STEADY_S,
     SteadyPhase,
@@ -323,9 +324,11 @@ def gate(
             profile, source = gate_load_profile(pytest_args, node=member)
         except ValueError as exc:
             raise BadInput(f"the gate's load profile: {exc}") from None
+        say = _on_node(member.name) if pool_names else _say
         phases.append(SteadyPhase(member, inventory.slo_for(member), steady_s, profile,
-                                  say=_on_node(member.name) if pool_names else _say,
-                                  profile_source=source))
+                                  say=say, profile_source=source,
+                                  speculation=speculation_check(inventory, member, config,
+                                                                steady_s, say)))
     if dry_run:
         codes = [plan_dry_run(inventory, member, config, pytest_args, steady_s, phase.profile,
                               pool=members)

@@ -28,9 +28,11 @@ from faultkit.gate.pool import (
     split_scenarios,
 )
 from faultkit.gate.scenarios import scenario_argv, scenarios_dir
+from faultkit.gate.speculation import speculation_check
 from faultkit.gate.steady import describe_profile
 from faultkit.inventory import Inventory, Node
 from faultkit.load.profile import LoadProfile
+from faultkit.load.prompts import WORKLOADS
 
 __all__ = ["dry_run", "print_split"]
 
@@ -53,6 +55,12 @@ def dry_run(inventory: Inventory, node: Node, config: str, pytest_args: tuple[st
                    "and the gate runs each scenario on one of them (the split: at the end)")
     for line in config_diff(inventory, node.serving_config, config):
         click.echo(f"  {line.rstrip()}")
+    check = speculation_check(inventory, node, config, steady_s, click.echo)
+    if check is not None:
+        click.echo(f"speculative decoding changes ({check.current_spec or 'off'} → "
+                   f"{check.candidate_spec or 'off'}): each workload class "
+                   f"({', '.join(WORKLOADS)}) for {check.seconds:g} s on each config; the "
+                   f"gate fails if {node.name}'s {node.workload} workload is served slower")
     click.echo(f"scenarios: {scenarios_dir()}")
     with tempfile.TemporaryDirectory(prefix="faultkit-gate-dry-run-") as scratch:
         argv = scenario_argv(inventory, node, config, Path(scratch), None,

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import httpx
 
+from faultkit.gate.speculation import SpeculationCheck
 from faultkit.inventory import Node, SLOSettings
 from faultkit.load.generator import LoadGenerator
 from faultkit.load.profile import BACKGROUND_PROFILE, LoadProfile, Target
@@ -302,9 +303,13 @@ class SteadyPhase:
     """
 
     def __init__(self, node: Node, slo: SLOSettings, seconds: float, profile: LoadProfile,
-                 *, say: Callable[[str], None], profile_source: str = "") -> None:
+                 *, say: Callable[[str], None], profile_source: str = "",
+                 speculation: SpeculationCheck | None = None) -> None:
         self.node, self.slo, self.seconds, self.profile = node, slo, seconds, profile
         self.profile_source, self.say = profile_source, say
+        #: the per-workload check of a candidate that changes speculative decoding
+        #: (:mod:`.speculation`), measured beside each steady state
+        self.speculation = speculation
         self.current: SteadyState | None = None
         self.current_why = "not measured: the gate stopped before measuring it"
         self.candidate: SteadyState | None = None
@@ -335,6 +340,8 @@ class SteadyPhase:
                                               config=config)
         verdict = judge_steady_state(self.current.slis, self.slo, self.current.gaps)
         self.say(f"steady state of {what}: {self.current.line()} — {verdict.summary()}")
+        if self.speculation is not None:
+            await self.speculation.measure("current")
 
     async def check_candidate(self, config: str) -> str | None:
         """Measure the candidate (serving, before any fault) and judge it on the node's
@@ -349,7 +356,10 @@ class SteadyPhase:
         self.say(f"steady state of {config} (candidate): {self.candidate.line()} — "
                  f"{verdict.summary()}")
         if verdict.passed:
-            return None
+            if self.speculation is None:
+                return None
+            await self.speculation.measure("candidate")
+            return self.speculation.failure()
         if verdict.outcome == "FAIL":
             breaches = "; ".join(f"{c.name}: {c.why}" for c in verdict.failures)
             return f"{config} fails its SLOs before any fault: {breaches}"
@@ -391,6 +401,7 @@ class SteadyPhase:
             "candidate": self._side(self.candidate, self.candidate_why),
             "comparison": [row.to_json() for row in rows],
             "regressions": [row.why for row in rows if row.regression],
+            "speculation": None if self.speculation is None else self.speculation.to_json(),
         }
 
     def _side(self, state: SteadyState | None, why: str) -> dict[str, Any]:

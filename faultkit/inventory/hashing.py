@@ -10,7 +10,7 @@ from faultkit.inventory.settings import ServingConfig
 #: settings faultkit learned after hashes were first recorded: hashed only when a config sets
 #: them, so the hash of a config that does not use them stays what it was (and the testbed
 #: does not recreate its container for a setting it does not have)
-HASHED_WHEN_SET = frozenset({"cpu_shares"})
+HASHED_WHEN_SET = frozenset({"cpu_shares", "speculative"})
 
 
 def config_hash(config: ServingConfig | None, *extra: object) -> str:

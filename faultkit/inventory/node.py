@@ -147,6 +147,12 @@ class Node(FrozenModel):
         description="tokens one sequence may hold (prompt + output); default: read from the "
         "engine (faultkit.probes.limits: /v1/models max_model_len, llama.cpp /props n_ctx)",
     )
+    workload: Literal["free", "extractive", "mixed"] = Field(
+        "mixed",
+        description="what this node's users ask for (docs/load.md, 'Workload classes'): the "
+        "gate fails a candidate that changes speculative decoding and serves this workload "
+        "slower (docs/gate.md, 'Speculative decoding')",
+    )
     max_concurrency: int | None = Field(
         None, ge=1, le=1024,
         description="sequences the node serves at once (vLLM --max-num-seqs, llama.cpp -np): "

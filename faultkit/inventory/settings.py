@@ -58,6 +58,12 @@ class ServingConfig(FrozenModel):
         description="relative CPU weight against the host's other containers (Docker's "
         "--cpu-shares; its default is 1024); only matters while the CPU is contended",
     )
+    speculative: str | None = Field(
+        None, min_length=1,
+        description="the speculative decoding this config runs, as its operator names it "
+        "(e.g. 'ngram, 4 draft tokens'); unset: none. A candidate whose value differs from "
+        "the current config's is judged per workload class by the gate",
+    )
     restart: RestartPolicy = "on-failure"
     restart_max_retries: int = Field(0, ge=0, description="for on-failure; 0 = unlimited")
     ready_timeout_s: float = Field(120.0, gt=0)

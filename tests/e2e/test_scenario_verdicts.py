@@ -784,3 +784,27 @@ def test_gate_across_a_pool_runs_each_scenario_once_side_by_side(
     assert data["rolled_back"] is True
     for node in POOL:
         assert serving_config_label(lab.inventory, node) == "sim-vllm-good"
+
+
+def test_gate_fails_speculation_on_a_node_whose_users_send_free_text(
+    lab: Lab, tmp_path: Path,
+) -> None:
+    """sim-vllm declares a free workload (testbed/inventory.yaml); sim-vllm-spec turns on
+    n-gram speculation, which serves free text slower and extractive text faster. The gate
+    measures each class on both configs, fails before any scenario on the declared one, and
+    puts the current config back; the acceptance comes from the candidate's own counters."""
+    before = serving_config_label(lab.inventory, "sim-vllm")
+    code, md, data = _gate(tmp_path, "sim-vllm", "sim-vllm-spec")
+    assert code == 1, md
+    why = str(data["why"])
+    assert why.startswith("speculative decoding changes from 'off' to 'ngram, 4 draft "
+                          "tokens': the node's free workload is served slower"), why
+    classes = {c["workload"]: c for c in data["steady_state"]["speculation"]["classes"]}
+    assert classes["free"]["verdict"]["outcome"] == "loses", classes["free"]
+    assert classes["extractive"]["verdict"]["outcome"] == "wins", classes["extractive"]
+    assert classes["extractive"]["candidate"]["acceptance_rate"] > 0.5
+    assert classes["free"]["candidate"]["acceptance_rate"] < 0.1
+    assert classes["free"]["current"]["acceptance_rate"] is None  # it does not speculate
+    assert data["rolled_back"] is True
+    assert "### Speculative decoding: off → ngram, 4 draft tokens" in md
+    assert serving_config_label(lab.inventory, "sim-vllm") == before
