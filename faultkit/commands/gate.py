@@ -36,6 +36,7 @@ from faultkit.faults import make_fault
 from faultkit.faults.rollout import Rollout
 from faultkit.gate.baseline import judge_against_baseline
 from faultkit.gate.decision import config_diff, decide, merge_junit, read_junit
+from faultkit.gate.load import gate_load_profile
 from faultkit.gate.plan import dry_run as plan_dry_run
 from faultkit.gate.plan import print_split
 from faultkit.gate.pool import (
@@ -56,11 +57,7 @@ from faultkit.gate.scenarios import (
 )
 from faultkit.gate.scenarios import say as _say
 from faultkit.gate.speculation import speculation_check
-from faultkit.gate.steady import (
-    DEFAULT_STEADY_S,
-    SteadyPhase,
-    gate_load_profile,
-)
+from faultkit.gate.steady import DEFAULT_STEADY_S, SteadyPhase
 from faultkit.inventory import Inventory, Node, load_inventory
 from faultkit.model.records import Event, JsonlWriter
 from faultkit.rundir import GateDir, GateResult

@@ -20,6 +20,7 @@ from faultkit.errors import FaultkitError
 from faultkit.faults import make_fault
 from faultkit.faults.admission import existing_journal
 from faultkit.gate.decision import config_diff
+from faultkit.gate.load import describe_profile
 from faultkit.gate.pool import (
     collect_gate_scenarios,
     expected_share_s,
@@ -29,7 +30,6 @@ from faultkit.gate.pool import (
 )
 from faultkit.gate.scenarios import scenario_argv, scenarios_dir
 from faultkit.gate.speculation import speculation_check
-from faultkit.gate.steady import describe_profile
 from faultkit.inventory import Inventory, Node
 from faultkit.load.profile import LoadProfile
 from faultkit.load.prompts import WORKLOADS

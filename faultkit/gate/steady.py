@@ -3,7 +3,7 @@
 A candidate that misses its objectives with nothing broken fails users every minute,
 whatever it does under a fault; one that is much slower than the config it replaces is a
 regression even inside its objectives. So ``faultkit gate`` (:mod:`.gate`) sends the load
-its scenarios run in the background (:func:`gate_load_profile`) at the node for
+its scenarios run in the background (:func:`.load.gate_load_profile`) at the node for
 ``--steady-s`` seconds (:func:`run_steady_state`), three times in its order:
 
 1. **current** — the config serving now, before the rollout, if the node is ready (if not,
@@ -21,14 +21,13 @@ act. Figures are client-side (:class:`~faultkit.model.windows.WindowSLIs` of the
 
 from __future__ import annotations
 
-import dataclasses
-import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import httpx
 
+from faultkit.gate.load import describe_profile
 from faultkit.gate.speculation import SpeculationCheck
 from faultkit.inventory import Node, SLOSettings
 from faultkit.load.generator import LoadGenerator
@@ -53,8 +52,6 @@ __all__ = [
     "SteadyPhase",
     "SteadyState",
     "compare_steady_states",
-    "describe_profile",
-    "gate_load_profile",
     "judge_steady_state",
     "run_steady_state",
 ]
@@ -232,42 +229,6 @@ def _regression(unit: Unit, label: str, cur: float, cand: float) -> str:
     if unit == "tok/s" and cand < cur * THROUGHPUT_RATIO_MIN:
         return f"{label} {cand:.1f} vs {cur:.1f} (below {THROUGHPUT_RATIO_MIN:g}×)"
     return ""
-
-
-def gate_load_profile(
-    pytest_args: Sequence[str], environ: Mapping[str, str] = os.environ,
-    node: Node | None = None,
-) -> tuple[LoadProfile, str]:
-    """The background load the gate scenarios run with, and where it came from, in the
-    plugin's order: ``--load-profile`` among the gate's pytest arguments, else
-    ``$FAULTKIT_LOAD_PROFILE``, else :data:`~faultkit.load.profile.BACKGROUND_PROFILE` (at
-    the node's ``background_rate`` when the inventory gives one). (An
-    ini file's ``faultkit_load_profile`` and per-scenario markers are not read: the gate
-    scenarios set none.) A malformed profile raises ``ValueError`` naming its source."""
-    text, source = None, ""
-    for i, arg in enumerate(pytest_args):
-        if arg == "--load-profile" and i + 1 < len(pytest_args):
-            text, source = pytest_args[i + 1], "--load-profile"
-        elif arg.startswith("--load-profile="):
-            text, source = arg.partition("=")[2], "--load-profile"
-    if text is None and environ.get("FAULTKIT_LOAD_PROFILE"):
-        text, source = environ["FAULTKIT_LOAD_PROFILE"], "$FAULTKIT_LOAD_PROFILE"
-    if not text and node is not None and node.background_rate is not None:
-        profile = dataclasses.replace(BACKGROUND_PROFILE, rate=node.background_rate)
-        return profile, f"the scenarios' default background load at {node.name}'s background_rate"
-    if not text:
-        return BACKGROUND_PROFILE, "the scenarios' default background load"
-    try:
-        return LoadProfile.from_string(text), source
-    except ValueError as exc:
-        raise ValueError(f"{source} {text!r}: {exc}") from None
-
-
-def describe_profile(profile: LoadProfile) -> str:
-    """``open loop 10 req/s`` or ``closed loop, 4 workers``."""
-    if profile.rate is not None:
-        return f"open loop {profile.rate:g} req/s"
-    return f"closed loop, {profile.workers} worker{'s' * (profile.workers != 1)}"
 
 
 async def run_steady_state(

@@ -14,12 +14,12 @@ from click.testing import CliRunner, Result
 
 from faultkit.cli import cli
 from faultkit.gate import steady as gate_steady
+from faultkit.gate.load import gate_load_profile
 from faultkit.gate.steady import (
     MIN_STEADY_REQUESTS,
     SteadyPhase,
     SteadyState,
     compare_steady_states,
-    gate_load_profile,
     judge_steady_state,
     run_steady_state,
 )
