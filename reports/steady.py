@@ -20,15 +20,24 @@ def _is_num(value: object) -> TypeGuard[float | int]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def figure_cell(value: object, unit: object) -> str:
-    """``0.204 s`` (latency), ``0.33 %`` (error ratio), ``240.0`` (tokens/s); ``—`` if absent."""
+def figure_cell(value: object, unit: object, interval: object = None) -> str:
+    """``0.204 s`` (latency), ``0.33 %`` (error ratio), ``240.0`` (tokens/s); ``—`` if absent;
+    with its 95 % interval where the file has one: ``0.204 s (0.190–0.221)``."""
     if not _is_num(value):
         return "—"
     if unit == "s":
-        return f"{value:.3f} s"
-    if unit == "ratio":
-        return pct(value)
-    return f"{value:.1f}"
+        cell = f"{value:.3f} s"
+    elif unit == "ratio":
+        cell = pct(value)
+    else:
+        cell = f"{value:.1f}"
+    if (isinstance(interval, list | tuple) and len(interval) == 2
+            and all(_is_num(v) for v in interval)):
+        low, high = interval
+        span = (f"{low:.3f}–{high:.3f}" if unit == "s" else f"{pct(low)}–{pct(high)}"
+                if unit == "ratio" else f"{low:.1f}–{high:.1f}")
+        cell += f" ({span})"
+    return cell
 
 
 def change_cell(current: object, candidate: object, unit: object) -> str:
@@ -80,14 +89,17 @@ def steady_view(steady: object) -> dict[str, Any] | None:
         unit = row.get("unit")
         rows.append({
             "label": row.get("label") or row.get("key") or "?",
-            "current": figure_cell(row.get("current"), unit),
-            "candidate": figure_cell(row.get("candidate"), unit),
+            "current": figure_cell(row.get("current"), unit, row.get("current_interval")),
+            "candidate": figure_cell(row.get("candidate"), unit,
+                                     row.get("candidate_interval")),
             "change": change_cell(row.get("current"), row.get("candidate"), unit),
             "regression": row.get("regression") is True,
             "why": row.get("why") if isinstance(row.get("why"), str) else "",
         })
     tolerance = steady.get("tolerance")
     seconds = steady.get("seconds")
+    intervals = any(row.get("current_interval") or row.get("candidate_interval")
+                    for row in steady.get("comparison") or () if isinstance(row, dict))
     return {
         "checked": True,
         "seconds": f"{seconds:g}" if _is_num(seconds) else "?",
@@ -95,6 +107,7 @@ def steady_view(steady: object) -> dict[str, Any] | None:
         "current": _side(steady.get("current")),
         "candidate": _side(steady.get("candidate")),
         "rows": rows,
+        "intervals": intervals,
         "tolerance": {k: v for k, v in tolerance.items() if _is_num(v)}
         if isinstance(tolerance, dict) else {},
         "speculation": speculation_view(steady.get("speculation")),

@@ -34,7 +34,7 @@ from faultkit.model.events import EventKind
 from faultkit.model.records import RequestRecord
 from slo.checks import lost_at_most
 from slo.effect import fault_time
-from slo.measure import arrival
+from slo.samples import arrival
 
 #: the delay injected and its jitter (uniform, ± the jitter)
 DELAY_MS, JITTER_MS = 200, 20

@@ -56,7 +56,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from faultkit.load.stats import e2e_s, percentile, tpot_s, ttft_s
+from faultkit.load.stats import percentile
 from faultkit.model.events import EventKind
 from faultkit.model.kinds import spec_of
 from faultkit.model.records import CLIENT_SIDE, Event, RequestRecord, is_clean_rejection
@@ -71,6 +71,7 @@ from slo.effect import (
 )
 from slo.gaps import evidence_gaps, late_gap, sent_late
 from slo.paging import page_of
+from slo.samples import arrival, user_ttft, window_samples
 from slo.types import Measurement, WindowSLIs
 
 #: events on the observer's readiness track
@@ -95,16 +96,6 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def arrival(r: RequestRecord) -> float:
-    """When the user arrived (:attr:`RequestRecord.arrival`)."""
-    return r.arrival
-
-
-def user_ttft(r: RequestRecord) -> float | None:
-    """User-facing TTFT: first token − arrival (None without a first token)."""
-    return None if r.t_first_token is None else r.t_first_token - arrival(r)
 
 
 # --------------------------------------------------------------------------- recovery
@@ -216,12 +207,8 @@ def window_slis(requests: Sequence[RequestRecord], start: float, end: float) -> 
     not send on time shows in them. Latencies are over successful requests;
     ``output_tokens_per_s`` = their output tokens / window length.
     """
-    chosen = [r for r in requests if start <= arrival(r) < end]
-    good = [r for r in chosen if r.status == "ok"]
-    ttft = [t for r in good if (t := ttft_s(r)) is not None]
-    user = [t for r in good if (t := user_ttft(r)) is not None]
-    tpot = [t for r in good if (t := tpot_s(r)) is not None]
-    e2e = [e2e_s(r) for r in good]
+    w = window_samples(requests, start, end)
+    chosen, good, ttft, user, tpot, e2e = w.chosen, w.good, w.ttft, w.user_ttft, w.tpot, w.e2e
     tokens = sum(r.output_tokens or 0 for r in good)
     span = end - start
     return WindowSLIs(

@@ -25,7 +25,6 @@ verdict; it does not make one.
 
 from __future__ import annotations
 
-import random
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -33,6 +32,7 @@ from typing import Any, Literal
 
 from faultkit.load.stats import tpot_s
 from faultkit.model.records import RequestRecord
+from slo import uncertainty
 
 __all__ = [
     "MIN_REQUESTS",
@@ -120,14 +120,10 @@ def class_figures(workload: str, records: Sequence[RequestRecord], seconds: floa
 
 def ratio_interval(with_spec: Sequence[float], without: Sequence[float], *,
                    resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float, float]:
-    """The ratio of the medians ``with_spec / without`` and its 95 % bootstrap interval."""
-    rng = random.Random(seed)
-    ratio = statistics.median(with_spec) / statistics.median(without)
-    ratios = sorted(
-        statistics.median(rng.choices(with_spec, k=len(with_spec)))
-        / statistics.median(rng.choices(without, k=len(without)))
-        for _ in range(resamples))
-    return ratio, ratios[int(0.025 * resamples)], ratios[int(0.975 * resamples) - 1]
+    """The ratio of the medians ``with_spec / without`` and its 95 % bootstrap interval
+    (:func:`slo.uncertainty.ratio_interval`)."""
+    return uncertainty.ratio_interval(with_spec, without, statistics.median,
+                                      resamples=resamples, seed=seed)
 
 
 def judge_class(with_spec: ClassFigures, without: ClassFigures) -> ClassVerdict:

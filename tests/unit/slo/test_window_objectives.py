@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from faultkit.gate.steady import judge_steady_state
+from faultkit.gate.steady_judge import judge_steady_state
 from faultkit.inventory import SLOSettings
 from faultkit.model.windows import WindowSLIs
 from slo.checks import (

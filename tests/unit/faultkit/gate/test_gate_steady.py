@@ -15,13 +15,11 @@ from click.testing import CliRunner, Result
 from faultkit.cli import cli
 from faultkit.gate import steady as gate_steady
 from faultkit.gate.load import gate_load_profile
-from faultkit.gate.steady import (
+from faultkit.gate.steady import SteadyPhase, SteadyState, run_steady_state
+from faultkit.gate.steady_judge import (
     MIN_STEADY_REQUESTS,
-    SteadyPhase,
-    SteadyState,
     compare_steady_states,
     judge_steady_state,
-    run_steady_state,
 )
 from faultkit.inventory import Node, SLOSettings
 from faultkit.load.fakeserver import serve
@@ -426,3 +424,42 @@ async def test_the_runner_counts_failed_answers(fake_server: str) -> None:
     assert state.slis.requests > 0
     assert state.slis.error_ratio == 1.0
     assert not judge_steady_state(state.slis, SLO).passed
+
+
+# --------------------------------------------------------------------------- uncertainty
+
+
+def test_a_figure_whose_interval_holds_the_objective_is_borderline() -> None:
+    """SLO TTFT p95 ≤ 2.5 s: a p95 of 2.4 s whose interval reaches 2.7 s passes and says it
+    is borderline; one whose interval stays below does not."""
+    near = judge_steady_state(slis(ttft_p95_s=2.4), SLO, (),
+                              {"ttft_p95_s": (2.2, 2.7), "error_ratio": (0.0, 0.0126)})
+    assert near.passed
+    ttft = next(c for c in near.checks if c.name == "steady_ttft_p95")
+    assert ttft.why.endswith("; borderline: its 95 % interval 2.200 s–2.700 s holds the "
+                             "objective")
+    error = next(c for c in near.checks if c.name == "steady_error_ratio")
+    assert "borderline" in error.why  # 0 of 300 failed: up to 1.3 %, the objective is 1 %
+    clear = judge_steady_state(slis(ttft_p95_s=0.2), SLO, (), {"ttft_p95_s": (0.18, 0.23)})
+    assert not any("borderline" in c.why for c in clear.checks)
+
+
+async def test_the_runner_dates_each_judged_figure_with_its_interval(fake_server: str) -> None:
+    profile = LoadProfile(rate=40.0, concurrency=64, output_tokens=4)
+    state = await run_steady_state(node(fake_server, "ok"), 1.0, profile, config="good")
+    low, high = state.intervals["ttft_p95_s"]
+    assert state.slis.ttft_p95_s is not None and low <= state.slis.ttft_p95_s <= high
+    low, high = state.intervals["error_ratio"]
+    assert low <= 1e-12 and 0 < high < 0.2  # none failed, but a 1 s window proves little
+    assert set(state.to_json()["intervals"]) == {"ttft_p95_s", "e2e_p95_s", "error_ratio"}
+
+
+def test_gate_md_shows_the_intervals_beside_the_figures(tmp_path: Path) -> None:
+    p = phase()
+    p.current = SteadyState("good", slis(), intervals={"ttft_p95_s": (0.18, 0.23)})
+    p.candidate = SteadyState("cand", slis(ttft_p95_s=0.21),
+                              intervals={"ttft_p95_s": (0.19, 0.24), "error_ratio": (0.0, 0.0126)})
+    md = render_gate(GateResult.from_json(gate_data(p.to_json())), tmp_path / "gate.md").read_text()
+    assert "| TTFT p95 | 0.200 s (0.180–0.230) | 0.210 s (0.190–0.240) |" in md
+    assert "| error ratio | 0 % | 0 % (0 %–1.26 %) |" in md
+    assert "In brackets: the figure's 95 % interval" in md
