@@ -155,8 +155,10 @@ def compare_steady_states(
 ) -> tuple[FigureChange, ...]:
     """Candidate vs current, figure by figure (:data:`FIGURES`), with the tolerance above:
     TTFT/E2E p95 regressed when above both × :data:`LATENCY_RATIO_MAX` and
-    + :data:`LATENCY_SLACK_S`; error ratio when above + :data:`ERROR_RATIO_SLACK`; output
-    tokens/s when below × :data:`THROUGHPUT_RATIO_MIN`. A figure missing on
+    + :data:`LATENCY_SLACK_S` and, where both windows have a 95 % interval, the candidate's
+    lies wholly above the current's (overlapping intervals: within noise, said so); error
+    ratio when above + :data:`ERROR_RATIO_SLACK`; output tokens/s when below ×
+    :data:`THROUGHPUT_RATIO_MIN`. A figure missing on
     either side is not compared (and is no regression): with no current measurement there
     is nothing to regress from, and the candidate's own evidence was judged before."""
     rows = []
@@ -170,8 +172,20 @@ def compare_steady_states(
                                      f"not compared: no {side} figure", *spans))
             continue
         why = _regression(unit, label, cur, cand)
+        if why and unit == "s" and _overlap(*spans):
+            rows.append(FigureChange(key, label, unit, cur, cand, False,
+                                     f"{why}, but within noise: the two windows' 95 % "
+                                     "intervals overlap", *spans))
+            continue
         rows.append(FigureChange(key, label, unit, cur, cand, bool(why), why, *spans))
     return tuple(rows)
+
+
+def _overlap(current: Interval | None, candidate: Interval | None) -> bool:
+    """Whether the two windows' intervals of a latency overlap: its rise beyond the
+    tolerance is then within what two windows of one config can differ by, and no
+    regression (a latency is judged so only where both windows have an interval)."""
+    return current is not None and candidate is not None and candidate[0] <= current[1]
 
 
 def _regression(unit: Unit, label: str, cur: float, cand: float) -> str:

@@ -463,3 +463,16 @@ def test_gate_md_shows_the_intervals_beside_the_figures(tmp_path: Path) -> None:
     assert "| TTFT p95 | 0.200 s (0.180–0.230) | 0.210 s (0.190–0.240) |" in md
     assert "| error ratio | 0 % | 0 % (0 %–1.26 %) |" in md
     assert "In brackets: the figure's 95 % interval" in md
+
+
+def test_a_latency_rise_within_the_windows_noise_is_no_regression() -> None:
+    """Beyond the tolerance, but the two windows' intervals overlap: said, not failed; apart,
+    it is a regression as before."""
+    cur, cand = slis(e2e_p95_s=0.28), slis(e2e_p95_s=0.55)
+    (_, _, e2e, _) = compare_steady_states(cur, cand, {"e2e_p95_s": (0.25, 0.40)},
+                                           {"e2e_p95_s": (0.35, 0.80)})
+    assert not e2e.regression
+    assert e2e.why.endswith("but within noise: the two windows' 95 % intervals overlap")
+    (_, _, apart, _) = compare_steady_states(cur, cand, {"e2e_p95_s": (0.25, 0.30)},
+                                             {"e2e_p95_s": (0.45, 0.80)})
+    assert apart.regression
