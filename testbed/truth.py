@@ -192,6 +192,31 @@ DEATH_ACTIONS = ("oom", "die")
 SIGKILL_SIGNALS = frozenset({"9", "KILL", "SIGKILL"})
 
 
+@dataclass(frozen=True)
+class Cut:
+    """When a network cut took a node's established connections away, as closely as
+    evidence independent of the measurement dates it: no earlier than ``first_path`` and
+    no later than ``last_path``."""
+
+    first_path: float
+    last_path: float
+
+
+def refuse_cuts(effect: float | None, events: list[dict[str, Any]]) -> list[Cut]:
+    """The cut of a ``partition mode=refuse``: from the server's last accepted request
+    before its gap (``effect``) to Docker's ``disconnect`` event, which is written when the
+    operation has ended. New connections fail from the first moment, but a stream already
+    open can outlive it while Docker tears the endpoint down (on the second host, whole
+    responses reach their clients up to 0.2 s after a new connection was reset). A request
+    the server finished inside that window is undecidable; after it, lost."""
+    if effect is None:
+        return []
+    disconnects = [event_time(e) for e in events
+                   if e.get("Type") == "network" and e.get("Action") == "disconnect"
+                   and event_time(e) >= effect]
+    return [Cut(effect, min(disconnects, default=effect))]
+
+
 def death_moments(events: list[dict[str, Any]]) -> list[float]:
     """When the node's process died, by Docker's events (see :data:`DEATH_ACTIONS`)."""
     return [event_time(e) for e in events if e.get("Action") in DEATH_ACTIONS or (
@@ -206,13 +231,13 @@ def truth_lost(
     effect: float,
     recovered: float,
     deaths: list[float],
-    cuts: list[float] | None = None,
+    cuts: list[Cut] | None = None,
 ) -> tuple[int, int]:
     """Users lost by the server's own record: arrivals in [effect, recovered] (or in flight
     at ``effect``) that the server never finished, or accepted before a network cut and
     finished only after it (``cuts``: its connection was gone) — and how many more are
     *undecidable*: finished within :data:`DELIVERY_RACE_S` (+ :data:`DEATH_EVENT_LAG_S`)
-    before a death event, or within :data:`DELIVERY_RACE_S` of a cut on either side
+    before a death event, or inside a cut's window give or take :data:`DELIVERY_RACE_S`
     (delivered or not).
 
     Called with the *measured* window, whose edges are checked against truth separately:
@@ -230,11 +255,13 @@ def truth_lost(
         """Accepted before a cut and finished only after it: its connection was gone."""
         t_accepted, t_finished = accepted.get(request_id), finished[request_id]
         return t_accepted is not None and any(
-            t_accepted < cut and t_finished >= cut + DELIVERY_RACE_S for cut in cuts or ())
+            t_accepted < cut.last_path and t_finished >= cut.last_path + DELIVERY_RACE_S
+            for cut in cuts or ())
 
     def racing_one(t: float) -> bool:
         return (any(0 <= death - t <= DELIVERY_RACE_S + DEATH_EVENT_LAG_S for death in deaths)
-                or any(abs(t - cut) < DELIVERY_RACE_S for cut in cuts or ()))
+                or any(cut.first_path - DELIVERY_RACE_S < t < cut.last_path + DELIVERY_RACE_S
+                       for cut in cuts or ()))
 
     lost = sum(1 for r in span if r.id not in finished or cut_off(r.id))
     racing = sum(1 for r in span if r.id in finished and not cut_off(r.id)
@@ -274,10 +301,11 @@ async def run_trial(name: str, inventory: Inventory, runs_dir: Path, node_name: 
     if m.t_recovered is not None:
         deaths = (host_deaths(t0, t_end) if kind == "host_restart"
                   else death_moments(docker_events(node, t0, t_end)))
-        # a refuse tears the path down, not the server: what the server finished after the
-        # cut went to a reset connection (a blackhole's streams may survive on TCP
+        # a refuse tears the path down, not the server: what the server finished once the
+        # path was gone never reached its client (a blackhole's streams may survive on TCP
         # retransmission, so its finishes stay the server's word)
-        cuts = [m.t_effect] if name == "partition-refuse" else []
+        cuts = (refuse_cuts(effect, docker_events(node, t0, t_end))
+                if name == "partition-refuse" else [])
         lost, racing = truth_lost(ledger, node, t0, m.t_effect, m.t_recovered, deaths, cuts)
 
     def diff(a: float | None, b: float | None) -> float | None:

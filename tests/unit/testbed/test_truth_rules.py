@@ -180,3 +180,45 @@ def test_the_first_page_is_of_an_alert_this_fault_started(
     node = inventory.node("sim-vllm")
     assert truth_sources.first_page(inventory, node, T, T + 60) == T + 3.3
     assert truth_sources.first_page(inventory, node, T, T + 3.0) is None
+
+
+def _network(action: str, at: float) -> dict[str, Any]:
+    return {"Type": "network", "Action": action, "timeNano": str(int(at * 1e9)),
+            "Actor": {"Attributes": {"container": "c0ffee"}}}
+
+
+def test_a_refuse_cut_runs_from_the_gap_to_dockers_disconnect() -> None:
+    events = [_network("disconnect", T - 30), _event("kill", T + 0.1, signal="9"),
+              _network("disconnect", T + 0.31), _network("disconnect", T + 0.32)]
+    assert truth.refuse_cuts(T, events) == [truth.Cut(T, T + 0.31)]
+    # no event (Docker lost it): the cut is the gap's start alone
+    assert truth.refuse_cuts(T, [_network("connect", T + 4)]) == [truth.Cut(T, T)]
+    assert truth.refuse_cuts(None, events) == []
+
+
+def test_a_stream_the_server_finished_while_the_endpoint_was_torn_down_is_undecidable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Second host, partition refuse: a new connection was reset at T, Docker's
+    ``disconnect`` came at T + 0.27; the client received two whole responses the server
+    finished at T + 0.15 and T + 0.19, and lost the one it finished at T + 0.5."""
+    events = [
+        {"event": "request_accepted", "id": "a", "t": T - 0.44},
+        {"event": "request_finished", "id": "a", "t": T + 0.15},
+        {"event": "request_accepted", "id": "b", "t": T - 0.41},
+        {"event": "request_finished", "id": "b", "t": T + 0.19},
+        {"event": "request_accepted", "id": "c", "t": T - 0.3},
+        {"event": "request_finished", "id": "c", "t": T + 0.5},
+        {"event": "request_accepted", "id": "d", "t": T - 0.9},
+        {"event": "request_finished", "id": "d", "t": T - 0.2},
+    ]
+    monkeypatch.setattr(truth, "truth_events", lambda node, since: events)
+    ledger = [_record("a", T - 0.45, "ok"), _record("b", T - 0.42, "ok"),
+              _record("c", T - 0.31, "fail"), _record("d", T - 0.91, "ok"),
+              _record("e", T + 0.3, "fail")]  # arrived in the cut: never reached the server
+    node = Node.model_validate({"name": "sim-vllm", "engine": "vllm",
+                                "model": "tiny", "base_url": "http://127.0.0.1:18001"})
+    cut = truth.Cut(T, T + 0.27)
+    assert truth_lost(ledger, node, T - 5, T, T + 6, [], [cut]) == (2, 2)  # c, e; a, b
+    # a cut dated by its first moment alone would call a and b lost (and c, e)
+    assert truth_lost(ledger, node, T - 5, T, T + 6, [], [truth.Cut(T, T)]) == (4, 0)
