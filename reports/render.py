@@ -35,7 +35,7 @@ from reports.load import RUN_FILES, RunData, load_run
 from reports.phases import recovery_phases, slowest
 from reports.prevention import changes_for
 from reports.recovery import analyse
-from reports.steady import steady_view
+from reports.steady import speculation_view, steady_view
 from reports.summary import judged_line, summary
 from reports.tables import alert_rows, container_states, errors_by_class, log_excerpt, series_rows
 from reports.timeline import rows, signed, utc
@@ -180,6 +180,7 @@ def incident_context(data: RunData) -> dict[str, Any]:
         "route_around": route_around_lines(data.route_around),
         "limits": _limits_probe(data),
         "soak": _soak(data),
+        "speculation": speculation_view(data.run.fault_result.get("speculation")),
     }
 
 

@@ -117,15 +117,17 @@ def steady_view(steady: object) -> dict[str, Any] | None:
 def speculation_view(data: object) -> dict[str, Any] | None:
     """What gate.md shows of ``steady_state.speculation`` (a candidate that changes
     speculative decoding): ``None`` when there is none; else the two settings, the declared
-    workload, how each class was loaded, and per class (and the mix) each side's TPOT p50
-    and acceptance and the verdict."""
+    workload, how each class was loaded, and per class (and the mix) each side's TPOT p50,
+    output tokens/s and acceptance (— without drafted-token counts) and the verdict."""
     if not isinstance(data, dict):
         return None
 
     def side(figures: object) -> dict[str, str]:
         f = figures if isinstance(figures, dict) else {}
         tpot, rate = f.get("tpot_p50_s"), f.get("acceptance_rate")
+        rate_out = f.get("output_tokens_per_s")
         return {"tpot": f"{tpot * 1000:.1f} ms" if _is_num(tpot) else "—",
+                "tokens_per_s": f"{rate_out:.1f}" if _is_num(rate_out) else "—",
                 "acceptance": pct(rate) if _is_num(rate) else "—"}
 
     rows = []

@@ -22,6 +22,19 @@ from faultkit.inventory import Inventory, Node
 from reports.text import failed_start
 
 
+def runs_serving_config(node: Node, config: str) -> bool:
+    """Whether the node's container runs serving config ``config`` now, by the label the
+    rollout puts on the container it starts (``False``: another config, no container, or
+    Docker cannot tell)."""
+    if node.docker is None:
+        return False
+    try:
+        state = docker_host(node.docker.host).state(node.docker.container)
+    except FaultkitError:
+        return False
+    return state.labels.get(LABEL_SERVING_CONFIG) == config
+
+
 class CandidateSession:
     """The ``config`` serving config rolled onto ``node`` from :meth:`start` to :meth:`stop`."""
 
@@ -38,13 +51,7 @@ class CandidateSession:
     def already_running(self) -> bool:
         """Whether the node's container already runs the candidate (as under
         ``faultkit gate``, which rolled it out itself)."""
-        if self.node.docker is None:
-            return False
-        try:
-            state = docker_host(self.node.docker.host).state(self.node.docker.container)
-        except FaultkitError:
-            return False
-        return state.labels.get(LABEL_SERVING_CONFIG) == self.config
+        return runs_serving_config(self.node, self.config)
 
     def start(self) -> str | None:
         """Roll the candidate out (unless it already runs) and wait until it serves:

@@ -68,7 +68,8 @@ class Experiment(ExperimentState):
         test; its own fault allowlist applies): the load, the observer and the judgement
         stay on this experiment's node, t_effect is ``on``'s (``measure(effect_node=…)``).
         ``after_revert``: awaited after the revert, under the same load, before waiting for
-        recovery (what else the scenario waits to see; its return value is ignored).
+        recovery (what else the scenario waits to see; a mapping it returns is added to the
+        run's fault result, like ``during``'s).
 
         A fault that could not be applied (an act still failed after its retries: Docker
         refused it) is reverted and the run measured all the same: it returns, its verdict

@@ -17,7 +17,8 @@ Contract of ``run_steps(state, fault, plan, during=…, after_revert=…)``:
 5. Inject: ``fault`` is entered for ``plan.hold_s`` or while ``during`` runs, then
    reverted; its ``result`` is kept. ``after_revert``, when given, then runs under the same
    load (what the scenario still wants to see after the revert, e.g. a gateway sending its
-   upstream traffic again). A fault that could not be applied
+   upstream traffic again); a mapping either step returns is added to the fault's
+   result. A fault that could not be applied
    (:class:`~faultkit.errors.FaultNotApplied`: an act still failed after its retries, and
    what was done is reverted) does not end the run: its reason is noted as an
    ``evidence_gap`` and the run goes on to be measured like any other. A node another
@@ -182,7 +183,7 @@ async def run_steps(
         _keep_result(state, fault, found)
         state.live.phase("recovering")
         if after_revert is not None:
-            await after_revert()
+            _keep_findings(state, await after_revert())
         await _wait_recovered(state, deadline)
         state.live.phase("drain")
     state.note(EventKind.SCENARIO_END)
@@ -255,7 +256,13 @@ def _keep_result(
     candidate_log = str(getattr(fault, "candidate_log", "") or "")
     if candidate_log:  # the container that failed: its own words, redacted
         state.fault_result["candidate_log_tail"] = state.evidence.redact(candidate_log)
-    if isinstance(found, Mapping):  # a harness action's findings
+    _keep_findings(state, found)
+
+
+def _keep_findings(state: ExperimentState, found: Any) -> None:
+    """Add what a step found (a mapping it returned: a harness action's findings, or what
+    a scenario measured after the revert) to the fault result, and write ``run.json``."""
+    if isinstance(found, Mapping):
         state.fault_result.update(found)
     state.write_run_info(
         fault_result={k: v for k, v in state.fault_result.items() if k != "records"}

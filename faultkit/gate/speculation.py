@@ -61,12 +61,11 @@ def speculation_check(inventory: Inventory, node: Node, config: str, steady_s: f
     """The check for gating ``config`` on ``node``, or ``None``: the candidate's
     ``speculative`` is the current config's, or the steady state is off (``--steady-s 0``,
     and the check with it: both measure the configs as users meet them)."""
-    current = inventory.serving_configs.get(node.serving_config or "")
-    before = current.speculative if current is not None else None
-    after = inventory.serving_config(config).speculative
-    if steady_s <= 0 or before == after:
+    change = inventory.speculation_change(node, config)
+    if steady_s <= 0 or change is None:
         return None
-    return SpeculationCheck(node, class_seconds(steady_s), before, after, say)
+    return SpeculationCheck(node, class_seconds(steady_s), change.current, change.candidate,
+                            say)
 
 
 async def spec_counters(node: Node) -> tuple[float | None, float | None]:

@@ -15,6 +15,8 @@ error messages, :mod:`.problems`).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from pydantic import (
     BaseModel,
     Field,
@@ -123,6 +125,24 @@ class Inventory(FrozenModel):
             raise InventoryError(
                 self.source, [f"{self.source}: no serving config {name!r} (have: {have})"]
             ) from None
+
+    def speculation_change(self, node: Node, config: str) -> SpeculationChange | None:
+        """What rolling serving config ``config`` onto ``node`` does to its speculative
+        decoding: (the current config's, the candidate's) when they differ, else ``None``.
+        A node without a current config reads as not speculating. Such a candidate is
+        judged per workload class (docs/gate.md, "Speculative decoding";
+        ``scenarios/test_speculative.py``)."""
+        current = self.serving_configs.get(node.serving_config or "")
+        before = current.speculative if current is not None else None
+        after = self.serving_config(config).speculative
+        return None if before == after else SpeculationChange(before, after)
+
+
+class SpeculationChange(NamedTuple):
+    """A node's speculative decoding before and after a rollout (``None``: off)."""
+
+    current: str | None
+    candidate: str | None
 
 
 def _container_key(node: Node) -> ContainerKey:

@@ -59,6 +59,7 @@ class EventKind(StrEnum):
     SCENARIO_END = "scenario_end"
     SATURATION = "saturation"  # noted by the overload scenario
     MACHINE_LOCK_WAITED = "machine_lock_waited"  # waited for another lane's flood first
+    SPECULATION_CLASS = "speculation_class"  # a workload class measured (test_speculative)
 
     # -- Docker's own container events (source "harness"; any action: docker_kind())
     DOCKER_DIE = "docker_die"

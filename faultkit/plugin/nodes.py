@@ -11,7 +11,9 @@ Contract:
   allowlist permits the test's ``@pytest.mark.fault(kind)`` (ids read
   ``test_kill[sim-vllm]``), narrowed by the ``node_kind`` and ``nodes`` markers, one node
   per Docker host under ``per_docker_host``; with a ``candidate_config`` fixture, over
-  (node, candidate config) pairs instead.
+  (node, candidate config) pairs instead; with a ``speculative_config`` fixture, over the
+  pairs whose candidate changes the node's speculative decoding
+  (``Inventory.speculation_change``).
 
 Light: pytest and the standard library at import time.
 """
@@ -56,12 +58,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     only = metafunc.definition.get_closest_marker("nodes")
     if only is not None:
         nodes = [n for n in nodes if n.name in only.args]
-    if "candidate_config" in metafunc.fixturenames:
-        pairs = [(n, c) for n in nodes for c in n.candidate_configs if c != n.serving_config]
-        metafunc.parametrize(
-            ("node", "candidate_config"), pairs, ids=[f"{n.name}:{c}" for n, c in pairs]
-        )
-        return
+    for fixture in ("candidate_config", "speculative_config"):
+        if fixture in metafunc.fixturenames:
+            pairs = [(n, c) for n in nodes for c in n.candidate_configs
+                     if c != n.serving_config and (fixture == "candidate_config"
+                                                   or inventory.speculation_change(n, c))]
+            metafunc.parametrize(
+                ("node", fixture), pairs, ids=[f"{n.name}:{c}" for n, c in pairs]
+            )
+            return
     if metafunc.definition.get_closest_marker("per_docker_host") is not None:
         seen: set[str] = set()
         per_host = []

@@ -105,6 +105,10 @@ TABLE: tuple[tuple[str, Truth], ...] = (
      _t("KNOWN BAD config (inventory description): the engine exits at start-up; the "
         "rollout rolls it back", "config_rejected", "failed_rollout",
         back=("rollback to the previous config",))),
+    (r"test_speculative\[.*\]", _t("the test rolls out a config that turns speculative "
+                                   "decoding on (inventory description): it starts and "
+                                   "serves, and the rollout's end puts the node's own back",
+                                   "rollout_served")),
     (r"test_rollout\[.*\]", _t("a config whose defect only shows under a long prompt or "
                                "sustained load (inventory description): it starts and "
                                "serves the rollout", "rollout_served")),
