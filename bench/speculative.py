@@ -37,12 +37,10 @@ from typing import Any
 
 import httpx
 
-from faultkit.load import LoadGenerator, LoadProfile, Target
+from faultkit.gate.speculation import measure_class
+from faultkit.load import Target
 from faultkit.load.prompts import WORKLOADS
-from slo.speculation import ClassFigures, class_figures, judge_class
-
-DRAFTED = "vllm:spec_decode_num_draft_tokens_total"
-ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+from slo.speculation import ClassFigures, judge_class
 
 
 def _free_port() -> int:
@@ -86,28 +84,11 @@ def _wait_ready(url: str, within_s: float = 30.0) -> None:
     raise SystemExit(f"{url} did not become ready within {within_s:g} s")
 
 
-def _counters(url: str) -> tuple[float | None, float | None]:
-    """The spec-decode draft and accepted token counters (``None``: not exposed)."""
-    text = httpx.get(url + "/metrics", timeout=5).text
-    values: dict[str, float] = {}
-    for line in text.splitlines():
-        name = line.split("{", 1)[0].split(" ", 1)[0]
-        if name in (DRAFTED, ACCEPTED):
-            values[name] = values.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
-    return values.get(DRAFTED), values.get(ACCEPTED)
-
-
 async def phase(url: str, model: str, workload: str, args: argparse.Namespace) -> ClassFigures:
     """One class on one server: a closed loop for ``args.seconds``."""
-    profile = LoadProfile(concurrency=args.concurrency, duration_s=args.seconds,
-                          input_tokens=args.input_tokens, output_tokens=args.output_tokens,
-                          workload=workload, warmup=args.concurrency)
-    drafted0, accepted0 = await asyncio.to_thread(_counters, url)
-    result = await LoadGenerator(Target("bench", url, model), profile).run()
-    drafted1, accepted1 = await asyncio.to_thread(_counters, url)
-    drafted = None if drafted0 is None or drafted1 is None else drafted1 - drafted0
-    accepted = None if accepted0 is None or accepted1 is None else accepted1 - accepted0
-    return class_figures(workload, result.records, args.seconds, drafted, accepted)
+    return await measure_class(Target("bench", url, model), workload, args.seconds,
+                               users=args.concurrency, input_tokens=args.input_tokens,
+                               output_tokens=args.output_tokens, id_prefix="bench")
 
 
 def _row(label: str, f: ClassFigures) -> dict[str, Any]:

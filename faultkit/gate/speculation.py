@@ -38,6 +38,7 @@ __all__ = [
     "USERS",
     "SpeculationCheck",
     "class_seconds",
+    "measure_class",
     "spec_counters",
     "speculation_check",
 ]
@@ -68,12 +69,12 @@ def speculation_check(inventory: Inventory, node: Node, config: str, steady_s: f
                             say)
 
 
-async def spec_counters(node: Node) -> tuple[float | None, float | None]:
-    """The node's drafted and accepted token counters from its ``/metrics`` (``None``: not
-    exposed — no speculation, or an engine without them)."""
+async def spec_counters(base_url: str) -> tuple[float | None, float | None]:
+    """The drafted and accepted token counters of the engine at ``base_url``, from its
+    ``/metrics`` (``None``: not exposed — no speculation, or an engine without them)."""
     try:
         async with httpx.AsyncClient() as client:
-            text = (await client.get(node.base_url.rstrip("/") + "/metrics", timeout=5)).text
+            text = (await client.get(base_url.rstrip("/") + "/metrics", timeout=5)).text
     except httpx.HTTPError:
         return None, None
     values: dict[str, float] = {}
@@ -82,6 +83,21 @@ async def spec_counters(node: Node) -> tuple[float | None, float | None]:
         if name in (DRAFTED, ACCEPTED):
             values[name] = values.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
     return values.get(DRAFTED), values.get(ACCEPTED)
+
+
+async def measure_class(target: Target, workload: str, seconds: float, *, users: int = USERS,
+                        input_tokens: int = INPUT_TOKENS, output_tokens: int = OUTPUT_TOKENS,
+                        id_prefix: str = "spec") -> ClassFigures:
+    """One workload class on the engine serving ``target`` now: ``users`` in a closed loop
+    for ``seconds``, with its drafted and accepted tokens counted over the run."""
+    profile = LoadProfile(concurrency=users, duration_s=seconds, input_tokens=input_tokens,
+                          output_tokens=output_tokens, workload=workload, warmup=users)
+    drafted0, accepted0 = await spec_counters(target.base_url)
+    result = await LoadGenerator(target, profile, id_prefix=f"{id_prefix}-{workload}").run()
+    drafted1, accepted1 = await spec_counters(target.base_url)
+    drafted = None if drafted0 is None or drafted1 is None else drafted1 - drafted0
+    accepted = None if accepted0 is None or accepted1 is None else accepted1 - accepted0
+    return class_figures(workload, result.records, seconds, drafted, accepted)
 
 
 @dataclass
@@ -101,23 +117,12 @@ class SpeculationCheck:
         """Run every class on the config serving now (``side``: current|candidate)."""
         into = self.current if side == "current" else self.candidate
         for workload in WORKLOADS:
-            into[workload] = await self._phase(workload)
+            into[workload] = await measure_class(Target.from_node(self.node), workload,
+                                                 self.seconds)
             f = into[workload]
             rate = "" if f.acceptance_rate is None else f", {f.acceptance_rate:.0%} accepted"
             self.say(f"speculation check, {side}, {workload}: {f.ok} requests, TPOT p50 "
                      f"{(f.tpot_p50_s or 0) * 1000:.1f} ms{rate}")
-
-    async def _phase(self, workload: str) -> ClassFigures:
-        profile = LoadProfile(concurrency=USERS, duration_s=self.seconds,
-                              input_tokens=INPUT_TOKENS, output_tokens=OUTPUT_TOKENS,
-                              workload=workload, warmup=USERS)
-        drafted0, accepted0 = await spec_counters(self.node)
-        result = await LoadGenerator(Target.from_node(self.node), profile,
-                                     id_prefix=f"spec-{workload}").run()
-        drafted1, accepted1 = await spec_counters(self.node)
-        drafted = None if drafted0 is None or drafted1 is None else drafted1 - drafted0
-        accepted = None if accepted0 is None or accepted1 is None else accepted1 - accepted0
-        return class_figures(workload, result.records, self.seconds, drafted, accepted)
 
     def verdicts(self) -> dict[str, ClassVerdict]:
         """The candidate against the current config, per class and for the mix."""

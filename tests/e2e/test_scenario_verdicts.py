@@ -405,6 +405,32 @@ def test_failed_rollouts_were_detected_and_rolled_back(
         assert serving_config_label(lab.inventory, node.name) == node.serving_config, node.name
 
 
+def test_speculation_is_judged_per_workload_class(
+    suite: tuple[int, dict[str, Outcome], str],
+) -> None:
+    """sim-sglang's speculative candidate (4 drafts a step), whose users send extractive
+    text: both classes measured on both configs; extractive text faster with it (the
+    simulator accepts most drafts of text that repeats its prompt), free text slower than
+    that, and the run's verdict is the declared class's. The report has the table."""
+    _, outcomes, _ = suite
+    outcome = outcomes["test_speculative[sim-sglang:sim-sglang-spec]"]
+    assert outcome.verdict == "PASS", outcome.message
+    assert outcome.run_dir is not None
+    spec = json.loads((outcome.run_dir / "run.json").read_text())["fault_result"]["speculation"]
+    classes = {c["workload"]: c for c in spec["classes"]}
+    assert set(classes) == {"free", "extractive", "mixed"}, spec
+    for row in classes.values():
+        for side in ("current", "candidate"):
+            assert row[side]["timed"] >= 8 and row[side]["output_tokens_per_s"] > 0, row
+    extractive, free = classes["extractive"]["verdict"], classes["free"]["verdict"]
+    assert extractive["outcome"] == "wins", extractive
+    assert free["ratio"] > extractive["ratio"], (free, extractive)
+    assert (spec["workload"], spec["failure"]) == ("extractive", None), spec
+    report = (outcome.run_dir / "incident.md").read_text()
+    assert "## Speculative decoding: off → ngram, 4 draft tokens" in report
+    assert "| extractive (declared) |" in report
+
+
 def test_oom_prone_config_fails_with_the_oom_diagnosis(lab: Lab, tmp_path: Path) -> None:
     code, outcomes, output = run_scenarios(
         tmp_path, "-k", "test_oom", "--node", "sim-vllm", "--serving-config", "sim-vllm-bad-oom"
