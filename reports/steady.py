@@ -13,7 +13,8 @@ from typing import Any, TypeGuard
 
 from reports.figures import pct
 
-__all__ = ["change_cell", "figure_cell", "speculation_view", "steady_view"]
+__all__ = ["capability_view", "change_cell", "figure_cell", "speculation_view",
+           "steady_view"]
 
 
 def _is_num(value: object) -> TypeGuard[float | int]:
@@ -111,7 +112,35 @@ def steady_view(steady: object) -> dict[str, Any] | None:
         "tolerance": {k: v for k, v in tolerance.items() if _is_num(v)}
         if isinstance(tolerance, dict) else {},
         "speculation": speculation_view(steady.get("speculation")),
+        "capabilities": capability_view(steady.get("capabilities")),
     }
+
+
+def capability_view(data: object) -> dict[str, Any] | None:
+    """What gate.md shows of ``steady_state.capabilities``: ``None`` when they were not
+    compared; else one row per capability (each side's figure, or why it was not read)
+    and the regressions found."""
+    if not isinstance(data, dict):
+        return None
+
+    def cell(side: object, figure: str, source: str) -> str:
+        values = side if isinstance(side, dict) else {}
+        value = values.get(figure)
+        if _is_num(value):
+            return f"{value:,.0f} tokens"
+        why = values.get(source)
+        return why if isinstance(why, str) and why else "not read"
+
+    rows = [{"label": label,
+             "current": cell(data.get("current"), figure, source),
+             "candidate": cell(data.get("candidate"), figure, source)}
+            for label, figure, source in (
+                ("context limit per request", "context_tokens", "context_source"),
+                ("KV cache", "kv_cache_tokens", "kv_source"))]
+    regressions = [r for r in data.get("regressions") or () if isinstance(r, str)]
+    ratio = data.get("kv_ratio_min")
+    return {"rows": rows, "regressions": regressions,
+            "kv_ratio_min": f"{ratio:g}" if _is_num(ratio) else "?"}
 
 
 def speculation_view(data: object) -> dict[str, Any] | None:

@@ -325,7 +325,8 @@ def gate(
         phases.append(SteadyPhase(member, inventory.slo_for(member), steady_s, profile,
                                   say=say, profile_source=source,
                                   speculation=speculation_check(inventory, member, config,
-                                                                steady_s, say)))
+                                                                steady_s, say),
+                                  prometheus_url=inventory.prometheus.url))
     if dry_run:
         codes = [plan_dry_run(inventory, member, config, pytest_args, steady_s, phase.profile,
                               pool=members)

@@ -19,6 +19,7 @@ import click
 from faultkit.errors import FaultkitError
 from faultkit.faults import make_fault
 from faultkit.faults.admission import existing_journal
+from faultkit.gate.capability import KV_RATIO_MIN
 from faultkit.gate.decision import config_diff
 from faultkit.gate.load import describe_profile
 from faultkit.gate.pool import (
@@ -55,6 +56,10 @@ def dry_run(inventory: Inventory, node: Node, config: str, pytest_args: tuple[st
                    "and the gate runs each scenario on one of them (the split: at the end)")
     for line in config_diff(inventory, node.serving_config, config):
         click.echo(f"  {line.rstrip()}")
+    if steady_s:
+        click.echo("capabilities compared beside each steady state: context limit per request "
+                   f"(any drop fails), KV cache (below ×{KV_RATIO_MIN:g} of the current's "
+                   "fails)")
     check = speculation_check(inventory, node, config, steady_s, click.echo)
     if check is not None:
         click.echo(f"speculative decoding changes ({check.current_spec or 'off'} → "

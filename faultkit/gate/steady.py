@@ -30,6 +30,12 @@ from typing import Any
 
 import httpx
 
+from faultkit.gate.capability import (
+    KV_RATIO_MIN,
+    Capabilities,
+    capability_regressions,
+    read_capabilities,
+)
 from faultkit.gate.load import describe_profile
 from faultkit.gate.speculation import SpeculationCheck
 from faultkit.gate.steady_judge import (
@@ -148,12 +154,17 @@ class SteadyPhase:
 
     def __init__(self, node: Node, slo: SLOSettings, seconds: float, profile: LoadProfile,
                  *, say: Callable[[str], None], profile_source: str = "",
-                 speculation: SpeculationCheck | None = None) -> None:
+                 speculation: SpeculationCheck | None = None,
+                 prometheus_url: str | None = None) -> None:
         self.node, self.slo, self.seconds, self.profile = node, slo, seconds, profile
         self.profile_source, self.say = profile_source, say
         #: the per-workload check of a candidate that changes speculative decoding
         #: (:mod:`.speculation`), measured beside each steady state
         self.speculation = speculation
+        #: where each config's capabilities are read beside its steady state
+        #: (:mod:`.capability`; ``None``: not compared)
+        self.prometheus_url = prometheus_url
+        self.capabilities: dict[str, Capabilities] = {}
         self.current: SteadyState | None = None
         self.current_why = "not measured: the gate stopped before measuring it"
         self.candidate: SteadyState | None = None
@@ -185,8 +196,28 @@ class SteadyPhase:
         verdict = judge_steady_state(self.current.slis, self.slo, self.current.gaps,
                                      self.current.intervals)
         self.say(f"steady state of {what}: {self.current.line()} — {verdict.summary()}")
+        await self._read_capabilities("current")
         if self.speculation is not None:
             await self.speculation.measure("current")
+
+    async def _read_capabilities(self, side: str) -> None:
+        if self.prometheus_url is None:
+            return
+        found = await read_capabilities(self.node, self.prometheus_url)
+        self.capabilities[side] = found
+        context = (f"{found.context_tokens:,} tokens" if found.context_tokens is not None
+                   else found.context_source)
+        kv = (f"{found.kv_cache_tokens:,} tokens" if found.kv_cache_tokens is not None
+              else found.kv_source)
+        self.say(f"capabilities, {side}: context limit per request {context}; KV cache {kv}")
+
+    def capability_why(self, config: str) -> str | None:
+        """The gate's ``why`` when the candidate serves less than the current config
+        (:func:`.capability.capability_regressions`), else ``None``."""
+        current, candidate = self.capabilities.get("current"), self.capabilities.get("candidate")
+        found = capability_regressions(current, candidate) if current and candidate else []
+        return f"{config} serves less than the current config: " + "; ".join(found) \
+            if found else None
 
     async def check_candidate(self, config: str) -> str | None:
         """Measure the candidate (serving, before any fault) and judge it on the node's
@@ -202,6 +233,9 @@ class SteadyPhase:
         self.say(f"steady state of {config} (candidate): {self.candidate.line()} — "
                  f"{verdict.summary()}")
         if verdict.passed:
+            await self._read_capabilities("candidate")
+            if why := self.capability_why(config):
+                return why
             if self.speculation is None:
                 return None
             await self.speculation.measure("candidate")
@@ -251,7 +285,18 @@ class SteadyPhase:
             "comparison": [row.to_json() for row in rows],
             "regressions": [row.why for row in rows if row.regression],
             "speculation": None if self.speculation is None else self.speculation.to_json(),
+            "capabilities": self._capabilities_json(),
         }
+
+    def _capabilities_json(self) -> dict[str, Any] | None:
+        if self.prometheus_url is None:
+            return None
+        current, candidate = self.capabilities.get("current"), self.capabilities.get("candidate")
+        return {"current": current.to_json() if current else None,
+                "candidate": candidate.to_json() if candidate else None,
+                "kv_ratio_min": KV_RATIO_MIN,
+                "regressions": (capability_regressions(current, candidate)
+                                if current and candidate else [])}
 
     def _side(self, state: SteadyState | None, why: str) -> dict[str, Any]:
         if state is None:

@@ -602,10 +602,11 @@ def test_gate_fails_a_kv_cache_too_small_for_the_nodes_concurrency(
     lab: Lab, tmp_path: Path
 ) -> None:
     """vllm-small-kv (2,048 tokens of KV) serves short prompts well, but its KV cache holds
-    2 sequences of the 1,024-token limit where the node promises 4 (max_concurrency): the
-    gate FAILs at the limits probe (``-x``: nothing after it runs). vLLM's own figure for
-    it — the ``kv_cache_max_concurrency`` it computes and exports, which faultkit does not
-    read — must say the same, from Prometheus' record of the candidate."""
+    2 sequences of the 1,024-token limit where vllm-good's holds 16: the gate compares the
+    two configs' capabilities beside their steady states and FAILs there, before any
+    scenario (the limits probe adapts to the candidate's own limits). vLLM's own figure
+    for it — the ``kv_cache_max_concurrency`` it computes and exports, which faultkit does
+    not read — must say the same, from Prometheus' record of the candidate."""
     from slo.prom import Prometheus
 
     since = time.time()
@@ -613,8 +614,14 @@ def test_gate_fails_a_kv_cache_too_small_for_the_nodes_concurrency(
     assert code == 1, md
     assert data["steady_state"]["candidate"]["verdict"]["passed"], "short prompts serve well"
     why = str(data["why"])
-    assert "test_limits[vllm]: FAIL" in why and "kv_cache_holds_the_concurrency" in why, why
-    assert "fewer than the node's 4" in why, why
+    assert "vllm-small-kv serves less than the current config: KV cache 2,048 tokens" in why, why
+    assert "→ 2 sequences of the 1,024-token limit at once" in why, why
+    capabilities = data["steady_state"]["capabilities"]
+    assert capabilities["current"]["kv_cache_tokens"] > 4 * 2048, capabilities
+    assert capabilities["current"]["context_tokens"] == 1024 == \
+        capabilities["candidate"]["context_tokens"], capabilities
+    assert "### Capabilities" in md and "| KV cache |" in md
+    assert data["scenarios"] == [], "the gate stops at its first failing phase"
     assert data["rolled_back"] is True
     with Prometheus(lab.inventory.prometheus.url) as prom:
         series = prom.query_range('vllm:cache_config_info{job="vllm"}', since, time.time(), 1.0)
