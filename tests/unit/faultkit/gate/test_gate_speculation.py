@@ -140,9 +140,10 @@ def _at(node: Node, url: str) -> Node:
 
 
 async def test_the_check_against_real_simulators(nodes: Pair) -> None:
-    """The current config without speculation, the candidate with it: the free class is
-    served slower, the extractive one faster, each measured over loopback, and the
-    acceptance read from the candidate's own counters."""
+    """The current config without speculation, the candidate with it: the extractive class
+    served faster and the free one not (how much slower free text is, is a timing claim:
+    bench/speculative.py), each measured over loopback, and the acceptance read from the
+    candidate's own counters. The declared free workload is then judged on its own class."""
     node = inventory("free").node("n")
     lines: list[str] = []
     check = SpeculationCheck(_at(node, nodes.without.url), 3.0, None, "ngram, 4 draft tokens",
@@ -151,10 +152,12 @@ async def test_the_check_against_real_simulators(nodes: Pair) -> None:
     check.node = _at(node, nodes.with_spec.url)  # the rollout
     await check.measure("candidate")
     verdicts = check.verdicts()
-    assert verdicts["free"].outcome == "loses", verdicts["free"].why
     assert verdicts["extractive"].outcome == "wins", verdicts["extractive"].why
+    assert verdicts["free"].outcome != "wins", verdicts["free"].why
+    free, extractive_ratio = verdicts["free"].ratio, verdicts["extractive"].ratio
+    assert free is not None and extractive_ratio is not None and free > 2 * extractive_ratio
     assert check.current["free"].acceptance_rate is None  # no counters without speculation
     extractive = check.candidate["extractive"].acceptance_rate
     assert extractive is not None and extractive > 0.5
-    assert check.failure() is not None
+    assert (check.failure() is not None) == (verdicts["free"].outcome == "loses")
     assert len(lines) == 4 and lines[0].startswith("speculation check, current, free: ")
