@@ -3,7 +3,9 @@ under load, and judge speculation per workload class.
 
 Each workload class — free text, extractive text (``faultkit.load.prompts``) — runs as a
 closed loop of users on the candidate while it serves, and again on the node's own config
-once the rollout has ended: same node, same background load. Their per-request TPOTs are
+once the rollout has ended: same node, same background load — the node's declared
+workload, since drafts are verified batch by batch and the rest of the traffic changes
+every request's TPOT. Their per-request TPOTs are
 compared class by class and for the mix (:mod:`slo.speculation`): speculation wins, loses,
 or makes no difference within noise. The node's declared workload (inventory
 ``workload``) decides the verdict: the run FAILs when speculation serves that workload
@@ -19,6 +21,7 @@ requests on either side, leaves nothing to compare: INCONCLUSIVE.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -30,8 +33,11 @@ from faultkit.model.events import EventKind
 from slo.checks import Checks, check
 from slo.types import CheckResult, Measurement
 
-#: how long each class runs on each config (with 4 users: tens of timed requests a side)
-CLASS_SECONDS = 6.0
+#: how long each class runs on each config, and each answer's length: 4 users in a closed
+#: loop time some 30 requests a side on an idle simulator, and the 8 the rule needs while
+#: the catalogue's other lanes share the machine
+CLASS_SECONDS = 10.0
+OUTPUT_TOKENS = 32
 
 
 def speculation_suits_workload(spec: SpeculationCheck, served: list[bool]) -> Checks:
@@ -72,7 +78,11 @@ async def test_speculative(experiment: Experiment, speculative_config: str) -> N
     def say(line: str) -> None:
         experiment.note(EventKind.SPECULATION_CLASS, line=line)
 
-    spec = SpeculationCheck(node, CLASS_SECONDS, change.current, change.candidate, say)
+    spec = SpeculationCheck(node, CLASS_SECONDS, change.current, change.candidate, say,
+                            output_tokens=OUTPUT_TOKENS)
+    # the background load is the node's users as the inventory declares them: drafts are
+    # verified batch by batch, so what the rest of the traffic is changes every request's TPOT
+    experiment.load_profile = replace(experiment.load_profile, workload=node.workload)
     served: list[bool] = []
 
     async def with_candidate(exp: Experiment) -> dict[str, Any]:

@@ -110,6 +110,8 @@ class SpeculationCheck:
     current_spec: str | None
     candidate_spec: str | None
     say: Callable[[str], None]
+    #: each request's answer length (a shorter answer: more timed requests a second)
+    output_tokens: int = OUTPUT_TOKENS
     current: dict[str, ClassFigures] = field(default_factory=dict)
     candidate: dict[str, ClassFigures] = field(default_factory=dict)
 
@@ -118,7 +120,7 @@ class SpeculationCheck:
         into = self.current if side == "current" else self.candidate
         for workload in WORKLOADS:
             into[workload] = await measure_class(Target.from_node(self.node), workload,
-                                                 self.seconds)
+                                                 self.seconds, output_tokens=self.output_tokens)
             f = into[workload]
             rate = "" if f.acceptance_rate is None else f", {f.acceptance_rate:.0%} accepted"
             self.say(f"speculation check, {side}, {workload}: {f.ok} requests, TPOT p50 "
@@ -151,7 +153,7 @@ class SpeculationCheck:
         return {
             "current": self.current_spec, "candidate": self.candidate_spec,
             "workload": self.node.workload, "seconds": self.seconds,
-            "users": USERS, "input_tokens": INPUT_TOKENS, "output_tokens": OUTPUT_TOKENS,
+            "users": USERS, "input_tokens": INPUT_TOKENS, "output_tokens": self.output_tokens,
             "classes": [
                 {"workload": w,
                  "current": self.current[w].to_json() if w in self.current else None,
