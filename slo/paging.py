@@ -152,7 +152,12 @@ def _why_no_page(paging: Paging, timeline: Sequence[Event], node: str, t_detect:
     wait = paging.group_wait_s
     interval = paging.route.get("group_interval_s")
     waited = t_end - t_detect
-    resolved = next((e for e in mine if e.kind == EventKind.ALERT_RESOLVED), None)
+    # the resolution of the alert that fired, after it fired: an earlier alert resolving
+    # just before the fault (a previous run's) is not this one's
+    fired = next(e for e in mine if e.kind == EventKind.ALERT_FIRING)
+    name = fired.data.get("alertname")
+    resolved = next((e for e in mine if e.kind == EventKind.ALERT_RESOLVED and e.t >= t_detect
+                     and (name is None or e.data.get("alertname") == name)), None)
     held = max((x for x in (wait, interval) if isinstance(x, int | float)), default=None)
     if resolved is not None and held is not None and resolved.t < t_detect + held:
         timing = ", ".join(f"{name} {value:g} s" for name, value in

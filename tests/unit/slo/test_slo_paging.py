@@ -186,6 +186,13 @@ def test_a_silenced_alert_is_a_finding_naming_the_silence() -> None:
     ([FIRING, route_event(), am_alert(1001.6),
       ev(1002.5, EventKind.ALERT_RESOLVED, alertname="FaultkitNodeDown", t_state=1002.5)],
      T_END, "the alert resolved 1.3 s after it fired, before Alertmanager's route sent it"),
+    # an earlier alert resolving 3 s before this one fired (a previous run's), and another
+    # alert resolving meanwhile, are not this alert's resolution
+    ([ev(T_FIRING - 3.1, EventKind.ALERT_RESOLVED, alertname="FaultkitNodeDown",
+         t_state=T_FIRING - 3.1), FIRING, route_event(), am_alert(1001.6),
+      ev(1002.0, EventKind.ALERT_RESOLVED, alertname="FaultkitMetricsAbsent", t_state=1002.0),
+      ev(1003.2, EventKind.ALERT_RESOLVED, alertname="FaultkitNodeDown", t_state=1003.2)],
+     T_END, "the alert resolved 2.0 s after it fired, before Alertmanager's route sent it"),
 ])
 def test_detected_but_no_page_says_why(timeline: list[Event], t_end: float,
                                        reason: str) -> None:
