@@ -214,10 +214,15 @@ class SteadyPhase:
     def capability_why(self, config: str) -> str | None:
         """The gate's ``why`` when the candidate serves less than the current config
         (:func:`.capability.capability_regressions`), else ``None``."""
+        found = self._capability_regressions()
+        if not found:
+            return None
+        return f"{config} serves less than the current config: " + "; ".join(found)
+
+    def _capability_regressions(self) -> list[str]:
+        """The candidate's capability regressions (empty until both sides were read)."""
         current, candidate = self.capabilities.get("current"), self.capabilities.get("candidate")
-        found = capability_regressions(current, candidate) if current and candidate else []
-        return f"{config} serves less than the current config: " + "; ".join(found) \
-            if found else None
+        return capability_regressions(current, candidate) if current and candidate else []
 
     async def check_candidate(self, config: str) -> str | None:
         """Measure the candidate (serving, before any fault) and judge it on the node's
@@ -295,8 +300,7 @@ class SteadyPhase:
         return {"current": current.to_json() if current else None,
                 "candidate": candidate.to_json() if candidate else None,
                 "kv_ratio_min": KV_RATIO_MIN,
-                "regressions": (capability_regressions(current, candidate)
-                                if current and candidate else [])}
+                "regressions": self._capability_regressions()}
 
     def _side(self, state: SteadyState | None, why: str) -> dict[str, Any]:
         if state is None:
