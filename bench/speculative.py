@@ -37,7 +37,7 @@ from typing import Any
 
 import httpx
 
-from faultkit.gate.speculation import measure_class
+from faultkit.experiment.speculation import measure_class
 from faultkit.load import Target
 from faultkit.load.prompts import WORKLOADS
 from slo.speculation import ClassFigures, judge_class

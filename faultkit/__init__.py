@@ -5,10 +5,10 @@ plugin); ``slo`` observes and judges; ``reports`` tells; ``testbed`` is the loca
 
 The names below are the public API a user writing a scenario of their own imports (with
 the checks from ``slo``): the experiment runner (``Experiment``, ``NotJudgeable``), the
-inventory's types, load profiles, the records and the run directory. They are imported on
-first use: ``import faultkit`` (which every ``faultkit.*`` import runs, the pytest
-plugin's included) stays free of pydantic and YAML. ``tests/unit/faultkit/test_public_api.py``
-pins the list.
+inventory's types, load profiles, the records, the timeline's event kinds and the run
+directory. They are imported on first use: ``import faultkit`` (which every
+``faultkit.*`` import runs, the pytest plugin's included) stays free of pydantic and YAML.
+``tests/unit/faultkit/test_public_api.py`` pins the list.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         load_inventory,
     )
     from faultkit.load.profile import LoadProfile
+    from faultkit.model.events import EventKind
     from faultkit.model.kinds import FAULT_KINDS
     from faultkit.model.records import Event, RequestRecord
     from faultkit.rundir import RunDir
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "FAULT_KINDS": "faultkit.model.kinds",
     "Event": "faultkit.model.records",
+    "EventKind": "faultkit.model.events",
     "Experiment": "faultkit.experiment.experiment",
     "FaultkitError": "faultkit.errors",
     "Inventory": "faultkit.inventory",
@@ -54,6 +56,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "FAULT_KINDS",
     "Event",
+    "EventKind",
     "Experiment",
     "FaultkitError",
     "Inventory",

@@ -305,6 +305,12 @@ class GateDir:
         """The gate's own timeline (rollout, rollback)."""
         return self.path / TIMELINE_JSONL
 
+    @property
+    def steady_dir(self) -> Path:
+        """The steady-state runs' directories, one per config measured (and per node of a
+        pool): each a run directory (ledger, timeline, series, container evidence)."""
+        return self.path / "steady"
+
     def write_result(self, result: GateResult) -> None:
         """``gate.json``, atomically (temp file + rename)."""
         RunDir(self.path).write_json(self.gate_json, result.to_json())

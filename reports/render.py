@@ -287,15 +287,30 @@ def render_gate(result: GateResult, out: Path) -> Path:
         diff="\n".join(line.rstrip("\n") for line in result.config_diff),
         junit=relative_link(result.junit_xml, gate_dir, inside="."),
         files=[n for n in (GATE_JSON, TIMELINE_JSONL, CANDIDATE_LOG) if (gate_dir / n).exists()],
-        steady=steady_view(result.steady_state),
+        steady=_steady_with_evidence(result.steady_state, gate_dir),
         baseline=baseline_view(result.baseline, result.scenarios),
-        pool=[{"node": str(p.get("node") or "?"), "steady": steady_view(p.get("steady_state")),
+        pool=[{"node": str(p.get("node") or "?"),
+               "steady": _steady_with_evidence(p.get("steady_state"), gate_dir),
                "count": len(p.get("scenarios") or ()),
                "expected": _seconds(p.get("expected_s"))} for p in result.pool],
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(md, encoding="utf-8")
     return out
+
+
+def _steady_with_evidence(steady: object, gate_dir: Path) -> dict[str, Any] | None:
+    """:func:`~reports.steady.steady_view` with each measured side's ``rel``: its
+    steady-state run directory relative to the gate directory (``None``: not recorded, or
+    no longer there)."""
+    view = steady_view(steady)
+    if view is None or not view.get("checked") or not isinstance(steady, dict):
+        return view
+    for side in ("current", "candidate"):
+        recorded = steady.get(side)
+        run_dir = recorded.get("run_dir") if isinstance(recorded, dict) else None
+        view[side]["rel"] = relative_link(run_dir, gate_dir, inside="steady")
+    return view
 
 
 def render_budget(data: dict[str, Any], out: Path) -> Path:

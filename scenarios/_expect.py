@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from faultkit import Experiment
-from faultkit.inventory import Node
+from faultkit import Experiment, Node
 from faultkit.rundir import ContainerEvidence, UnreadableRunFile
 from slo.checks import Checks, check
 from slo.types import CheckResult, Measurement

@@ -17,10 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from faultkit import Experiment
-from faultkit.inventory import Inventory, Node
-from faultkit.model.events import EventKind
-from faultkit.model.records import Event, RequestRecord
+from faultkit import Event, EventKind, Experiment, Inventory, Node, RequestRecord
 from slo.checks import Checks, check, lost_at_most
 from slo.routing import RouteAround, route_around
 from slo.types import CheckResult, Measurement

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from faultkit import Experiment
-from faultkit.inventory import Node
+from faultkit import Experiment, Node
 from slo.checks import Checks, check
 from slo.measure import window_slis
 from slo.types import CheckResult, Measurement

@@ -6,8 +6,7 @@ and stays down — exit 0 under ``on-failure``, a policy ``no`` — fails with t
 
 import pytest
 
-from faultkit import Experiment
-from faultkit.inventory import Node
+from faultkit import Experiment, Node
 from scenarios._expect import engine_pattern, fault_result
 
 

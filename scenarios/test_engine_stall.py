@@ -16,8 +16,7 @@ that they never did."""
 
 import pytest
 
-from faultkit import Experiment
-from faultkit.inventory import Node
+from faultkit import Experiment, Node
 from scenarios._expect import engine_pattern
 
 #: how long the stall outlasts the node's detection objective: a stall reverted before the

@@ -31,10 +31,9 @@ from typing import Any, cast
 
 import pytest
 
-from faultkit import Experiment
+from faultkit import Experiment, Inventory
 from faultkit.faults import make_fault
 from faultkit.faults.rollout import Rollout
-from faultkit.inventory import Inventory
 from scenarios._gateway import (
     UPSTREAM_FAULTS,
     USERS_PROFILE,

@@ -28,10 +28,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from faultkit import Experiment
+from faultkit import EventKind, Experiment, RequestRecord
 from faultkit.load.stats import percentile, ttft_s
-from faultkit.model.events import EventKind
-from faultkit.model.records import RequestRecord
 from slo.checks import lost_at_most
 from slo.effect import fault_time
 from slo.samples import arrival

@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from faultkit import Experiment
-from faultkit.inventory import Node
+from faultkit import Experiment, Node
 from faultkit.probes.context import ProbeNotPossible, ProbeResult, prepare_probe, run_probe
 from scenarios._expect import node_not_crashed
 from slo.checks import Checks, check, lost_at_most

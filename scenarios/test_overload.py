@@ -13,10 +13,8 @@ from typing import Any
 
 import pytest
 
-from faultkit import Experiment
+from faultkit import EventKind, Experiment, RequestRecord
 from faultkit.load.stats import percentile, ttft_s
-from faultkit.model.events import EventKind
-from faultkit.model.records import RequestRecord
 from faultkit.runtime.machinelock import machine_lock
 from scenarios._expect import node_not_crashed
 from slo.checks import error_ratio_at_most, recovered_within

@@ -11,7 +11,7 @@ import json
 import httpx
 import pytest
 
-from faultkit.inventory import Inventory, Node
+from faultkit import Inventory, Node
 from faultkit.load.profile import Target
 
 

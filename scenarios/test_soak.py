@@ -24,9 +24,8 @@ from typing import Any
 import httpx
 import pytest
 
-from faultkit import Experiment
+from faultkit import Experiment, Node
 from faultkit.docker.host import docker_host
-from faultkit.inventory import Node
 from faultkit.probes.context import ProbeNotPossible, calibrate
 from faultkit.probes.limits import ContextLimitUnknown, read_context_limit
 from faultkit.runtime.memwatch import MemoryWatch

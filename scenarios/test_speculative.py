@@ -26,10 +26,9 @@ from typing import Any
 
 import pytest
 
-from faultkit import Experiment
+from faultkit import EventKind, Experiment
 from faultkit.experiment.candidate import runs_serving_config
-from faultkit.gate.speculation import SpeculationCheck
-from faultkit.model.events import EventKind
+from faultkit.experiment.speculation import SpeculationCheck
 from slo.checks import Checks, check
 from slo.types import CheckResult, Measurement
 

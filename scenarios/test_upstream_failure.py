@@ -43,8 +43,7 @@ from __future__ import annotations
 
 import pytest
 
-from faultkit import Experiment
-from faultkit.inventory import Inventory
+from faultkit import Experiment, Inventory
 from scenarios._gateway import (
     LOST_MAX,
     ROUTE_AROUND_S_MAX,

@@ -2,8 +2,8 @@
 INCONCLUSIVE measurement (docs/definitions.md, "Missing evidence").
 
 - :func:`evidence_gaps` — what the harness noted as missing, the effect's own gaps,
-  Prometheus unreachable or restarted (with its span), a client that stalled or ran out
-  of resources;
+  Prometheus unreachable or restarted (with its span), and :func:`client_gaps`: a client
+  that stalled or ran out of resources (a steady-state window's gaps too);
 - :func:`sent_late` / :func:`late_gap` — requests the client sent late across an edge of
   the outage.
 """
@@ -17,7 +17,7 @@ from faultkit.model.records import CLIENT_SIDE, LATE_CLIENT_S, Event, RequestRec
 from faultkit.model.timestamps import utc_clock
 from slo.effect import Effect
 
-__all__ = ["evidence_gaps", "late_gap", "sent_late"]
+__all__ = ["client_gaps", "evidence_gaps", "late_gap", "sent_late"]
 
 #: error classes that mean the *client* failed, not the node (shed arrivals are lost to
 #: users, but only exhaustion makes the run unjudgeable)
@@ -42,6 +42,19 @@ def evidence_gaps(
         gaps.append(f"Prometheus was unreachable during the run ({down[0].data.get('detail')})"
                     f"{_prometheus_gap(timeline, node, down[0])}: monitoring could not be "
                     "observed")
+    gaps.extend(client_gaps(requests, outage))
+    return list(dict.fromkeys(gaps))
+
+
+def client_gaps(
+    requests: Sequence[RequestRecord], outage: tuple[float, float] | None = None,
+) -> list[str]:
+    """What the load client could not vouch for (empty: nothing): requests that timed out
+    while its event loop stalled, and requests it could not send for want of resources
+    (shed arrivals are lost users, not a gap). Each makes a run, or a steady-state window,
+    INCONCLUSIVE. A stalled timeout whose whole life lies inside ``outage`` (see
+    :func:`evidence_gaps`) met what its user would have met: no gap."""
+    gaps: list[str] = []
     stalled = [r for r in requests if r.error_class == "client_stalled"
                and not (outage and outage[0] <= r.arrival and r.t_end < outage[1])]
     if stalled:
@@ -53,7 +66,7 @@ def evidence_gaps(
         gaps.append(f"the load client ran out of resources ({len(exhausted)} requests "
                     f"{exhausted[0].error_class}: {exhausted[0].error_detail}); the node "
                     "cannot be judged on them")
-    return list(dict.fromkeys(gaps))
+    return gaps
 
 
 def sent_late(

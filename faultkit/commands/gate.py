@@ -32,6 +32,7 @@ import click
 from faultkit.commands.input import BadInput, FiniteFloat, inventory_option
 from faultkit.commands.interrupt import until_interrupted
 from faultkit.errors import FaultkitError, FaultRefused
+from faultkit.experiment.speculation import speculation_check
 from faultkit.faults import make_fault
 from faultkit.faults.rollout import Rollout
 from faultkit.gate.baseline import judge_against_baseline
@@ -56,7 +57,6 @@ from faultkit.gate.scenarios import (
     scenario_argv,
 )
 from faultkit.gate.scenarios import say as _say
-from faultkit.gate.speculation import speculation_check
 from faultkit.gate.steady import DEFAULT_STEADY_S, SteadyPhase
 from faultkit.inventory import Inventory, Node, load_inventory
 from faultkit.model.records import Event, JsonlWriter
@@ -315,6 +315,8 @@ def gate(
     if problems := pool_problems(inventory, node, pool_names):
         raise BadInput("; ".join(problems))
     members = [node, *(inventory.node(name) for name in pool_names)]
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = out_dir / f"gate-{stamp}-{node_name}-{config}"  # created once the gate acts
     phases = []
     for member in members:
         try:
@@ -322,11 +324,12 @@ def gate(
         except ValueError as exc:
             raise BadInput(f"the gate's load profile: {exc}") from None
         say = _on_node(member.name) if pool_names else _say
-        phases.append(SteadyPhase(member, inventory.slo_for(member), steady_s, profile,
-                                  say=say, profile_source=source,
+        phases.append(SteadyPhase(member, inventory, steady_s, profile,
+                                  say=say, runs_dir=GateDir(out).steady_dir,
+                                  profile_source=source,
                                   speculation=speculation_check(inventory, member, config,
                                                                 steady_s, say),
-                                  prometheus_url=inventory.prometheus.url))
+                                  compare_capabilities=True))
     if dry_run:
         codes = [plan_dry_run(inventory, member, config, pytest_args, steady_s, phase.profile,
                               pool=members)
@@ -338,8 +341,6 @@ def gate(
     swept = sweep(inventory=inventory)
     if swept:
         _say("reverted leftovers of a killed harness: " + "; ".join(swept))
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    out = out_dir / f"gate-{stamp}-{node_name}-{config}"
     out.mkdir(parents=True)
     try:
         result, signum = asyncio.run(until_interrupted(

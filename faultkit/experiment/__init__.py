@@ -1,5 +1,5 @@
 """The experiment runner: one fault (or harness action) run against one node, start to
-incident report, usable without pytest.
+incident report — or the node's steady state with no fault — usable without pytest.
 
 preflight → load → baseline → inject → revert → recover → measure → judge → report, as
 :class:`Experiment` (the run's state and what scenarios call) and the run's steps as
@@ -18,6 +18,8 @@ Modules, each with its contract in its docstring:
 - :mod:`~faultkit.experiment.node_evidence` — the container's state, log tail, clock and
   Docker events, secrets redacted; ``run.json``'s first content;
 - :mod:`~faultkit.experiment.docker_events` — Docker's container events as timeline events;
+- :mod:`~faultkit.experiment.steady` — a steady-state run: the node under load, no fault
+  (the gate's steady-state phase), kept as every run is;
 - :mod:`~faultkit.experiment.action` — a harness action's window, marked as a fault's;
 - :mod:`~faultkit.experiment.candidate` — a candidate serving config kept on a node for a
   session;
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from faultkit.experiment.live import LiveStatus
     from faultkit.experiment.outcomes import DryRunPlan, NotJudgeable
     from faultkit.experiment.state import ExperimentState
+    from faultkit.experiment.steady import SteadyWindow, run_steady
 
 #: name → the module it comes from
 _EXPORTS: dict[str, str] = {
@@ -53,6 +56,8 @@ _EXPORTS: dict[str, str] = {
     "LiveStatus": "faultkit.experiment.live",
     "NotJudgeable": "faultkit.experiment.outcomes",
     "RunPlan": "faultkit.experiment.lifecycle",
+    "SteadyWindow": "faultkit.experiment.steady",
+    "run_steady": "faultkit.experiment.steady",
     "run_steps": "faultkit.experiment.lifecycle",
 }
 
@@ -65,6 +70,8 @@ __all__ = [
     "LiveStatus",
     "NotJudgeable",
     "RunPlan",
+    "SteadyWindow",
+    "run_steady",
     "run_steps",
 ]
 

@@ -76,7 +76,8 @@ from slo.prom import Prometheus
 from slo.traffic import window_traffic
 from slo.types import Measurement, Verdict
 
-__all__ = ["RunPlan", "Step", "finish", "run_steps"]
+__all__ = ["RunPlan", "Step", "finish", "record_evidence", "run_dir_unwritable", "run_steps",
+           "start_loads"]
 
 log = logging.getLogger("faultkit.experiment")
 
@@ -120,7 +121,7 @@ async def run_steps(
     after_revert: Step | None = None,
 ) -> Measurement:
     """Run ``fault`` by ``plan`` on ``state``'s node; see the module docstring."""
-    unwritable = _run_dir_unwritable(
+    unwritable = run_dir_unwritable(
         state, FaultInfo(kind=plan.kind, params=plan.params, describe=plan.describe))
     if unwritable is not None:
         raise state.abort(unwritable)
@@ -146,7 +147,7 @@ async def run_steps(
             stack.callback(alertmanager.close)
         await stack.enter_async_context(Observer(state.node, prom, state,
                                                  alertmanager=alertmanager))
-        await _start_loads(state, plan, stack)
+        await start_loads(state, plan, stack)
         state.live.phase("baseline")
         state.note(EventKind.BASELINE_START, seconds=plan.baseline_s)
         t_baseline = time.time()
@@ -196,7 +197,7 @@ async def run_steps(
     return measurement
 
 
-def _run_dir_unwritable(state: ExperimentState, fault: FaultInfo) -> str | None:
+def run_dir_unwritable(state: ExperimentState, fault: FaultInfo) -> str | None:
     """Why the run directory cannot hold this run's evidence (None: it can), checked before
     anything acts: ``run.json`` must be written and its filesystem must have
     :data:`RUN_DIR_MIN_FREE_BYTES` free. A run that could not record what it saw must not
@@ -222,7 +223,7 @@ def _running(before: Mapping[str, Any] | None) -> bool | None:
     return "error" not in before and bool(before.get("running"))
 
 
-async def _start_loads(
+async def start_loads(
     state: ExperimentState, plan: RunPlan, stack: contextlib.AsyncExitStack,
 ) -> None:
     """Start the node's background load (``state.load``) and each neighbour's, on ``stack``."""
@@ -302,31 +303,14 @@ def _still_held(state: ExperimentState, now: float, t_effect: float) -> bool:
 
 
 def finish(state: ExperimentState, prom: Prometheus) -> Measurement:
-    """Measure the run: Docker's events and the pages onto the timeline, Prometheus' series
-    (``prometheus.json``), the measurement (``measurement.json``), ``loop-stalls.json``,
-    ``container.json``, and ``run.json``'s ``t_end`` and the node's requests over its
-    SLO window (``slo_window_requests``, the budget's denominator); a wall-clock step
-    since the scenario started is an evidence gap. Raises ``MeasurementInputError``
-    when no fault ran."""
+    """Measure the run: its evidence recorded (:func:`record_evidence`), the measurement
+    (``measurement.json``), and ``run.json``'s ``t_end`` and the node's requests over its
+    SLO window (``slo_window_requests``, the budget's denominator). Raises
+    ``MeasurementInputError`` when no fault ran."""
     state.live.phase("measure")
-    stepped = clock_step_gap(state.clock_offset)
-    if stepped is not None:
-        state.note(EventKind.EVIDENCE_GAP, reason=stepped)
     ledger = state.run.ledger()
     t_end = time.time()
-    for event in container_timeline((state.node, state.fault_node), state.t_start, t_end):
-        state.emit(event)
-    collect_pages(state, state.t_start, t_end)
-    try:
-        state.run.write_model(
-            state.run.prometheus_json,
-            capture(prom, state.node, state.t_start, t_end, timeline=state.events),
-        )
-        check = cross_check(prom, state.node, ledger, state.t_start, t_end)
-    except FaultkitError as exc:
-        log.warning("could not capture Prometheus series: %s", exc)
-        state.run.write_model(state.run.prometheus_json, PrometheusCapture(error=str(exc)))
-        check = None
+    check = record_evidence(state, prom, t_end, ledger)
     state.measurement = measure(
         ledger,
         state.events,
@@ -338,16 +322,44 @@ def finish(state: ExperimentState, prom: Prometheus) -> Measurement:
         effect_node=state.fault_node.name if state.fault_node else None,
     )
     state.run.write_model(state.run.measurement_json, state.measurement)
+    traffic = window_traffic(prom, state.node, f"{state.slo.window_days}d", t_end)
+    state.write_run_info(t_end=t_end, slo_window_requests=traffic.requests,
+                         slo_window=traffic.to_json())
+    return state.measurement
+
+
+def record_evidence(
+    state: ExperimentState, prom: Prometheus, t_end: float, ledger: Sequence[RequestRecord],
+) -> dict[str, Any] | None:
+    """What every run keeps at its end, whatever it judges: a wall-clock step since the
+    run started as an evidence gap, Docker's events and the pages onto the timeline,
+    Prometheus' series (``prometheus.json``), ``loop-stalls.json`` and ``container.json``.
+    Returns the server's counts cross-checked against ``ledger`` (``None`` when Prometheus
+    could not be read: its error is in ``prometheus.json``)."""
+    stepped = clock_step_gap(state.clock_offset)
+    if stepped is not None:
+        state.note(EventKind.EVIDENCE_GAP, reason=stepped)
+    for event in container_timeline((state.node, state.fault_node), state.t_start, t_end):
+        state.emit(event)
+    collect_pages(state, state.t_start, t_end)
+    check: dict[str, Any] | None
+    try:
+        state.run.write_model(
+            state.run.prometheus_json,
+            capture(prom, state.node, state.t_start, t_end, timeline=state.events),
+        )
+        check = cross_check(prom, state.node, ledger, state.t_start, t_end)
+    except FaultkitError as exc:
+        log.warning("could not capture Prometheus series: %s", exc)
+        state.run.write_model(state.run.prometheus_json, PrometheusCapture(error=str(exc)))
+        check = None
     _write_loop_stalls(state)
     evidence = state.evidence
     state.run.write_container_evidence(ContainerEvidence.of(
         before=state.container_before, after=evidence.container_state(),
         log_tail=evidence.log_tail(), startup_log=evidence.startup_log(),
     ))
-    traffic = window_traffic(prom, state.node, f"{state.slo.window_days}d", t_end)
-    state.write_run_info(t_end=t_end, slo_window_requests=traffic.requests,
-                         slo_window=traffic.to_json())
-    return state.measurement
+    return check
 
 
 def _write_loop_stalls(state: ExperimentState) -> None:

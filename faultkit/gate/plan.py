@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from faultkit.errors import FaultkitError
+from faultkit.experiment.speculation import speculation_check
 from faultkit.faults import make_fault
 from faultkit.faults.admission import existing_journal
 from faultkit.gate.capability import KV_RATIO_MIN
@@ -30,7 +31,6 @@ from faultkit.gate.pool import (
     split_scenarios,
 )
 from faultkit.gate.scenarios import scenario_argv, scenarios_dir
-from faultkit.gate.speculation import speculation_check
 from faultkit.inventory import Inventory, Node
 from faultkit.load.profile import LoadProfile
 from faultkit.load.prompts import WORKLOADS

@@ -4,7 +4,9 @@ A candidate that misses its objectives with nothing broken fails users every min
 whatever it does under a fault; one that is much slower than the config it replaces is a
 regression even inside its objectives. So ``faultkit gate`` (:mod:`.gate`) sends the load
 its scenarios run in the background (:func:`.load.gate_load_profile`) at the node for
-``--steady-s`` seconds (:func:`run_steady_state`), three times in its order:
+``--steady-s`` seconds (:func:`run_steady_state`: a steady-state run of the experiment
+runner, :mod:`faultkit.experiment.steady`, its evidence in ``steady/`` of the gate's
+directory), three times in its order:
 
 1. **current** — the config serving now, before the rollout, if the node is ready (if not,
    "not measured" with why: that is no failure of the candidate, only no baseline);
@@ -24,12 +26,17 @@ The judge and the comparison are pure (:mod:`.steady_judge`); :func:`run_steady_
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
 
+from faultkit.experiment.speculation import SpeculationCheck
+from faultkit.experiment.state import ExperimentState
+from faultkit.experiment.steady import STEADY_SCENARIO, run_steady
 from faultkit.gate.capability import (
     KV_RATIO_MIN,
     Capabilities,
@@ -37,7 +44,6 @@ from faultkit.gate.capability import (
     read_capabilities,
 )
 from faultkit.gate.load import describe_profile
-from faultkit.gate.speculation import SpeculationCheck
 from faultkit.gate.steady_judge import (
     ERROR_RATIO_SLACK,
     LATENCY_RATIO_MAX,
@@ -47,19 +53,18 @@ from faultkit.gate.steady_judge import (
     compare_steady_states,
     judge_steady_state,
 )
-from faultkit.inventory import Node, SLOSettings
-from faultkit.load.generator import LoadGenerator
-from faultkit.load.profile import BACKGROUND_PROFILE, LoadProfile, Target
-from faultkit.model.records import CLIENT_SIDE, RequestRecord
+from faultkit.inventory import Inventory, Node
+from faultkit.load.profile import BACKGROUND_PROFILE, LoadProfile
+from faultkit.model.records import RequestRecord
 from faultkit.model.windows import WindowSLIs
 from faultkit.probes.health import probe
+from faultkit.rundir import RunDir
 from slo.measure import window_slis
 from slo.samples import window_samples
 from slo.uncertainty import Interval, percentile_interval, wilson_interval
 
 __all__ = [
     "DEFAULT_STEADY_S",
-    "STEADY_WARMUP_REQUESTS",
     "SteadyPhase",
     "SteadyState",
     "run_steady_state",
@@ -68,11 +73,6 @@ __all__ = [
 #: ``--steady-s`` default: at the background rate (10 req/s) about 300 requests per window,
 #: so the p95 rests on ~15 requests above it, not on one or two.
 DEFAULT_STEADY_S = 30.0
-#: Warm-up requests sent before each window and kept out of it, so the candidate (just
-#: started: cold caches, lazy compilation) and the current config (warm) are compared warm.
-STEADY_WARMUP_REQUESTS = 4
-
-_EXHAUSTION = CLIENT_SIDE - {"shed_client"}  # shed arrivals are lost users, not a gap
 
 @dataclass(frozen=True)
 class SteadyState:
@@ -86,6 +86,8 @@ class SteadyState:
     gaps: tuple[str, ...] = ()
     #: 95 % intervals of the judged figures, by WindowSLIs field (:func:`window_intervals`)
     intervals: Mapping[str, Interval] = field(default_factory=dict)
+    #: the steady-state run's directory (its ledger, timeline, series, container evidence)
+    run_dir: Path | None = None
 
     def line(self) -> str:
         """``301 requests, TTFT p95 0.081 s, E2E p95 0.520 s, error ratio 0.000, 240.0
@@ -103,7 +105,8 @@ class SteadyState:
     def to_json(self) -> dict[str, Any]:
         return {"config": self.config, "measured": True, "slis": self.slis.to_json(),
                 "late_sends": self.late_sends, "gaps": list(self.gaps),
-                "intervals": {k: list(v) for k, v in self.intervals.items()}}
+                "intervals": {k: list(v) for k, v in self.intervals.items()},
+                "run_dir": None if self.run_dir is None else str(self.run_dir)}
 
 
 def window_intervals(records: Sequence[RequestRecord], start: float, end: float
@@ -119,30 +122,34 @@ def window_intervals(records: Sequence[RequestRecord], start: float, end: float
 
 
 async def run_steady_state(
-    node: Node | Target,
+    node: Node,
+    inventory: Inventory,
+    runs_dir: Path,
     seconds: float = DEFAULT_STEADY_S,
     profile: LoadProfile = BACKGROUND_PROFILE,
     *,
+    side: str = "current",
     config: str | None = None,
 ) -> SteadyState:
-    """Send ``profile`` at ``node`` for ``seconds`` (after :data:`STEADY_WARMUP_REQUESTS`
-    warm-up requests kept out of the window) and return the SLIs of the requests that
-    arrived in the window. Every request runs to its end (bounded by the profile's
-    timeouts), so the call lasts ``seconds`` plus at most ``total_timeout_s``."""
-    target = node if isinstance(node, Target) else Target.from_node(node)
-    run = profile.replace(duration_s=seconds, requests=None,
-                          warmup=max(profile.warmup, STEADY_WARMUP_REQUESTS))
-    result = await LoadGenerator(target, run, id_prefix="steady").run()
-    end = result.t_start + seconds
-    slis = window_slis(result.records, result.t_start, end)
-    gaps = [f"the load client's ledger invariant was violated: {line}"
-            for line in result.violations]
-    exhausted = [r for r in result.records if r.error_class in _EXHAUSTION]
-    if exhausted:
-        gaps.append(f"the load client ran out of resources ({len(exhausted)} requests "
-                    f"{exhausted[0].error_class}): the node cannot be judged on them")
-    return SteadyState(config, slis, result.late_sends, tuple(gaps),
-                       window_intervals(result.records, result.t_start, end))
+    """Send ``profile`` at ``node`` for ``seconds`` through the experiment runner (a
+    steady-state run, :func:`faultkit.experiment.steady.run_steady`, its evidence in a run
+    directory under ``runs_dir`` named for ``side``) and return the SLIs of the requests
+    that arrived in the window. The call lasts ``seconds`` plus the warm-up and at most
+    the profile's ``total_timeout_s``."""
+    try:
+        run = RunDir.create(runs_dir, f"{STEADY_SCENARIO}-{side}", node.name)
+    except OSError as exc:
+        now = time.time()
+        return SteadyState(config, window_slis((), now, now + seconds), gaps=(
+            f"the steady-state run's directory cannot be created under {runs_dir} "
+            f"({exc.strerror or exc}); no load was sent",))
+    state = ExperimentState(scenario=STEADY_SCENARIO, case=side, node=node,
+                            inventory=inventory, run=run, load_profile=profile)
+    window = await run_steady(state, seconds)
+    slis = window_slis(window.records, window.start, window.end)
+    return SteadyState(config, slis, window.late_sends, window.gaps,
+                       window_intervals(window.records, window.start, window.end),
+                       run_dir=state.run.path)
 
 
 class SteadyPhase:
@@ -152,18 +159,21 @@ class SteadyPhase:
     not checked". ``say`` prints a progress line (the gate's ``_say``).
     """
 
-    def __init__(self, node: Node, slo: SLOSettings, seconds: float, profile: LoadProfile,
-                 *, say: Callable[[str], None], profile_source: str = "",
+    def __init__(self, node: Node, inventory: Inventory, seconds: float, profile: LoadProfile,
+                 *, say: Callable[[str], None], runs_dir: Path, profile_source: str = "",
                  speculation: SpeculationCheck | None = None,
-                 prometheus_url: str | None = None) -> None:
-        self.node, self.slo, self.seconds, self.profile = node, slo, seconds, profile
+                 compare_capabilities: bool = False) -> None:
+        self.node, self.inventory, self.seconds, self.profile = node, inventory, seconds, profile
+        self.slo = inventory.slo_for(node)
         self.profile_source, self.say = profile_source, say
+        #: where each steady-state run keeps its evidence (a run directory per side)
+        self.runs_dir = runs_dir
         #: the per-workload check of a candidate that changes speculative decoding
         #: (:mod:`.speculation`), measured beside each steady state
         self.speculation = speculation
         #: where each config's capabilities are read beside its steady state
         #: (:mod:`.capability`; ``None``: not compared)
-        self.prometheus_url = prometheus_url
+        self.prometheus_url = inventory.prometheus.url if compare_capabilities else None
         self.capabilities: dict[str, Capabilities] = {}
         self.current: SteadyState | None = None
         self.current_why = "not measured: the gate stopped before measuring it"
@@ -191,7 +201,8 @@ class SteadyPhase:
             self.say(f"steady state of {what}: {self.current_why}")
             return
         self._start(what)
-        self.current = await run_steady_state(self.node, self.seconds, self.profile,
+        self.current = await run_steady_state(self.node, self.inventory, self.runs_dir,
+                                              self.seconds, self.profile, side="current",
                                               config=config)
         verdict = judge_steady_state(self.current.slis, self.slo, self.current.gaps,
                                      self.current.intervals)
@@ -231,7 +242,8 @@ class SteadyPhase:
         if not self.checked:
             return None
         self._start(f"{config} (candidate)")
-        self.candidate = await run_steady_state(self.node, self.seconds, self.profile,
+        self.candidate = await run_steady_state(self.node, self.inventory, self.runs_dir,
+                                                self.seconds, self.profile, side="candidate",
                                                 config=config)
         verdict = judge_steady_state(self.candidate.slis, self.slo, self.candidate.gaps,
                                      self.candidate.intervals)

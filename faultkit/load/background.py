@@ -73,6 +73,18 @@ class BackgroundLoad:
         await asyncio.sleep(0)  # let the generator take its first steps
         return self
 
+    async def finished(self) -> LoadResult:
+        """Wait for a load with an end of its own (a profile's ``duration_s`` or
+        ``requests``) to send its last request and for every request to end (each bounded
+        by the profile's timeouts); its result, as :meth:`stop` returns it."""
+        if self._task is None:
+            raise LoadError("BackgroundLoad.finished() before it was started")
+        if self.profile.duration_s is None and self.profile.requests is None:
+            raise LoadError("this load has no end of its own (no duration_s, no requests): "
+                            "stop() it")
+        await asyncio.wait({self._task})
+        return await self.stop()
+
     async def stop(self) -> LoadResult:
         """Stop issuing, drain (then cancel) in-flight requests; idempotent."""
         if self.result is not None:

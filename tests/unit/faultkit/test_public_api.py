@@ -19,6 +19,7 @@ PUBLIC: dict[str, list[str]] = {
     "faultkit": [
         "FAULT_KINDS",
         "Event",
+        "EventKind",
         "Experiment",
         "FaultkitError",
         "Inventory",
@@ -41,6 +42,8 @@ PUBLIC: dict[str, list[str]] = {
         "LiveStatus",
         "NotJudgeable",
         "RunPlan",
+        "SteadyWindow",
+        "run_steady",
         "run_steps",
     ],
     "slo": [

@@ -8,7 +8,7 @@ import json
 import random
 from pathlib import Path
 
-from faultkit.gate.speculation import SpeculationCheck
+from faultkit.experiment.speculation import SpeculationCheck
 from faultkit.inventory import parse_inventory
 from reports import render_incident
 from slo.speculation import ClassFigures

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from faultkit.gate.speculation import SpeculationCheck
+from faultkit.experiment.speculation import SpeculationCheck
 from faultkit.inventory import parse_inventory
 from scenarios.test_speculative import speculation_suits_workload
 from slo.checks import judge

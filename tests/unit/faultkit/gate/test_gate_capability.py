@@ -13,7 +13,7 @@ from faultkit.gate.capability import (
     read_capabilities,
 )
 from faultkit.gate.steady import SteadyPhase
-from faultkit.inventory import Node, SLOSettings
+from faultkit.inventory import Inventory, Node
 from faultkit.load.profile import BACKGROUND_PROFILE
 from faultkit.rundir import GateResult
 from reports import render_gate
@@ -52,8 +52,9 @@ def test_a_figure_not_read_on_either_side_is_not_judged() -> None:
 def _phase() -> SteadyPhase:
     node = Node(name="n", engine="sim", personality="vllm", base_url="http://127.0.0.1:9",
                 model="m")
-    return SteadyPhase(node, SLOSettings(), 30.0, BACKGROUND_PROFILE, say=lambda _: None,
-                       prometheus_url="http://127.0.0.1:9")
+    inventory = Inventory(nodes=[node], prometheus={"url": "http://127.0.0.1:9"})
+    return SteadyPhase(node, inventory, 30.0, BACKGROUND_PROFILE, say=lambda _: None,
+                       runs_dir=Path("/nonexistent/steady"), compare_capabilities=True)
 
 
 def test_the_gate_says_what_the_candidate_serves_less_of_and_gate_md_shows_both(

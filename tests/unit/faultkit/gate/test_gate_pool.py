@@ -265,8 +265,7 @@ class _PoolWorld:
         async def probe(*_a: object, **_kw: object) -> ProbeResult:
             return ProbeResult(0.0, True, 200, "ok", 0.001)
 
-        async def steady(_node: object, _s: float, _p: object, *,
-                         config: str | None = None) -> SteadyState:
+        async def steady(*_args: object, side: str, config: str | None = None) -> SteadyState:
             return SteadyState(config, slis())
 
         monkeypatch.setattr(gate_steady, "probe", probe)
@@ -299,9 +298,9 @@ async def test_a_pool_node_with_no_share_runs_nothing_and_the_gate_still_passes(
         "sim-vllm": ["scenarios/test_kill.py::test_kill[sim-vllm]"],
         "sim-vllm-h2": ["scenarios/test_kill.py::test_kill[sim-vllm-h2]"]})
     nodes = [inventory.node("sim-vllm"), inventory.node("sim-vllm-h2")]
-    phases = [(n, SteadyPhase(n, inventory.slo_for(n), 1.0, BACKGROUND_PROFILE,
-                              say=lambda _line: None)) for n in nodes]
     out = tmp_path / "gate"
+    phases = [(n, SteadyPhase(n, inventory, 1.0, BACKGROUND_PROFILE, say=lambda _line: None,
+                              runs_dir=out / "steady")) for n in nodes]
     out.mkdir()
     result = await gate._run_gate(inventory, phases, "sim-vllm-good", out, False, (),
                                   tmp_path / "no-earlier-runs")

@@ -1,4 +1,4 @@
-"""The gate's speculative-decoding check (faultkit.gate.speculation): when it runs, the
+"""The gate's speculative-decoding check (faultkit.experiment.speculation): when it runs, the
 judgement on the node's declared workload, gate.md's table, and the whole check against two
 real simulator nodes on loopback — one without speculation, one with it."""
 
@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from faultkit.gate.speculation import SpeculationCheck, speculation_check
+from faultkit.experiment.speculation import SpeculationCheck, speculation_check
 from faultkit.gate.steady import SteadyPhase
-from faultkit.inventory import Inventory, Node, SLOSettings, parse_inventory
+from faultkit.inventory import Inventory, Node, parse_inventory
 from faultkit.load.profile import BACKGROUND_PROFILE
 from faultkit.rundir import GateResult
 from reports import render_gate
@@ -106,8 +106,8 @@ def test_without_both_sides_nothing_is_judged() -> None:
 
 def test_gate_md_shows_the_classes_with_the_declared_one_marked(tmp_path: Path) -> None:
     check = check_of("free", *SLOWER_ON_FREE)
-    phase = SteadyPhase(check.node, SLOSettings(), 30.0, BACKGROUND_PROFILE,
-                        say=lambda _: None, speculation=check)
+    phase = SteadyPhase(check.node, inventory("free"), 30.0, BACKGROUND_PROFILE,
+                        say=lambda _: None, runs_dir=tmp_path / "steady", speculation=check)
     data: dict[str, Any] = {
         "node": "n", "candidate": "spec", "current": "plain", "decision": "fail",
         "why": check.failure(), "scenarios": [], "steady_state": phase.to_json()}

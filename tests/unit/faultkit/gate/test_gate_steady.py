@@ -5,6 +5,7 @@ server (no Docker, no lab)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from faultkit.gate.steady_judge import (
     compare_steady_states,
     judge_steady_state,
 )
-from faultkit.inventory import Node, SLOSettings
+from faultkit.inventory import Inventory, Node, SLOSettings
 from faultkit.load.fakeserver import serve
 from faultkit.load.profile import BACKGROUND_PROFILE, LoadProfile
 from faultkit.model.windows import WindowSLIs
@@ -46,6 +47,12 @@ def slis(**kw: Any) -> WindowSLIs:
 def node(base_url: str = "http://127.0.0.1:9", model: str = "m") -> Node:
     return Node(name="n", engine="llamacpp", base_url=base_url, model=model,
                 serving_config="good", faults=["*"])
+
+
+def alone(n: Node) -> Inventory:
+    """An inventory of ``n`` alone, its Prometheus a port where nothing answers."""
+    return Inventory(nodes=[n], serving_configs={"good": {"image": "img"}},
+                     prometheus={"url": "http://127.0.0.1:9"})
 
 
 # --------------------------------------------------------------------------- the judge
@@ -194,7 +201,8 @@ def test_a_missing_current_figure_skips_only_that_row() -> None:
 
 def phase(seconds: float = 30.0, lines: list[str] | None = None) -> SteadyPhase:
     sink = lines if lines is not None else []
-    return SteadyPhase(node(), SLO, seconds, BACKGROUND_PROFILE, say=sink.append,
+    return SteadyPhase(node(), alone(node()), seconds, BACKGROUND_PROFILE,
+                       say=sink.append, runs_dir=Path("/nonexistent/steady"),
                        profile_source="the scenarios' default background load")
 
 
@@ -403,11 +411,19 @@ async def fake_server() -> AsyncIterator[str]:
     await runner.cleanup()
 
 
+def on(base_url: str, model: str, tmp_path: Path) -> tuple[Node, Inventory, Path]:
+    """``node`` at the fake server, an inventory of it alone (its Prometheus answers
+    nothing) and where its steady-state runs go."""
+    n = node(base_url, model)
+    return n, alone(n), tmp_path / "steady"
+
+
 async def test_the_runner_measures_the_requests_that_arrived_in_the_window(
-    fake_server: str,
+    fake_server: str, tmp_path: Path,
 ) -> None:
     profile = BACKGROUND_PROFILE.replace(rate=40.0, output_tokens=4)
-    state = await run_steady_state(node(fake_server, "ok"), 1.0, profile, config="good")
+    state = await run_steady_state(*on(fake_server, "ok", tmp_path), 1.0, profile,
+                                   config="good")
     s = state.slis
     assert s.end - s.start == pytest.approx(1.0)
     assert s.requests >= MIN_STEADY_REQUESTS  # ~40 arrivals at 40 req/s (Poisson, seed 0)
@@ -418,9 +434,49 @@ async def test_the_runner_measures_the_requests_that_arrived_in_the_window(
     assert judge_steady_state(s, SLO).passed
 
 
-async def test_the_runner_counts_failed_answers(fake_server: str) -> None:
+async def test_the_steady_state_is_a_run_kept_as_every_run_is(
+    fake_server: str, tmp_path: Path,
+) -> None:
+    """The window's evidence is a run directory of the experiment runner: run.json says
+    what ran (no fault), the ledger holds every request the figures were taken from (and
+    no warm-up request), the timeline brackets the run."""
+    profile = BACKGROUND_PROFILE.replace(rate=40.0, output_tokens=4)
+    state = await run_steady_state(*on(fake_server, "ok", tmp_path), 1.0, profile,
+                                   side="candidate", config="good")
+    (run_dir,) = (tmp_path / "steady").iterdir()
+    assert state.run_dir == run_dir and run_dir.name.endswith("-steady_state-candidate-n")
+    info = json.loads((run_dir / "run.json").read_text())
+    assert (info["scenario"], info["case"], info["fault"]["kind"]) == (
+        "steady_state", "candidate", None)
+    assert info["t_end"] > info["t_start"]
+    ledger = [json.loads(line) for line in (run_dir / "ledger.jsonl").read_text().splitlines()]
+    arrivals = [r["t_scheduled"] or r["t_invoke"] for r in ledger]  # the user's arrival
+    in_window = [t for t in arrivals if state.slis.start <= t < state.slis.end]
+    assert len(in_window) == state.slis.requests > 0
+    assert not any("-w" in r["id"] for r in ledger)  # warm-up requests stay out
+    kinds = [json.loads(line)["kind"] for line in
+             (run_dir / "timeline.jsonl").read_text().splitlines()]
+    assert kinds[0] == "scenario_start" and "scenario_end" in kinds
+    assert state.to_json()["run_dir"] == str(run_dir)
+
+
+async def test_a_steady_state_that_cannot_keep_its_evidence_is_inconclusive(
+    fake_server: str, tmp_path: Path,
+) -> None:
+    """A runs directory that cannot be written: no load is sent, the window has no request
+    and names why (the judge reads it INCONCLUSIVE, never PASS)."""
+    n, inventory, _ = on(fake_server, "ok", tmp_path)
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    state = await run_steady_state(n, inventory, blocked / "steady", 1.0, BACKGROUND_PROFILE)
+    assert state.slis.requests == 0
+    verdict = judge_steady_state(state.slis, SLO, state.gaps, state.intervals)
+    assert verdict.outcome == "INCONCLUSIVE"
+
+
+async def test_the_runner_counts_failed_answers(fake_server: str, tmp_path: Path) -> None:
     profile = BACKGROUND_PROFILE.replace(rate=40.0)
-    state = await run_steady_state(node(fake_server, "status,code=503"), 0.5, profile)
+    state = await run_steady_state(*on(fake_server, "status,code=503", tmp_path), 0.5, profile)
     assert state.slis.requests > 0
     assert state.slis.error_ratio == 1.0
     assert not judge_steady_state(state.slis, SLO).passed
@@ -444,9 +500,12 @@ def test_a_figure_whose_interval_holds_the_objective_is_borderline() -> None:
     assert not any("borderline" in c.why for c in clear.checks)
 
 
-async def test_the_runner_dates_each_judged_figure_with_its_interval(fake_server: str) -> None:
+async def test_the_runner_dates_each_judged_figure_with_its_interval(
+    fake_server: str, tmp_path: Path,
+) -> None:
     profile = LoadProfile(rate=40.0, concurrency=64, output_tokens=4)
-    state = await run_steady_state(node(fake_server, "ok"), 1.0, profile, config="good")
+    state = await run_steady_state(*on(fake_server, "ok", tmp_path), 1.0, profile,
+                                   config="good")
     low, high = state.intervals["ttft_p95_s"]
     assert state.slis.ttft_p95_s is not None and low <= state.slis.ttft_p95_s <= high
     low, high = state.intervals["error_ratio"]
@@ -463,6 +522,18 @@ def test_gate_md_shows_the_intervals_beside_the_figures(tmp_path: Path) -> None:
     assert "| TTFT p95 | 0.200 s (0.180–0.230) | 0.210 s (0.190–0.240) |" in md
     assert "| error ratio | 0 % | 0 % (0 %–1.26 %) |" in md
     assert "In brackets: the figure's 95 % interval" in md
+
+
+def test_gate_md_links_each_steady_state_run_that_is_still_there(tmp_path: Path) -> None:
+    gate_dir = tmp_path / "gate"
+    kept = gate_dir / "steady" / "20261207T000000.000Z-steady_state-current-n"
+    kept.mkdir(parents=True)
+    p = phase()
+    p.current = SteadyState("good", slis(), run_dir=kept)
+    p.candidate = SteadyState("cand", slis(), run_dir=gate_dir / "steady" / "gone")
+    md = render_gate(GateResult.from_json(gate_data(p.to_json())), gate_dir / "gate.md")
+    assert ("| evidence | [run directory](steady/20261207T000000.000Z-steady_state-current-n)"
+            " | — | |") in md.read_text()
 
 
 def test_a_latency_rise_within_the_windows_noise_is_no_regression() -> None:

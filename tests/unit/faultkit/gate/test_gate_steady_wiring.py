@@ -73,8 +73,9 @@ class World:
         return ProbeResult(0.0, self.ready, 200 if self.ready else None,
                            "ok" if self.ready else "refused", 0.001)
 
-    async def run_steady_state(self, _node: object, _seconds: float, _profile: object, *,
+    async def run_steady_state(self, *_args: object, side: str,
                                config: str | None = None) -> SteadyState:
+        assert side in ("current", "candidate")
         assert config is not None
         self.log.append(f"steady {config}")
         return SteadyState(config, self.windows[config])
@@ -87,8 +88,8 @@ class World:
 
     async def run(self, seconds: float = 30.0) -> dict[str, Any]:
         node = self.inventory.node("n")
-        steady = SteadyPhase(node, self.inventory.slo_for(node), seconds, BACKGROUND_PROFILE,
-                             say=lambda _line: None)
+        steady = SteadyPhase(node, self.inventory, seconds, BACKGROUND_PROFILE,
+                             say=lambda _line: None, runs_dir=self.out / "steady")
         result = await gate._run_gate(self.inventory, [(node, steady)], "cand", self.out, False,
                                       (), self.out / "no-earlier-runs")
         return result.to_json()  # what gate.json holds

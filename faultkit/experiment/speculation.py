@@ -1,15 +1,16 @@
-"""The gate's speculative-decoding check: a candidate that turns speculation on, off or
-changes it (its serving config's ``speculative`` differs from the current one's) is
-measured per workload class against the current config, and fails the gate when the
-node's declared workload (inventory ``workload``) is served slower (docs/gate.md,
-"Speculative decoding").
+"""The speculative-decoding check: a config that turns speculation on, off or changes it
+(its serving config's ``speculative`` differs from the other's) is measured per workload
+class against the other config, and loses when the node's declared workload (inventory
+``workload``) is served slower (docs/gate.md, "Speculative decoding"). The gate runs it
+beside its steady state (:mod:`faultkit.gate.steady`); the ``test_speculative`` scenario
+runs it under the node's own background load. It lives in the runner's layer, below both.
 
 Each class runs as a closed loop of :data:`USERS` users for the phase's seconds on each
-config — the current one before the rollout, the candidate after it, beside the steady
-state — and ``slo.speculation.judge_class`` compares the candidate's per-request TPOTs with
-the current config's: faster, slower or no difference within noise. Acceptance (accepted /
-drafted tokens) comes from the engine's own counters, read from its ``/metrics`` before and
-after each class: it explains a verdict, never makes one.
+config — the current one first, then the candidate — and ``slo.speculation.judge_class``
+compares the candidate's per-request TPOTs with the current config's: faster, slower or no
+difference within noise. Acceptance (accepted / drafted tokens) comes from the engine's own
+counters, read from its ``/metrics`` before and after each class: it explains a verdict,
+never makes one.
 """
 
 from __future__ import annotations
