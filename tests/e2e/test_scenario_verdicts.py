@@ -13,7 +13,6 @@ in ``conftest.py``), plus targeted runs for a known-bad config and the gate.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import time
 from pathlib import Path
@@ -28,59 +27,16 @@ from faultkit.docker.host import DockerHost
 from faultkit.inventory import Inventory
 from testbed.lab import Lab
 from tests.e2e.conftest import REPO, SuiteRun, run_cli
+from tests.e2e.expected_verdicts import (
+    expected_accepted,
+    expected_to_fail,
+    unexpected_verdicts,
+)
 from tests.e2e.known_good_gate import GATE_STEADY_S, PlantedGate
-from tests.e2e.scenario_suite import EMPTY_PARAMETERS, Outcome, run_scenarios
+from tests.e2e.scenario_suite import Outcome, run_scenarios
 
 #: the module's first test runs the whole scenario suite (≈ 14 min here) in its fixture
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(3600)]
-
-#: Scenarios expected to FAIL on the testbed, with the reason. Everything else must pass
-#: (PASS, or ACCEPTED where EXPECTED_ACCEPTED says so).
-EXPECTED_FAILURES: dict[str, str] = {}
-
-#: Scenarios expected to be ACCEPTED (a pass whose only failures are accepted findings of
-#: the node, testbed/inventory.yaml ``accepted_findings``), checked through the JUnit
-#: ``faultkit_verdict`` property, with the reason.
-EXPECTED_ACCEPTED: dict[str, str] = {
-    r"test_bad_input\[llama\]": (
-        "llama.cpp answers a chat message without 'role' with HTTP 500 (and ignores some "
-        "wrongly typed fields with 200): a known engine behaviour, accepted until 2027-06-30"
-    ),
-}
-
-
-#: Scenarios expected to be SKIPPED, with the reason: a skip reads green, so every other
-#: skip of the catalogue is a failure of this module. Rows pytest writes for a parameter
-#: set left empty in one scenario process (a node another lane runs) are not skips of a
-#: scenario; :func:`tests.e2e.scenario_suite.merge_outcomes` lets the lane that ran it win.
-EXPECTED_SKIPS: dict[str, str] = {
-    r"test_host_restart\[llama\]": (
-        "llama's Docker host is this machine's own engine: the harness cannot restart the "
-        "host it runs on (the second host's case, [sim-vllm-h2], must run)"
-    ),
-    r"test_contained_failure_across_hosts\[llama\]": (
-        "the same: this machine's host is never the one restarted"
-    ),
-}
-
-
-def expected_skip(test_id: str) -> str | None:
-    return next(
-        (why for pattern, why in EXPECTED_SKIPS.items() if re.fullmatch(pattern, test_id)), None
-    )
-
-
-def expected_to_fail(test_id: str) -> str | None:
-    return next(
-        (why for pattern, why in EXPECTED_FAILURES.items() if re.fullmatch(pattern, test_id)), None
-    )
-
-
-def expected_accepted(test_id: str) -> str | None:
-    return next(
-        (why for pattern, why in EXPECTED_ACCEPTED.items() if re.fullmatch(pattern, test_id)), None
-    )
-
 
 def serving_config_label(inventory: Inventory, node_name: str) -> str | None:
     node = inventory.node(node_name)
@@ -102,25 +58,7 @@ def test_every_scenario_has_its_expected_verdict(
 ) -> None:
     code, outcomes, output = suite
     assert outcomes, f"the scenario suite ran nothing (exit {code}):\n{output}"
-    wrong = []
-    for test_id, outcome in sorted(outcomes.items()):
-        if outcome.skipped:
-            if expected_skip(test_id) is None and EMPTY_PARAMETERS not in outcome.message:
-                wrong.append(f"{test_id}: SKIPPED ({outcome.message[:300]}), expected to run")
-            continue
-        if expected_skip(test_id) is not None:
-            wrong.append(f"{test_id}: ran, but it was expected to be skipped")
-            continue
-        why = expected_to_fail(test_id)
-        accepted = expected_accepted(test_id)
-        if why is None and not outcome.passed:
-            wrong.append(f"{test_id}: expected PASS, got FAIL: {outcome.message[:400]}")
-        elif why is not None and outcome.passed:
-            wrong.append(f"{test_id}: expected FAIL ({why}), got PASS")
-        elif accepted is not None and outcome.verdict != "ACCEPTED":
-            wrong.append(f"{test_id}: expected ACCEPTED ({accepted}), got {outcome.verdict}")
-        elif accepted is None and outcome.verdict == "ACCEPTED":
-            wrong.append(f"{test_id}: ACCEPTED, but no accepted finding was expected")
+    wrong = unexpected_verdicts(outcomes)
     assert not wrong, "\n".join(wrong)
     # no expected failures: the suite exits 0 on a healthy testbed (ACCEPTED counts as a pass)
     assert code == (1 if any(expected_to_fail(t) for t in outcomes) else 0), output
