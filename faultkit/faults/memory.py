@@ -5,8 +5,10 @@ and ``fraction`` (0.5). The fault is in effect (``inject_end``) once the new lim
 ``result`` gets ``usage_before``, ``limit_before``/``memswap_before``, ``limit_applied``
 (bytes), and after revert ``oom_killed``, ``restart_count_before``/``after`` and
 ``time_to_ready_s`` (monotonic seconds from the start of the revert). Revert restores both
-limits exactly (memory and memory+swap) and waits until the node is ready again — with the
-lowered limit a restarted engine may OOM-loop until then.
+limits exactly (memory and memory+swap), starts the container if it is down (the sweep
+after a dead harness too: its limit restored, a container the squeeze left exited is
+started) and waits until the node is ready again — with the lowered limit a restarted engine
+may OOM-loop until then.
 
 Kernel difference (``mode`` in ``result`` and events): with cgroup v2 the kernel accepts a
 limit under the usage and OOM-kills at once (mode ``under_usage``). cgroup v1 refuses a
@@ -27,6 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from faultkit.docker.containers import ContainerState
 from faultkit.errors import DockerError, FaultError
 from faultkit.faults.params import Param, ParamSpec
 from faultkit.faults.process import READY_TIMEOUT, _ReadyMixin
@@ -78,6 +81,8 @@ class MemorySqueeze(_ReadyMixin):
         "ready_timeout_s": READY_TIMEOUT,
         "first_token": (bool, False),
     }
+    #: the container's state just before a normal revert's undo steps (None: not read)
+    _state_before_undo: ContainerState | None = None
 
     def what(self) -> str:
         target = self.params["limit"] or f"{self.params['fraction']:.0%} of its usage"
@@ -95,7 +100,10 @@ class MemorySqueeze(_ReadyMixin):
         else:
             limit = max(_DOCKER_MIN, int(usage * self.params["fraction"]))
         self.result["limit_applied"] = limit
-        return [self.step("memory", memory=memory, memswap=memswap)]
+        # then start the container if the squeeze left it down (OOM-killed, and its restart
+        # policy gave up or its engine restarted meanwhile): a sweep after a dead harness
+        # runs only these steps, and a node restored to its limit but left down is not back
+        return [self.step("memory", memory=memory, memswap=memswap), self.step("start")]
 
     async def _apply(self) -> None:
         limit = self.result["limit_applied"]
@@ -149,10 +157,15 @@ class MemorySqueeze(_ReadyMixin):
         # exit 137/1 is expected when the OOM killer strikes mid-write; note what happened
         self.result.update(pressure_bytes=size, pressure_exit=code, pressure_output=output[-200:])
 
+    async def _before_undo(self) -> None:
+        """Docker's OOM evidence before the undo's ``start`` (which clears it) runs."""
+        self._state_before_undo = await asyncio.to_thread(self.platform.state, self.container)
+
     async def _after_undo(self) -> None:
         st = await asyncio.to_thread(self.platform.state, self.container)
-        self.result["oom_killed"] = st.oom_killed or st.restart_count > self.result[
-            "restart_count_before"]
+        seen = [st] if self._state_before_undo is None else [st, self._state_before_undo]
+        self.result["oom_killed"] = any(s.oom_killed for s in seen) or max(
+            s.restart_count for s in seen) > self.result["restart_count_before"]
         if not st.running and not st.restarting:
             await asyncio.to_thread(self.platform.start, self.container)
         await self._wait_back(self.t_revert_mono or time.monotonic())

@@ -36,7 +36,8 @@ from testbed import host2, host2_nodes
 from testbed.paths import state_dir
 from testbed.scratch import TEST_LABELS, assert_restored, snapshot, stopped_processes
 
-pytestmark = [pytest.mark.docker, pytest.mark.host2]
+pytestmark = [pytest.mark.docker, pytest.mark.host2,
+              pytest.mark.usefixtures("second_host_for_the_module")]
 
 PORT = 18102  # one of host2.NODE_PORTS, not the lab node's
 Scratch = tuple[Inventory, Node]  # what the scratch fixture yields

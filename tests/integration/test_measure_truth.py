@@ -79,6 +79,7 @@ HOST2_TRIALS = ("kill", "engine-death", "pause", "partition-refuse", "partition-
 HOST2_RUNS = 2
 
 
+@pytest.mark.usefixtures("second_host")
 @pytest.mark.parametrize("run", range(HOST2_RUNS), ids=lambda i: f"run{i + 1}")
 @pytest.mark.parametrize("name", HOST2_TRIALS)
 async def test_measurement_matches_ground_truth_on_the_second_host(
