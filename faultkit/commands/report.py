@@ -7,8 +7,10 @@ from pathlib import Path
 
 import click
 
-from faultkit.rundir import BUDGET_MD, GATE_MD, GateResult, RunDir
-from reports.errors import ReportError
+from faultkit.commands.input import BadInput
+from faultkit.rundir import BUDGET_MD, GATE_MD, GateResult, RunDir, UnreadableRunFile
+from reports.errors import NotARunDirectory, ReportError
+from reports.load import RUN_FILES, is_run_dir
 from reports.render import render_budget, render_gate, render_incident
 
 
@@ -20,6 +22,24 @@ def _read_json(path: Path, what: str) -> dict[str, object]:
     if not isinstance(data, dict):
         raise ReportError(f"{path}: the {what} JSON must be an object")
     return data
+
+
+def _require_incident_run(run_dir: Path) -> None:
+    """Bad input, before anything is written: a path that is no run directory, or a gate's
+    steady-state window — a run with no fault, so no incident to report, judged in its
+    gate's gate.json."""
+    from faultkit.experiment.steady import STEADY_SCENARIO
+
+    if not is_run_dir(run_dir):
+        raise BadInput(str(NotARunDirectory(str(run_dir), RUN_FILES)))
+    try:
+        scenario = RunDir(run_dir).info().scenario
+    except UnreadableRunFile:  # the report says what is wrong with run.json
+        return
+    if scenario == STEADY_SCENARIO:
+        raise BadInput(f"{run_dir}: a gate's steady-state window (no fault), judged in that "
+                       "gate's gate.json: it has no incident report (re-render the gate "
+                       "with `faultkit report --gate GATE_DIR/gate.json`)")
 
 
 @click.command()
@@ -40,6 +60,8 @@ def report(run_dirs: tuple[Path, ...], gate_json: Path | None, budget_json: Path
     """Re-render incident.md and timeline.png for each RUN_DIR from its files alone."""
     if not run_dirs and gate_json is None and budget_json is None:
         raise click.UsageError("give at least one RUN_DIR (or --gate / --budget JSON)")
+    for run_dir in run_dirs:  # every one checked before any is rendered
+        _require_incident_run(run_dir)
     for run_dir in run_dirs:
         out = render_incident(run_dir)
         click.echo(f"wrote {out} and {RunDir(run_dir).timeline_png}")

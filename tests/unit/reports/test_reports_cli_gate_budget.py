@@ -26,13 +26,28 @@ def test_report_command_renders_each_run_dir(tmp_path: Path) -> None:
 
 def test_report_command_rejects_a_non_run_dir(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    result = CliRunner().invoke(cli, ["report", str(tmp_path / "empty")])
-    assert result.exit_code != 0
+    good = copy_run("pass-kill", tmp_path)
+    result = CliRunner().invoke(cli, ["report", str(good), str(tmp_path / "empty")])
+    assert result.exit_code == 2
+    assert not (good / "incident.md").exists()  # every path checked before any is rendered
     assert "not a run directory" in result.output
     assert "run.json" in result.output
     result = CliRunner().invoke(cli, ["report"])
     assert result.exit_code == 2
     assert "at least one RUN_DIR" in result.output
+
+
+def test_report_command_refuses_a_gate_steady_state_window(tmp_path: Path) -> None:
+    """A steady-state window is a run with no fault, judged in its gate's gate.json: no
+    incident report is written for it, and the user is told where its judgement is."""
+    steady = tmp_path / "20261207T000000.000Z-steady_state-current-n"
+    steady.mkdir()
+    (steady / "run.json").write_text(json.dumps({"scenario": "steady_state", "case": "current",
+                                                 "node": "n"}))
+    result = CliRunner().invoke(cli, ["report", str(steady)])
+    assert result.exit_code == 2, result.output
+    assert "steady-state window" in result.output and "--gate" in result.output
+    assert sorted(p.name for p in steady.iterdir()) == ["run.json"]
 
 
 GATE: dict[str, Any] = {
