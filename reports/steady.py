@@ -32,26 +32,55 @@ def figure_cell(value: object, unit: object, interval: object = None) -> str:
         cell = pct(value)
     else:
         cell = f"{value:.1f}"
-    if (isinstance(interval, list | tuple) and len(interval) == 2
-            and all(_is_num(v) for v in interval)):
-        low, high = interval
+    if (span_of := _interval(interval)) is not None:
+        low, high = span_of
         span = (f"{low:.3f}–{high:.3f}" if unit == "s" else f"{pct(low)}–{pct(high)}"
                 if unit == "ratio" else f"{low:.1f}–{high:.1f}")
         cell += f" ({span})"
     return cell
 
 
-def change_cell(current: object, candidate: object, unit: object) -> str:
+def change_cell(current: object, candidate: object, unit: object,
+                current_interval: object = None, candidate_interval: object = None) -> str:
     """Candidate − current: ``+0.216 s (+106 %)``, ``+0.33 points`` for the error ratio,
     ``-48.0 (-20 %)`` for tokens/s; ``not compared`` when either side is missing. The
-    relative part is left out when the current figure is 0."""
+    relative part is left out when the current figure is 0. Where both sides have a 95 %
+    interval, the change's bounds follow (:func:`change_bounds`):
+    ``+0.094 s (+12 %) [+0.054 to +0.122 s]``."""
     if not _is_num(current) or not _is_num(candidate):
         return "not compared"
     diff = candidate - current
+    bounds = change_bounds(current_interval, candidate_interval)
     if unit == "ratio":
-        return f"{diff * 100:+.2f} points"
+        cell = f"{diff * 100:+.2f} points"
+        return cell + (f" [{bounds[0] * 100:+.2f} to {bounds[1] * 100:+.2f} points]"
+                       if bounds else "")
     cell = f"{diff:+.3f} s" if unit == "s" else f"{diff:+.1f}"
-    return cell + (f" ({diff / current * 100:+.0f} %)" if current else "")
+    cell += f" ({diff / current * 100:+.0f} %)" if current else ""
+    if bounds and unit == "s":
+        cell += f" [{bounds[0]:+.3f} to {bounds[1]:+.3f} s]"
+    return cell
+
+
+def change_bounds(current_interval: object, candidate_interval: object
+                  ) -> tuple[float, float] | None:
+    """How far apart the two windows can be, from their 95 % intervals: the candidate's
+    lowest minus the current's highest, to the candidate's highest minus the current's
+    lowest (``None`` unless both intervals are there). Wider than a 95 % interval of the
+    difference, so a rise whose lower bound is 0 or below is within the two windows'
+    noise — the regression rule's own test (``faultkit.gate.steady_judge``)."""
+    spans = [_interval(current_interval), _interval(candidate_interval)]
+    if spans[0] is None or spans[1] is None:
+        return None
+    (cur_low, cur_high), (cand_low, cand_high) = spans[0], spans[1]
+    return cand_low - cur_high, cand_high - cur_low
+
+
+def _interval(value: object) -> tuple[float, float] | None:
+    if (isinstance(value, list | tuple) and len(value) == 2
+            and all(_is_num(v) for v in value)):
+        return float(value[0]), float(value[1])
+    return None
 
 
 def _side(data: object) -> dict[str, Any]:
@@ -93,7 +122,8 @@ def steady_view(steady: object) -> dict[str, Any] | None:
             "current": figure_cell(row.get("current"), unit, row.get("current_interval")),
             "candidate": figure_cell(row.get("candidate"), unit,
                                      row.get("candidate_interval")),
-            "change": change_cell(row.get("current"), row.get("candidate"), unit),
+            "change": change_cell(row.get("current"), row.get("candidate"), unit,
+                                  row.get("current_interval"), row.get("candidate_interval")),
             "regression": row.get("regression") is True,
             "why": row.get("why") if isinstance(row.get("why"), str) else "",
         })

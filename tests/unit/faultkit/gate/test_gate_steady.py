@@ -519,7 +519,8 @@ def test_gate_md_shows_the_intervals_beside_the_figures(tmp_path: Path) -> None:
     p.candidate = SteadyState("cand", slis(ttft_p95_s=0.21),
                               intervals={"ttft_p95_s": (0.19, 0.24), "error_ratio": (0.0, 0.0126)})
     md = render_gate(GateResult.from_json(gate_data(p.to_json())), tmp_path / "gate.md").read_text()
-    assert "| TTFT p95 | 0.200 s (0.180–0.230) | 0.210 s (0.190–0.240) |" in md
+    assert ("| TTFT p95 | 0.200 s (0.180–0.230) | 0.210 s (0.190–0.240) | +0.010 s (+5 %) "
+            "[-0.040 to +0.060 s] |") in md  # 0.19 − 0.23 to 0.24 − 0.18
     assert "| error ratio | 0 % | 0 % (0 %–1.26 %) |" in md
     assert "In brackets: the figure's 95 % interval" in md
 
