@@ -59,6 +59,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "print the commands that test independent nodes side by side",
     ),
     "dashboard": ("faultkit.commands.dashboard:dashboard", "Grafana dashboard JSON for the SLOs"),
+    "postmortem": (
+        "faultkit.commands.postmortem:postmortem",
+        "report an outage faultkit did not cause, from monitoring alone",
+    ),
 }
 
 

@@ -96,6 +96,31 @@ def no_outage(kind: str | None, m: Measurement) -> bool:
     )
 
 
+#: ``server_cross_check["estimate"]`` of a run with no ledger whose lost requests were
+#: estimated from the server's counters (``faultkit postmortem``)
+SERVER_ESTIMATE = "server_counters"
+
+
+def server_estimate(m: Measurement | None) -> dict[str, object] | None:
+    """The server-side estimate of lost requests of a run no client recorded (a postmortem:
+    ``measurement.json`` ``server_cross_check`` with ``estimate: server_counters``), else
+    ``None``. Its ``lost`` is ``None`` when it could not be estimated (``why`` says why)."""
+    check = m.server_cross_check if m is not None else None
+    if not isinstance(check, dict) or check.get("estimate") != SERVER_ESTIMATE:
+        return None
+    return check
+
+
+def estimate_words(estimate: dict[str, object]) -> str:
+    """``an estimated 12 requests (8–17) were lost`` or why they were not estimated."""
+    lost, low, high = estimate.get("lost"), estimate.get("low"), estimate.get("high")
+    if not isinstance(lost, int):
+        return f"users affected were not estimated ({estimate.get('why') or 'no counters'})"
+    verb = "was" if lost == 1 else "were"
+    return (f"an estimated {lost} request{'' if lost == 1 else 's'} ({low}–{high}) {verb} "
+            "lost, by the server's own counters (no client recorded them)")
+
+
 def _na(label: str, m: Measurement) -> Figure:
     return Figure(
         label,
@@ -124,6 +149,10 @@ def budget_figure(data: RunData) -> Figure:
     label = "SLO budget spent"
     if m is None:
         return Figure(label, NOT_CAPTURED, (Source(MEASUREMENT_JSON, (), "missing"),))
+    estimate = server_estimate(m)
+    if estimate is not None and not isinstance(estimate.get("lost"), int):
+        return Figure(label, "not computable: users affected were not estimated",
+                      (Source(MEASUREMENT_JSON, ("server_cross_check.why",)),))
     availability = data.run.slo.get("availability")
     expected = data.run.slo_window_requests
     window = data.run.slo_window
@@ -289,7 +318,20 @@ def _recovery_after_revert(m: Measurement) -> Figure:
     return Figure(label, "not recovered", sources)
 
 
+def _estimated_impact(estimate: dict[str, object]) -> list[Figure]:
+    """A run no client recorded: the server-side estimate, its method and range."""
+    source = (Source(MEASUREMENT_JSON, ("server_cross_check",)),)
+    return [Figure("Lost requests (server-side estimate)",
+                   f"{estimate_words(estimate)}. Method: {estimate.get('method')}", source),
+            Figure("Affected users (lost + slow)",
+                   "not measured: no ledger (no client recorded the users' requests, so "
+                   "slow answers are not seen); lost is the server-side estimate above",
+                   source)]
+
+
 def _impact(data: RunData, m: Measurement) -> list[Figure]:
+    if (estimate := server_estimate(m)) is not None:
+        return _estimated_impact(estimate)
     by_class = ", ".join(f"{k} {v}" for k, v in sorted(m.lost_by_class.items())) or "none"
     ttft = data.run.slo.get("ttft_s")
     objective = f"first token more than {num(ttft)} s after arrival" if _is_num(ttft) else (
@@ -340,6 +382,12 @@ def key_figures(data: RunData, kind: str | None = None) -> list[Figure]:
     for more in (_signals(m), _paging(m)):
         if more is not None:
             detection = _joined(detection, more)
+    if server_estimate(m) is not None:
+        # no harness watched the node (a postmortem): no probe ran, nothing was reverted
+        unwatched = Figure("Harness readiness probe (not detection)",
+                           "none ran: no harness watched the node (no ledger, no probe)",
+                           (Source(MEASUREMENT_JSON, ("server_cross_check",)),))
+        return [detection, unwatched, _recovery(m), *_impact(data, m), budget_figure(data)]
     return [
         detection, _probe(m), _joined(_recovery(m), _recovery_after_revert(m)),
         *_impact(data, m), budget_figure(data),

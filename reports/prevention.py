@@ -21,7 +21,7 @@ from typing import Literal
 from faultkit.model.kinds import fault_phrase
 from reports.diagnosis import Diagnosis
 from reports.evidence import fault_kind
-from reports.figures import num, probe_s
+from reports.figures import num, probe_s, server_estimate
 from reports.load import RunData
 
 ChangeType = Literal["prevent", "detect", "mitigate", "process"]
@@ -48,6 +48,10 @@ def _lost(data: RunData) -> str:
     m = data.measurement
     if m is None:
         return "users' requests"
+    if (estimate := server_estimate(m)) is not None:
+        lost = estimate.get("lost")
+        return (f"an estimated {lost} requests (server-side)" if isinstance(lost, int)
+                else "an unestimated number of requests")
     return f"{m.lost_total} of {m.requests_total} requests"
 
 
@@ -179,6 +183,20 @@ def _no_alert(d: Diagnosis, data: RunData) -> list[Change]:
                              "is paged.")]
 
 
+def _outside_act(d: Diagnosis, data: RunData) -> list[Change]:
+    """An act on the container through Docker's API that nobody injected: who did it is
+    the first question, then what the act's kind calls for."""
+    when = d.evidence[0] if d.evidence else "in this window"
+    changes = [Change("process", "Find who or what acted on the container through Docker's "
+                                 f"API ({when}): the daemon does not record the caller — "
+                                 "audit /var/run/docker.sock (auditd) or put an "
+                                 "authorization plugin in front of it; it cost "
+                                 f"{_lost(data)} over {_recovery(data)}.")]
+    more = {"docker_api_kill": _kill, "docker_api_pause": _pause,
+            "docker_api_network_disconnect": _network}.get(d.key)
+    return changes + (more(d, data) if more is not None else [])
+
+
 #: diagnosis key → the changes it supports, built from the run's own values
 RULES: dict[str, Callable[[Diagnosis, RunData], list[Change]]] = {
     "memory_exhaustion": _memory,
@@ -194,6 +212,9 @@ RULES: dict[str, Callable[[Diagnosis, RunData], list[Change]]] = {
     "injected_loss": _network,
     "injected_bandwidth": _network,
     "injected_latency": _network,
+    "docker_api_kill": _outside_act,
+    "docker_api_pause": _outside_act,
+    "docker_api_network_disconnect": _outside_act,
     "stop_timeout": _stop_timeout,
     "never_restarted": _never_restarted,
     "monitoring_gap": _monitoring_gap,

@@ -17,7 +17,7 @@ from faultkit.model.events import MANUAL_PREFIX, EventKind
 from faultkit.model.kinds import fault_phrase, spec_of
 from faultkit.model.records import Event
 from reports.evidence import Span, container_facts, fault_kind
-from reports.figures import NOT_APPLICABLE, no_outage
+from reports.figures import NOT_APPLICABLE, no_outage, server_estimate
 from reports.load import RunData
 
 #: a container start Docker reports this soon after the harness acted is the harness's
@@ -54,6 +54,10 @@ def _first(events: list[Event], source: str, kind: str, after: float | None = No
 
 def _params(data: RunData) -> dict[str, object]:
     return dict(data.run.fault.params) if data.run.fault is not None else {}
+
+
+#: Docker's events that undo an act on a container (what a postmortem says brought it back)
+_UNDOING = frozenset({EventKind.DOCKER_START, "docker_unpause", "docker_network_connect"})
 
 
 def analyse(data: RunData) -> Recovery:
@@ -191,15 +195,26 @@ def analyse(data: RunData) -> Recovery:
         # a request-level fault the node served through: there was nothing to recover from
         mechanisms = mechanisms or [f"{NOT_APPLICABLE} (the node kept serving)"]
         return Recovery(tuple(mechanisms), tuple(steps), True)
+    # no harness watched the node (a postmortem): recovery is what monitoring and Docker saw
+    unwatched = server_estimate(m) is not None
     if m.t_recovered is not None:
         steps.append(
             Step(
+                "steady state restored (the node's scrapes answered for the recovery hold; "
+                "no client recorded requests)" if unwatched else
                 "steady state restored (every request OK for the recovery hold)",
                 m.t_effect,
                 m.t_recovered,
                 "measurement.json t_recovered",
             )
         )
+        undone = [e for e in tl if e.kind in _UNDOING and m.t_effect <= e.t <= m.t_recovered]
+        if not mechanisms and unwatched and undone:
+            mechanisms.append(
+                "Docker's own events: " + ", ".join(
+                    f"{e.kind} at {e.t - m.t_effect:+.1f} s" for e in undone[:3])
+                + " (its restart policy or someone through Docker's API: Docker does not "
+                "record which)")
         if not mechanisms:
             mechanisms.append("no recorded action: the node recovered on its own")
     else:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from reports.evidence import fault_kind
-from reports.figures import no_outage
+from reports.figures import no_outage, server_estimate
 from reports.load import (
     GateData,
     RunData,
@@ -28,6 +28,7 @@ from reports.load import (
     load_run_summary,
 )
 from reports.phases import recovery_phases
+from slo.types import Measurement
 
 #: ``20261130T132827.555Z`` (runs) or ``20261130T132827Z`` (gates) at the start of a name
 _STAMP = re.compile(r"^(?:gate-)?(\d{8}T\d{6})(\.\d+)?Z")
@@ -135,12 +136,24 @@ def run_entry(path: Path, *, phases: bool = False) -> RunEntry:
         detection_s=None if m is None else m.detection_s,
         detect_signal=None if m is None else m.detect_signal,
         recovery_s=None if m is None else m.recovery_s,
-        lost=None if m is None else m.lost_total,
+        lost=_lost(m),
         requests=None if m is None else m.requests_total,
         not_applicable=quiet,
         problems=tuple(data.problems),
         phases=_phases(data) if phases else None,
     )
+
+
+def _lost(m: Measurement | None) -> int | None:
+    """The lost requests a listing shows: the ledger's count, or for a run no client
+    recorded (a postmortem) the server-side estimate — ``None`` when not estimated."""
+    if m is None:
+        return None
+    estimate = server_estimate(m)
+    if estimate is None:
+        return m.lost_total
+    lost = estimate.get("lost")
+    return lost if isinstance(lost, int) else None
 
 
 def _phases(data: RunData) -> tuple[PhaseEntry, ...]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from faultkit.model.kinds import fault_phrase, spec_of
 from reports.diagnosis import rollout_result
 from reports.evidence import fault_kind, fault_node
-from reports.figures import no_outage, num
+from reports.figures import estimate_words, no_outage, num, server_estimate
 from reports.load import RunData
 from reports.phases import Phase, recovery_phases, slowest
 from slo.types import Measurement
@@ -47,7 +47,10 @@ def _count(n: int, cls: str) -> str:
 
 
 def loss_clause(m: Measurement) -> str:
-    """``31 of 118 requests were lost, all resets`` (plus the slow ones, if any)."""
+    """``31 of 118 requests were lost, all resets`` (plus the slow ones, if any); for a run
+    no client recorded, the server-side estimate (:func:`reports.figures.estimate_words`)."""
+    if (estimate := server_estimate(m)) is not None:
+        return estimate_words(estimate)
     if m.requests_total == 0 and m.lost_total == 0:
         return "no request was recorded"
     classes = sorted(m.lost_by_class.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -116,6 +119,8 @@ def summary(data: RunData) -> str:
     m = data.measurement
     kind = fault_kind(data)
     what = fault_phrase(kind, data.run.fault.params if data.run.fault is not None else {})
+    if kind is None and data.run.fault is not None and data.run.fault.describe:
+        what = data.run.fault.describe  # nothing injected: a postmortem's own words
     node = data.run.node or (m.node if m is not None else "the node")
     if m is None:
         return (f"{lead}: no measurement of {what} on {node} was recorded "

@@ -41,8 +41,10 @@ def scratch_node(
     lab_inventory: Inventory, name: str, *, base_name: str = "llama", **node_changes: Any
 ) -> tuple[Inventory, Node]:
     base = lab_inventory.node(base_name)
-    assert base.serving_config
-    config = lab_inventory.serving_config(base.serving_config)
+    # the base node's config, or the one ``node_changes`` names (a known-bad config, say)
+    config_name = node_changes.get("serving_config") or base.serving_config
+    assert config_name
+    config = lab_inventory.serving_config(config_name)
     port = free_port()
     container = f"faultkit-test-{name}"
     node = base.model_copy(update={
@@ -61,7 +63,7 @@ def scratch_node(
         memory=config.memory, cpu_shares=config.cpu_shares, restart_policy=config.restart,
         ports={container_port(base, config): port}, volumes=volumes, network=LAB_NETWORK,
         labels={**TEST_LABELS, LABEL_NODE: name,
-                LABEL_SERVING_CONFIG: base.serving_config},
+                LABEL_SERVING_CONFIG: config_name},
     ))
     asyncio.run(wait_ready(node, timeout_s=config.ready_timeout_s + 30))
     inventory = Inventory(

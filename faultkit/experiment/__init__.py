@@ -17,7 +17,6 @@ Modules, each with its contract in its docstring:
 - :mod:`~faultkit.experiment.lifecycle` — :func:`run_steps` and :class:`RunPlan`;
 - :mod:`~faultkit.experiment.node_evidence` — the container's state, log tail, clock and
   Docker events, secrets redacted; ``run.json``'s first content;
-- :mod:`~faultkit.experiment.docker_events` — Docker's container events as timeline events;
 - :mod:`~faultkit.experiment.steady` — a steady-state run: the node under load, no fault
   (the gate's steady-state phase), kept as every run is;
 - :mod:`~faultkit.experiment.action` — a harness action's window, marked as a fault's;

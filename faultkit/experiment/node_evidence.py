@@ -13,7 +13,7 @@ Contract:
 - :meth:`NodeEvidence.docker_clock` — the Docker host's clock against this machine's, or
   ``None`` (logged) when it cannot be read.
 - :func:`container_timeline` — Docker's own container events of the given nodes over the
-  run, as timeline events (:mod:`faultkit.experiment.docker_events`); Docker being
+  run, as timeline events (:mod:`faultkit.docker.events`); Docker being
   unreadable is logged, never fatal.
 """
 
@@ -25,9 +25,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from faultkit.docker.events import container_events
 from faultkit.docker.host import docker_host
 from faultkit.errors import FaultkitError
-from faultkit.experiment.docker_events import container_events
 from faultkit.inventory import Inventory, Node, config_hash
 from faultkit.load import LoadProfile
 from faultkit.model.records import Event

@@ -12,7 +12,7 @@ Which source writes which kind (``Event.source``):
 - ``fault`` — a fault's lifecycle (:mod:`faultkit.faults.base`) and what it saw
   (:mod:`faultkit.faults.process`, :mod:`faultkit.faults.rollout`);
 - ``harness`` — the experiment (:mod:`faultkit.experiment`, scenarios through
-  ``Experiment.note``) and Docker's container events (:mod:`faultkit.experiment.docker_events`);
+  ``Experiment.note``) and Docker's container events (:mod:`faultkit.docker.events`);
 - ``observer`` — readiness, Prometheus, ``up`` and alerts (:mod:`slo.observer`).
 
 What each kind means for the measurement: docs/definitions.md; the file:

@@ -1,6 +1,7 @@
 """The cause rules, most specific first (:data:`CAUSE_RULES`): the fault not applied, the
 candidate's own defect, the kernel's OOM kill, the engine's words "CUDA out of memory", the
-engine exiting by itself, the injected fault, a clean rejection, a request fault that hurt
+engine exiting by itself, an act through Docker's API when none was injected (a postmortem's
+kill, pause or network cut), the injected fault, a clean rejection, a request fault that hurt
 users, a harness action's failed check, slow service, no incident."""
 
 from __future__ import annotations
@@ -162,6 +163,66 @@ def rule_engine_exit(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
                      tuple(evidence), underlying=said or "")
 
 
+#: Docker's actions that take a container out of service without ending its process, and
+#: the action that ends each (a pause, a network cut), with a report's words for them
+_OUTSIDE_ACTS = {
+    "docker_pause": ("docker_unpause", "paused through Docker's API (docker pause): the "
+                                       "engine was frozen"),
+    "docker_network_disconnect": ("docker_network_connect",
+                                  "cut off the network through Docker's API (docker network "
+                                  "disconnect)"),
+}
+
+
+#: Docker disconnects a container that died from its networks this soon after the ``die``
+DIE_DISCONNECTS_S = 2.0
+
+
+def _until(data: RunData, t: float, end_kind: str) -> str:
+    """``for 6.0 s (until docker_unpause)`` or that no end was seen in the window."""
+    end = next((e.t for e in data.timeline if e.kind == end_kind and e.t >= t), None)
+    if end is None:
+        return f"; no {end_kind} in the window"
+    return f" for {end - t:.1f} s (until {end_kind} at {rel(data, end)})"
+
+
+def rule_outside_docker_act(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
+    """No fault was injected, and Docker's own events show an act on the container through
+    its API that no act of the run explains: a kill or stop (a death whose signal went
+    through Docker's API, actor ``docker_api``), a pause, a network disconnect — the first
+    of them is the cause (an incident a postmortem found, or someone acting on the node
+    during a run that injected nothing)."""
+    if fault_kind(data) is not None:
+        return None
+    found: list[tuple[float, str, str, str]] = []  # (t, key, title, evidence)
+    for d in facts.deaths:
+        if d.actor == "docker_api":
+            how = "docker stop" if len(d.signals) > 1 else "docker kill"
+            found.append((d.t, "docker_api_kill",
+                          f"the container was killed through Docker's API ({how}, signal "
+                          f"{' then '.join(d.signals)}): not by the engine itself, not by "
+                          "faultkit", d.words(rel(data, d.t))))
+    for e in data.timeline:
+        act = _OUTSIDE_ACTS.get(e.kind)
+        if act is None or facts.acting_at(e.t) is not None:
+            continue
+        if any(0 <= e.t - d.t <= DIE_DISCONNECTS_S for d in facts.deaths):
+            continue  # Docker takes a dead container off its networks: the death's doing
+        end_kind, words = act
+        network = e.data.get("network")
+        where = f" from network {network}" if isinstance(network, str) and network else ""
+        key = "docker_api_" + e.kind.removeprefix("docker_")
+        found.append((e.t, key, f"the container was {words}{where}{_until(data, e.t, end_kind)}",
+                      f"{e.kind} at {rel(data, e.t)} (Docker's own event)"))
+    if not found:
+        return None
+    found.sort()
+    _t, key, title, _ = found[0]
+    evidence = [line for *_, line in found[:4]]
+    evidence.append("no fault was injected: run.json has no fault kind and no fault event")
+    return Diagnosis(key, title, tuple(evidence))
+
+
 def rule_injected_fault(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
     """The injected fault took effect and is the whole story (kill, stop, pause, partition…)."""
     kind = fault_kind(data)
@@ -301,6 +362,7 @@ CAUSE_RULES: tuple[Rule, ...] = (
     rule_oom_kill,
     rule_gpu_oom,
     rule_engine_exit,
+    rule_outside_docker_act,
     rule_injected_fault,
     rule_context_rejection,
     rule_request_fault,

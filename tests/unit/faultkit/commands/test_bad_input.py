@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
 
 from faultkit.cli import cli
 from faultkit.errors import FaultParamError
@@ -16,6 +16,7 @@ from faultkit.faults import make_fault
 from faultkit.faults.params import Param, check_param
 from faultkit.inventory import Inventory, Node
 from faultkit.load.profile import MAX_RATE_RPS, LoadProfile
+from tests.unit.cli_helpers import one_error_line
 from tests.unit.inventory_text import one_node_inventory
 
 INVENTORY = one_node_inventory()
@@ -36,14 +37,6 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def one_error_line(result: Result) -> str:
-    """The single stderr line of a bad-input exit (asserting there is exactly one)."""
-    assert result.exit_code == 2, (result.exit_code, result.output)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.output
-    assert lines[0].startswith("Error: ")
-    return lines[0]
 
 
 # faultkit inject -----------------------------------------------------------------------

@@ -28,6 +28,7 @@ from faultkit.load.profile import BACKGROUND_PROFILE, LoadProfile
 from faultkit.model.windows import WindowSLIs
 from faultkit.rundir import GateResult
 from reports import render_gate
+from tests.unit.cli_helpers import one_error_line
 from tests.unit.inventory_text import one_node_inventory
 
 SLO = SLOSettings()  # ttft_s 2.5, error_ratio_max 0.01
@@ -364,13 +365,6 @@ def test_an_older_gate_json_has_no_steady_state_section(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- the CLI
 
 
-def one_error_line(result: Result) -> str:
-    """The single stderr line of a bad-input exit (exit 2, no traceback)."""
-    assert result.exit_code == 2, (result.exit_code, result.output)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("Error: ")
-    return lines[0]
 
 
 def _gate_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> Result:

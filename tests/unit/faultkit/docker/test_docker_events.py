@@ -1,6 +1,6 @@
 """Docker's raw events become timeline evidence: exit codes, OOM kills, restarts."""
 
-from faultkit.experiment.docker_events import container_events
+from faultkit.docker.events import container_events
 
 T = 1_800_000_000
 

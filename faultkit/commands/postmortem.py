@@ -1,0 +1,118 @@
+"""``faultkit postmortem``: the report of an outage faultkit did not cause, from the node's
+monitoring alone (:mod:`faultkit.postmortem`, docs/postmortem.md).
+
+``faultkit postmortem --node NAME --from T1 [--to T2]`` reads the node's ``up``, alerts and
+process start times from Prometheus over the window and finds each outage in it; each
+incident becomes a run directory under ``--runs-dir`` with the shared incident report
+(Docker's events, the container's state and log where its host answers; users affected
+estimated from the server's counters), and ``postmortem.json``/``postmortem.md`` index
+them in a directory of their own. Bad
+input — an unknown node, ``--from`` not before ``--to``, Prometheus unreachable, no sample
+of the node in the window — is one line and exit status 2, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from faultkit.commands.input import BadInput, inventory_option
+from faultkit.inventory import load_inventory
+from faultkit.model.timestamps import parse_rfc3339
+from faultkit.postmortem import (
+    POSTMORTEM_MD,
+    find_incidents,
+    postmortem_of,
+    read_evidence,
+    write_postmortem,
+)
+from faultkit.postmortem.collect import collect_incident, write_incident
+from faultkit.postmortem.render import utc
+from slo.errors import PrometheusUnavailable
+from slo.prom import Prometheus
+
+#: the longest window read at once (s): its raw samples come back in one answer
+MAX_WINDOW_S = 7 * 86400.0
+
+
+class Instant(click.ParamType[float]):
+    """A moment: ISO-8601 / RFC 3339 (``2026-12-07T03:30:00Z``; no offset: UTC) or Unix
+    epoch seconds (``1796614000.5``) → epoch seconds."""
+
+    name = "time"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        if isinstance(value, float):
+            return value
+        raw = str(value).strip()
+        try:
+            t: float | None = float(raw)
+        except ValueError:
+            try:
+                t = parse_rfc3339(raw)
+            except ValueError:
+                t = None
+        if t is None or not math.isfinite(t) or t <= 0:
+            self.fail(f"{value}: must be an ISO-8601 time (2026-12-07T03:30:00Z; no offset "
+                      "means UTC) or Unix seconds", param, ctx)
+        return t
+
+
+@click.command()
+@inventory_option
+@click.option("--node", "node_name", required=True, metavar="NAME", help="the node that failed")
+@click.option("--from", "t_from", required=True, type=Instant(), metavar="TIME",
+              help="window start: ISO-8601 (no offset: UTC) or Unix seconds")
+@click.option("--to", "t_to", type=Instant(), default=None, metavar="TIME",
+              help="window end (default: now; a later time is read as now)")
+@click.option("--runs-dir", default="runs", show_default=True,
+              type=click.Path(file_okay=False, path_type=Path),
+              help="where the postmortem's directory is created")
+@click.option("--prometheus", "prometheus_url", default=None,
+              help="Prometheus URL (default: the inventory's)")
+def postmortem(inventory_path: Path, node_name: str, t_from: float, t_to: float | None,
+               runs_dir: Path, prometheus_url: str | None) -> None:
+    """Report an outage from monitoring alone: when it began and ended, what detected it."""
+    now = time.time()
+    end = now if t_to is None else min(t_to, now)
+    if t_from >= end:
+        raise BadInput(f"--from {utc(t_from)} must be before --to {utc(end)}"
+                       + (" (now)" if t_to is None or t_to > now else ""))
+    if end - t_from > MAX_WINDOW_S:
+        raise BadInput(f"the window {utc(t_from)} → {utc(end)} is longer than "
+                       f"{MAX_WINDOW_S / 86400:g} days: give a shorter one")
+    inventory = load_inventory(inventory_path)
+    node = inventory.node(node_name)  # an unknown node: InventoryError, exit 2
+    if node.prometheus is None:
+        raise BadInput(f"{inventory.source}: node {node_name!r} has no prometheus job: "
+                       "there is no monitoring to read")
+    url = prometheus_url or inventory.prometheus.url
+    with Prometheus(url) as prom:
+        try:
+            evidence = read_evidence(prom, node, t_from, end,
+                                     scrape_interval_s=inventory.prometheus.scrape_interval_s)
+        except PrometheusUnavailable as exc:
+            raise BadInput(str(exc)) from exc
+    if not evidence.up:
+        raise BadInput(f"no up sample of job {node.prometheus.job!r} (node {node_name}) from "
+                       f"{utc(t_from)} to {utc(end)} at {url}: is the window right, and does "
+                       "that Prometheus scrape this job?")
+    findings = find_incidents(evidence, hold_s=inventory.slo_for(node).recovery_hold_s)
+    written = []
+    with Prometheus(url) as prom:
+        previous = None
+        for incident in findings.incidents:
+            written.append(write_incident(runs_dir, collect_incident(
+                prom, node, inventory, incident, evidence, previous=previous)))
+            previous = incident
+    run = write_postmortem(runs_dir, postmortem_of(
+        evidence, findings, runs=tuple(d.path.name for d in written)))
+    click.echo(f"{len(findings.incidents)} incident(s) of {node_name} from {utc(t_from)} "
+               f"to {utc(end)}: {run.path / POSTMORTEM_MD}")
+    for directory in written:
+        click.echo(f"  {directory.incident_md}")

@@ -1,0 +1,117 @@
+"""What the node's Docker host says about one incident's window, where it is reachable:
+Docker's own events of the container (:func:`faultkit.docker.events.container_events`),
+its state now (``docker inspect``) and its log lines written inside the window — every
+secret the inventory knows redacted, with the redaction the runner uses
+(:func:`reports.text.redact_data`).
+
+Docker keeps its events in memory only, and only its last 256 (``docker events --since``
+answers from that buffer; a daemon restart empties it): events older than that are not
+available, and :attr:`DockerEvidence.notes` says so in a report's words. Nothing here
+raises for an unreachable host: the evidence says what could not be read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from faultkit.docker.events import container_events
+from faultkit.docker.host import docker_host
+from faultkit.errors import FaultkitError
+from faultkit.inventory import Inventory, Node
+from faultkit.model.records import Event
+from faultkit.model.timestamps import parse_rfc3339
+from reports.text import known_secrets, redact_data
+
+__all__ = ["DOCKER_EVENTS_KEPT", "LOG_LINES", "DockerEvidence", "read_docker_evidence"]
+
+#: how many events the Docker daemon keeps for ``docker events --since`` (in memory)
+DOCKER_EVENTS_KEPT = 256
+#: the log lines kept from the window (its last ones)
+LOG_LINES = 80
+#: what a timeline event read from Docker names as its origin (``data["from"]``)
+FROM_DOCKER = "docker events"
+
+
+@dataclass(frozen=True, slots=True)
+class DockerEvidence:
+    """The container's evidence over ``[since, until]`` (epoch seconds).
+
+    ``events`` are timeline events (source ``harness``, as the runner writes Docker's
+    events; ``data["from"]`` is ``"docker events"``); ``state`` the container's
+    ``docker inspect`` now (``{"error": why}`` when it could not be read, ``None``: the node
+    has no container); ``log`` the lines the container wrote inside the window, without
+    Docker's timestamps; ``notes`` what was available and what could not be read, one line
+    each."""
+
+    since: float
+    until: float
+    events: tuple[Event, ...] = ()
+    state: dict[str, Any] | None = None
+    log: str | None = None
+    notes: tuple[str, ...] = field(default=())
+
+
+def _window_lines(stamped: str, since: float, until: float) -> list[str]:
+    """The lines of a ``docker logs --timestamps`` answer stamped inside ``[since, until]``,
+    their stamps removed."""
+    out: list[str] = []
+    for line in stamped.splitlines():
+        stamp, _, rest = line.partition(" ")
+        t = parse_rfc3339(stamp)
+        if t is not None and since <= t <= until:
+            out.append(rest)
+    return out
+
+
+def read_docker_evidence(node: Node, inventory: Inventory, since: float, until: float,
+                         *, log_until: float | None = None) -> DockerEvidence:
+    """Docker's events, the container's state and its log lines for ``node`` over
+    ``[since, until]``, secrets redacted; what could and could not be read is in
+    ``notes``. The log is kept only up to ``log_until`` (the recovery): what the engine
+    said as it failed and came back, not the requests it served after — a busy engine's
+    request lines would push its dying words out of the :data:`LOG_LINES` kept."""
+    if node.docker is None:
+        return DockerEvidence(since, until, notes=(
+            f"{node.name} has no docker container in the inventory: Docker's events, its "
+            "state and its log were not read",))
+    secrets = known_secrets(inventory)
+
+    def redact(value: Any) -> Any:
+        return redact_data(value, secrets)
+
+    host, container = docker_host(node.docker.host), node.docker.container
+    where = f"{container} on {node.docker.host}"
+    notes: list[str] = []
+    events: tuple[Event, ...] = ()
+    try:
+        raw = host.events(container, since, until)
+        events = tuple(e for e in container_events(raw, node.name,
+                                                   extra={"from": FROM_DOCKER})
+                       if since <= e.t <= until)
+        notes.append(
+            f"Docker's events of {where}: {len(events)} in the window; the daemon keeps only "
+            f"its last {DOCKER_EVENTS_KEPT} events, in memory (none from before its last "
+            "restart): older ones could not be read" if events else
+            f"Docker's events of {where}: none in the window — the daemon keeps only its "
+            f"last {DOCKER_EVENTS_KEPT} events, in memory, so an older window (or one before "
+            "a daemon restart) reads as empty; or nothing happened to the container through "
+            "Docker")
+    except FaultkitError as exc:
+        notes.append(f"Docker's events of {where}: not readable ({redact(str(exc))})")
+    state: dict[str, Any] | None
+    try:
+        state = dict(redact(host.state(container).to_json()))
+    except FaultkitError as exc:
+        state = {"error": str(redact(str(exc)))}
+        notes.append(f"the state of {where}: not readable ({state['error']})")
+    log: str | None
+    try:
+        last = until if log_until is None else min(until, log_until)
+        lines = _window_lines(host.logs(container, tail="all", since=since, timestamps=True),
+                              since, last)
+        log = str(redact("\n".join(lines[-LOG_LINES:])))
+    except FaultkitError as exc:
+        log = None
+        notes.append(f"the log of {where}: not readable ({redact(str(exc))})")
+    return DockerEvidence(since, until, events, state, log, tuple(notes))

@@ -1,0 +1,72 @@
+"""What a postmortem keeps of the container's log: the lines stamped in the window, up to
+the recovery — a busy engine's request lines after it must not push its dying words out
+of the lines kept (faultkit.postmortem.docker_evidence)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from faultkit.inventory import Inventory, Node
+from faultkit.postmortem import docker_evidence
+from faultkit.postmortem.docker_evidence import LOG_LINES, read_docker_evidence
+
+T = 1_796_600_000.0
+DYING = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.46 GiB."
+
+
+def stamp(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
+
+
+class FakeHost:
+    """A Docker host whose container said its dying words at T+1, came back by T+4 and from
+    T+4.1 logged one line per request, 10 a second."""
+
+    def events(self, _container: str, _since: float, _until: float) -> list[dict[str, Any]]:
+        return []
+
+    def state(self, _container: str) -> Any:
+        class State:
+            def to_json(self) -> dict[str, Any]:
+                return {"running": True}
+        return State()
+
+    def logs(self, _container: str, **_kw: Any) -> str:
+        lines = [f"{stamp(T - 5)} a line from before the window",
+                 f"{stamp(T + 1)} {DYING}",
+                 f"{stamp(T + 3.5)} INFO: Application startup complete."]
+        lines += [f"{stamp(T + 4.1 + k / 10)} INFO: POST /v1/chat/completions 200"
+                  for k in range(80)]
+        return "\n".join(lines)
+
+
+@pytest.fixture
+def dying_node(monkeypatch: pytest.MonkeyPatch) -> tuple[Node, Inventory]:
+    monkeypatch.setattr(docker_evidence, "docker_host", lambda _url: FakeHost())
+    n = Node(name="n", engine="sim", personality="vllm", base_url="http://127.0.0.1:9",
+             model="m", docker={"container": "c"})
+    return n, Inventory(nodes=[n])
+
+
+def test_the_log_is_kept_up_to_the_recovery(dying_node: tuple[Node, Inventory]) -> None:
+    n, inventory = dying_node
+    found = read_docker_evidence(n, inventory, T, T + 12, log_until=T + 4)
+    assert found.log is not None
+    lines = found.log.splitlines()
+    assert lines == [DYING, "INFO: Application startup complete."]
+
+
+def test_without_the_recovery_the_request_lines_push_the_dying_words_out(
+    dying_node: tuple[Node, Inventory],
+) -> None:
+    """What the recovery bound is for: the last LOG_LINES of the whole window are request
+    lines only."""
+    n, inventory = dying_node
+    found = read_docker_evidence(n, inventory, T, T + 12)
+    assert found.log is not None
+    lines = found.log.splitlines()
+    assert len(lines) == LOG_LINES and DYING not in lines
+    assert "a line from before the window" not in found.log

@@ -1,0 +1,166 @@
+"""``faultkit postmortem`` on the command line: bad input is one line, exit 2 and nothing
+written; a window with an outage writes the index (both files) and the incident's run
+directory, the bounds being the stamps of the samples the fake Prometheus served."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from click.testing import CliRunner, Result
+
+from faultkit.cli import cli
+from faultkit.postmortem import POSTMORTEM_JSON, POSTMORTEM_MD, Postmortem
+from tests.unit.cli_helpers import one_error_line
+
+#: an hour ago, whole seconds: the windows below lie in the past, within the 7-day limit
+T0 = float(int(time.time()) - 3600)
+
+
+def inventory_text(prometheus_url: str) -> str:
+    return f"""\
+prometheus: {{url: "{prometheus_url}", scrape_interval_s: 1}}
+nodes:
+  - name: n
+    engine: llamacpp
+    base_url: http://127.0.0.1:9
+    model: m
+    prometheus: {{job: n}}
+  - name: unscraped
+    engine: llamacpp
+    base_url: http://127.0.0.1:9
+    model: m
+    docker: {{container: faultkit-test-unscraped}}
+"""
+
+
+class FakePrometheus:
+    """Answers ``/api/v1/query`` with ``up`` samples for ``job="n"`` (``up``), nothing else;
+    remembers every query."""
+
+    def __init__(self, up: list[tuple[float, float]]) -> None:
+        self.up = up
+        self.queries: list[str] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                query = parse_qs(urlsplit(self.path).query).get("query", [""])[0]
+                fake.queries.append(query)
+                result: list[dict[str, Any]] = []
+                if query.startswith('up{job="n"}') and fake.up:
+                    result = [{"metric": {"__name__": "up", "job": "n"},
+                               "values": [[t, str(v)] for t, v in fake.up]}]
+                body = json.dumps({"status": "success",
+                                   "data": {"resultType": "matrix", "result": result}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> FakePrometheus:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run(tmp_path: Path, prometheus_url: str, *args: str) -> Result:
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(inventory_text(prometheus_url))
+    return CliRunner().invoke(cli, ["postmortem", "--inventory", str(inventory),
+                                    "--runs-dir", str(tmp_path / "runs"), *args])
+
+
+
+
+@pytest.fixture
+def served() -> Iterator[FakePrometheus]:
+    up = [(T0 + i, 0.0 if 10 <= i < 15 else 1.0) for i in range(30)]
+    with FakePrometheus(up) as prom:
+        yield prom
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--node", "nope", "--from", str(T0)], "no node named 'nope'"),
+    (["--node", "unscraped", "--from", str(T0)], "has no prometheus job"),
+    (["--node", "n", "--from", str(T0 + 60), "--to", str(T0)], "must be before --to"),
+    (["--node", "n", "--from", "yesterday-ish"], "must be an ISO-8601 time"),
+    (["--node", "n", "--from", str(T0 - 8 * 86400), "--to", str(T0)], "longer than 7 days"),
+])
+def test_bad_input_is_one_line_exit_2_and_nothing_written(
+        tmp_path: Path, served: FakePrometheus, args: list[str], said: str) -> None:
+    assert said in one_error_line(run(tmp_path, served.url, *args))
+    assert not (tmp_path / "runs").exists()
+    assert served.queries == []  # refused before asking
+
+
+def test_prometheus_unreachable_is_one_line_exit_2_and_nothing_written(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+    line = one_error_line(run(tmp_path, url, "--node", "n", "--from", str(T0),
+                              "--to", str(T0 + 60)))
+    assert f"Prometheus unreachable at {url}" in line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_no_sample_of_the_node_in_the_window_is_one_line_exit_2(tmp_path: Path) -> None:
+    with FakePrometheus([]) as prom:
+        line = one_error_line(run(tmp_path, prom.url, "--node", "n", "--from", str(T0),
+                                  "--to", str(T0 + 60)))
+    assert "no up sample of job 'n'" in line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_outage_is_written_with_the_served_stamps_as_its_bounds(
+        tmp_path: Path, served: FakePrometheus) -> None:
+    iso_from = datetime.fromtimestamp(T0 - 60, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    result = run(tmp_path, served.url, "--node", "n", "--from", iso_from, "--to", str(T0 + 29))
+    assert result.exit_code == 0, result.output
+    [directory] = [d for d in (tmp_path / "runs").iterdir() if (d / POSTMORTEM_JSON).exists()]
+    assert directory.name.endswith("-postmortem-n")
+    pm = Postmortem.from_json(json.loads((directory / POSTMORTEM_JSON).read_text()))
+    [inc] = pm.findings.incidents
+    assert (inc.start.after, inc.start.by) == (T0 + 9, T0 + 10)  # last 1, first 0 served
+    assert inc.end is not None and (inc.end.after, inc.end.by) == (T0 + 14, T0 + 15)
+    assert inc.detection is None  # the fake serves no ALERTS
+    assert pm.evidence.process_start_metric is None  # llama.cpp exposes none
+    assert pm.to_json() == json.loads((directory / POSTMORTEM_JSON).read_text())
+    report = (directory / POSTMORTEM_MD).read_text()
+    assert "**1 incident(s)**" in report and "no alert for the node began firing" in report
+    assert str(directory / POSTMORTEM_MD) in result.stdout
+    # the incident is a run directory of its own, with the shared incident report
+    [name] = pm.runs
+    incident = tmp_path / "runs" / name
+    assert sorted(d.name for d in (tmp_path / "runs").iterdir()) == sorted([directory.name, name])
+    assert str(incident / "incident.md") in result.stdout
+    text = (incident / "incident.md").read_text()
+    # llama.cpp counts no requests: users affected are not estimated, and the report says so
+    assert "users affected were not estimated" in text
+    assert "n has no docker container in the inventory: Docker's events, its state and " \
+        "its log were not read" in text
