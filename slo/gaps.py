@@ -17,7 +17,12 @@ from faultkit.model.records import CLIENT_SIDE, LATE_CLIENT_S, Event, RequestRec
 from faultkit.model.timestamps import utc_clock
 from slo.effect import Effect
 
-__all__ = ["client_gaps", "evidence_gaps", "late_gap", "sent_late"]
+__all__ = ["CLIENT_STALL", "client_gaps", "evidence_gaps", "is_client_stall", "late_gap",
+           "sent_late"]
+
+#: how every gap of a stalled load client begins: the client could not vouch for what it
+#: saw, for the node or against it (a run INCONCLUSIVE for this says nothing of the node)
+CLIENT_STALL = "the load client's event loop stalled"
 
 #: error classes that mean the *client* failed, not the node (shed arrivals are lost to
 #: users, but only exhaustion makes the run unjudgeable)
@@ -58,7 +63,7 @@ def client_gaps(
     stalled = [r for r in requests if r.error_class == "client_stalled"
                and not (outage and outage[0] <= r.arrival and r.t_end < outage[1])]
     if stalled:
-        gaps.append(f"the load client's event loop stalled: {len(stalled)} requests timed out "
+        gaps.append(f"{CLIENT_STALL}: {len(stalled)} requests timed out "
                     f"while it could not act on time ({stalled[0].error_detail}); the node "
                     "cannot be judged on them")
     exhausted = [r for r in requests if r.error_class in _CLIENT_EXHAUSTION - {"client_stalled"}]
@@ -67,6 +72,12 @@ def client_gaps(
                     f"{exhausted[0].error_class}: {exhausted[0].error_detail}); the node "
                     "cannot be judged on them")
     return gaps
+
+
+def is_client_stall(reason: str) -> bool:
+    """Whether an evidence gap is the load client's stall (:func:`client_gaps`,
+    :func:`late_gap`), not missing evidence of the node."""
+    return reason.startswith(CLIENT_STALL)
 
 
 def sent_late(
@@ -88,7 +99,7 @@ def late_gap(late: Sequence[RequestRecord]) -> list[str]:
     if not late:
         return []
     worst = max(late, key=lambda r: r.lateness_s)
-    return [f"the load client's event loop stalled: {len(late)} requests were sent "
+    return [f"{CLIENT_STALL}: {len(late)} requests were sent "
             f"{LATE_CLIENT_S:g} s or more after their users arrived, across an edge of the "
             f"outage (the latest {worst.lateness_s:.2f} s late, arriving at "
             f"{utc_clock(worst.arrival)}); what their users would have met cannot be told "

@@ -10,16 +10,19 @@ from pathlib import Path
 
 import pytest
 
+from faultkit.model.records import RequestRecord
+from slo.gaps import client_gaps
 from tests.e2e import scenario_suite
 from tests.e2e.scenario_suite import Outcome, rerun_stalled, suite_exit_code
 
 
 def _outcome(tmp_path: Path, test_id: str, verdict: str, lost: dict[str, int],
-             sent_late: int = 0) -> Outcome:
+             sent_late: int = 0, inconclusive: Sequence[str] = ()) -> Outcome:
     run_dir = tmp_path / test_id
     run_dir.mkdir()
     (run_dir / "measurement.json").write_text(json.dumps({"lost_by_class": lost,
-                                                          "sent_late": sent_late}))
+                                                          "sent_late": sent_late,
+                                                          "inconclusive": list(inconclusive)}))
     passed = verdict in ("PASS", "ACCEPTED")
     return Outcome(test_id=test_id, passed=passed, skipped=False,
                    message="" if passed else f"{verdict}: …", run_dir=run_dir,
@@ -35,6 +38,16 @@ def test_only_an_inconclusive_with_a_stalled_client_is_the_harness_stalling(
     # requests it sent late in the judged span: the client stalled too
     assert _outcome(tmp_path, "e", "INCONCLUSIVE", {}, sent_late=3).harness_stalled()
     assert not _outcome(tmp_path, "f", "FAIL", {}, sent_late=3).harness_stalled()
+    # a harness action the node served through (test_bad_input): its stalled timeouts are
+    # no loss, only the measurement's reason names the stall — as slo.gaps words it
+    stalled_requests = [RequestRecord(
+        id="r", node="n", kind="chat", t_invoke=10.6, status="unknown", t_end=12.6,
+        error_class="client_stalled", error_detail="timeout_connect", t_scheduled=10.0)]
+    [reason] = client_gaps(stalled_requests)
+    assert _outcome(tmp_path, "g", "INCONCLUSIVE", {}, inconclusive=[reason]).harness_stalled()
+    assert not _outcome(tmp_path, "h", "INCONCLUSIVE", {},
+                        inconclusive=["Prometheus was unreachable during the run"]
+                        ).harness_stalled()
 
 
 def test_the_node_id_is_the_tests_file_and_name() -> None:
