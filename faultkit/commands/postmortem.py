@@ -77,7 +77,13 @@ class Instant(click.ParamType[float]):
               help="Prometheus URL (default: the inventory's)")
 def postmortem(inventory_path: Path, node_name: str, t_from: float, t_to: float | None,
                runs_dir: Path, prometheus_url: str | None) -> None:
-    """Report an outage from monitoring alone: when it began and ended, what detected it."""
+    """The incident report of each outage of the --node in the window, from monitoring alone.
+
+    Finds every outage in Prometheus (when it began and ended, which alert detected it),
+    reads the node's Docker host (events, state, log) and estimates lost requests from
+    the server's own counters; writes one run directory and incident.md per incident,
+    and postmortem.md as their index. Exit 0 = written, 2 = bad input (nothing written).
+    """
     now = time.time()
     end = now if t_to is None else min(t_to, now)
     if t_from >= end:
