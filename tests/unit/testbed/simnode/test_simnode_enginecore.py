@@ -35,6 +35,9 @@ async def test_a_stopped_core_stalls_the_engine_while_vllm_health_stays_200(
             "prompt": "x", "max_tokens": 400, "ignore_eos": True}))
         await asyncio.sleep(0.1)
         before = (await c.get("/metrics")).text
+        # the core generates on meanwhile, so its counter has moved by the stop (read just
+        # before the stop, a busy machine's core may not have produced a token since)
+        await asyncio.sleep(0.2)
         t_stop = time.time()
         os.kill(engine.core.pid, signal.SIGSTOP)
         try:
