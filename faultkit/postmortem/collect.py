@@ -46,6 +46,12 @@ def harness_version() -> str:
         return "unknown"
 
 
+#: how long before the last good scrape the container's log is read: an engine says why it
+#: fails before its scrapes fail (it logs a CUDA OOM, then exits), and a scrape between the
+#: two is still answered (s)
+LOG_LEAD_S = 10.0
+
+
 def collect_incident(prom: Prometheus, node: Node, inventory: Inventory, incident: Incident,
                      evidence: NodeEvidence, *, previous: Incident | None = None
                      ) -> IncidentRun:
@@ -56,10 +62,15 @@ def collect_incident(prom: Prometheus, node: Node, inventory: Inventory, inciden
     interval = evidence.scrape_interval_s
     t_start, t_end = incident_window(incident, t_from=evidence.t_from, t_to=evidence.t_to,
                                      hold_s=slo.recovery_hold_s)
-    # the log up to the first good scrape's answer (a scrape after its stamp)
+    # the log from LOG_LEAD_S before the last good scrape (never before an earlier
+    # incident's end: its words are not this one's) to the first good scrape's answer
+    log_since = t_start - LOG_LEAD_S
+    if previous is not None and previous.end is not None and previous.end.by is not None:
+        log_since = max(log_since, previous.end.by)
     recovered = (incident.end.by + interval
                  if incident.end is not None and incident.end.by is not None else None)
-    docker = read_docker_evidence(node, inventory, t_start, t_end, log_until=recovered)
+    docker = read_docker_evidence(node, inventory, t_start, t_end, log_since=log_since,
+                                  log_until=recovered)
     try:
         requests, errors, counter = read_request_counters(
             prom, node, t_start - BASELINE_S - interval, t_end)

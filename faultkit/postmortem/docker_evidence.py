@@ -65,12 +65,15 @@ def _window_lines(stamped: str, since: float, until: float) -> list[str]:
 
 
 def read_docker_evidence(node: Node, inventory: Inventory, since: float, until: float,
-                         *, log_until: float | None = None) -> DockerEvidence:
+                         *, log_since: float | None = None,
+                         log_until: float | None = None) -> DockerEvidence:
     """Docker's events, the container's state and its log lines for ``node`` over
     ``[since, until]``, secrets redacted; what could and could not be read is in
-    ``notes``. The log is kept only up to ``log_until`` (the recovery): what the engine
-    said as it failed and came back, not the requests it served after — a busy engine's
-    request lines would push its dying words out of the :data:`LOG_LINES` kept."""
+    ``notes``. The log is read over ``[log_since, log_until]`` instead where given: from
+    before the last good scrape (an engine says why it fails before its scrapes fail: a
+    CUDA OOM is logged, then the process exits) to the recovery (what it said as it came
+    back, not the requests it served after — a busy engine's request lines would push its
+    dying words out of the :data:`LOG_LINES` kept)."""
     if node.docker is None:
         return DockerEvidence(since, until, notes=(
             f"{node.name} has no docker container in the inventory: Docker's events, its "
@@ -107,9 +110,10 @@ def read_docker_evidence(node: Node, inventory: Inventory, since: float, until: 
         notes.append(f"the state of {where}: not readable ({state['error']})")
     log: str | None
     try:
+        first = since if log_since is None else log_since
         last = until if log_until is None else min(until, log_until)
-        lines = _window_lines(host.logs(container, tail="all", since=since, timestamps=True),
-                              since, last)
+        lines = _window_lines(host.logs(container, tail="all", since=first, timestamps=True),
+                              first, last)
         log = str(redact("\n".join(lines[-LOG_LINES:])))
     except FaultkitError as exc:
         log = None

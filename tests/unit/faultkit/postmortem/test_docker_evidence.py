@@ -22,8 +22,9 @@ def stamp(t: float) -> str:
 
 
 class FakeHost:
-    """A Docker host whose container said its dying words at T+1, came back by T+4 and from
-    T+4.1 logged one line per request, 10 a second."""
+    """A Docker host whose container said its dying words at T−0.5 — before the last good
+    scrape at T, which it still answered — came back by T+4 and from T+4.1 logged one line
+    per request, 10 a second."""
 
     def events(self, _container: str, _since: float, _until: float) -> list[dict[str, Any]]:
         return []
@@ -35,8 +36,8 @@ class FakeHost:
         return State()
 
     def logs(self, _container: str, **_kw: Any) -> str:
-        lines = [f"{stamp(T - 5)} a line from before the window",
-                 f"{stamp(T + 1)} {DYING}",
+        lines = [f"{stamp(T - 15)} a line from before the lead",
+                 f"{stamp(T - 0.5)} {DYING}",
                  f"{stamp(T + 3.5)} INFO: Application startup complete."]
         lines += [f"{stamp(T + 4.1 + k / 10)} INFO: POST /v1/chat/completions 200"
                   for k in range(80)]
@@ -51,9 +52,11 @@ def dying_node(monkeypatch: pytest.MonkeyPatch) -> tuple[Node, Inventory]:
     return n, Inventory(nodes=[n])
 
 
-def test_the_log_is_kept_up_to_the_recovery(dying_node: tuple[Node, Inventory]) -> None:
+def test_the_log_is_kept_from_before_the_last_good_scrape_up_to_the_recovery(
+    dying_node: tuple[Node, Inventory],
+) -> None:
     n, inventory = dying_node
-    found = read_docker_evidence(n, inventory, T, T + 12, log_until=T + 4)
+    found = read_docker_evidence(n, inventory, T, T + 12, log_since=T - 10, log_until=T + 4)
     assert found.log is not None
     lines = found.log.splitlines()
     assert lines == [DYING, "INFO: Application startup complete."]
@@ -69,4 +72,15 @@ def test_without_the_recovery_the_request_lines_push_the_dying_words_out(
     assert found.log is not None
     lines = found.log.splitlines()
     assert len(lines) == LOG_LINES and DYING not in lines
-    assert "a line from before the window" not in found.log
+
+
+def test_without_the_lead_the_words_before_the_last_good_scrape_are_lost(
+    dying_node: tuple[Node, Inventory],
+) -> None:
+    """What the lead is for: the engine logged its CUDA OOM, a scrape still answered, then
+    it exited — the window from the last good scrape starts after its words."""
+    n, inventory = dying_node
+    found = read_docker_evidence(n, inventory, T, T + 12, log_until=T + 4)
+    assert found.log is not None and DYING not in found.log
+    led = read_docker_evidence(n, inventory, T, T + 12, log_since=T - 10, log_until=T + 4)
+    assert led.log is not None and "a line from before the lead" not in led.log
