@@ -40,7 +40,7 @@ MAX_WINDOW_S = 7 * 86400.0
 
 
 class Instant(click.ParamType[float]):
-    """A moment: ISO-8601 / RFC 3339 (``2026-12-07T03:30:00Z``; no offset: UTC) or Unix
+    """A moment: ISO-8601 / RFC 3339 (``YYYY-MM-DDTHH:MM:SSZ``; no offset: UTC) or Unix
     epoch seconds (``1796614000.5``) → epoch seconds."""
 
     name = "time"
@@ -58,7 +58,7 @@ class Instant(click.ParamType[float]):
             except ValueError:
                 t = None
         if t is None or not math.isfinite(t) or t <= 0:
-            self.fail(f"{value}: must be an ISO-8601 time (2026-12-07T03:30:00Z; no offset "
+            self.fail(f"{value}: must be an ISO-8601 time (YYYY-MM-DDTHH:MM:SSZ; no offset "
                       "means UTC) or Unix seconds", param, ctx)
         return t
 

@@ -6,7 +6,7 @@ The gate judges a config by a window of its everyday load with no fault
 any run's, so it is kept the same way, by the same steps (:mod:`.lifecycle`): ``run.json``
 first (a run directory that cannot hold the evidence ends the run before any load), the
 container's state, the load with its ledger in the run directory, then
-:func:`~.lifecycle.record_evidence` — Docker's events, Prometheus' series,
+:func:`~.run_evidence.record_evidence` — Docker's events, Prometheus' series,
 ``container.json``, ``loop-stalls.json``. What differs from a fault's run is only what is
 judged: with no fault there is no effect, no recovery and no measurement; the caller
 judges the window's client-side figures.
@@ -27,12 +27,8 @@ import time
 from dataclasses import dataclass
 
 from faultkit.errors import LedgerInvariantError
-from faultkit.experiment.lifecycle import (
-    RunPlan,
-    record_evidence,
-    run_dir_unwritable,
-    start_loads,
-)
+from faultkit.experiment.lifecycle import RunPlan, run_dir_unwritable, start_loads
+from faultkit.experiment.run_evidence import record_evidence
 from faultkit.experiment.state import ExperimentState
 from faultkit.model.events import EventKind
 from faultkit.model.records import RequestRecord
