@@ -187,9 +187,9 @@ def run_scenario_lanes(out: Path, inventory: Inventory) -> tuple[int, dict[str, 
     first), the gateway once its upstreams' lanes have ended, then the ``exclusive``
     scenarios alone. Exit code: the worst of the processes.
 
-    Who shares the two cores follows what was measured (the runs are in
-    docs/ci-history.md): the simulators' latency is simulated time, hardly moved by a busy
-    CPU, so they run side by side; the real engines' figures are CPU-bound, so the gateway
+    Who shares the two cores follows what was measured (docs/ci.md, "Why this plan"):
+    the simulators' latency is simulated time, hardly moved by a busy CPU, so they run
+    side by side; the real engines' figures are CPU-bound, so the gateway
     runs after the lanes unless its serving configs carry a latency-critical CPU weight
     (``cpu_shares: 8192``), and two ``test_overload`` floods never run at once (the machine
     lock ``flood``: two at once stall the background load's event loop for seconds).
