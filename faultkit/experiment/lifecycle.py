@@ -24,8 +24,8 @@ Contract of ``run_steps(state, fault, plan, during=…, after_revert=…)``:
    ``evidence_gap`` and the run goes on to be measured like any other. A node another
    fault holds (:class:`~faultkit.errors.NodeBusy`: its lock taken by another run) ends
    the run INCONCLUSIVE, nothing injected.
-6. Recovery is awaited (the node recovered and held for ``recovery_hold_s``, or the
-   deadline), the loads drain.
+6. Recovery is awaited (the node recovered and held for ``recovery_hold_s`` and the after
+   window holds :data:`AFTER_MIN_REQUESTS`, or the deadline), the loads drain.
 7. Measure (:func:`finish`): Docker's events and Prometheus' series are captured, the
    measurement, ``container.json`` and ``t_end`` written; the measurement is returned.
    After a fault that could not be applied the verdict is already INCONCLUSIVE
@@ -62,6 +62,7 @@ from faultkit.model.timestamps import wall_minus_monotonic
 from faultkit.rundir import FaultInfo
 from faultkit.runtime.gcquiet import collector_frozen
 from faultkit.runtime.loopwatch import LoopWatch
+from slo.effect import fault_time
 from slo.evidence import preflight_gaps, steady_state_violations
 from slo.measure import (
     MeasurementInputError,
@@ -72,13 +73,24 @@ from slo.measure import (
 )
 from slo.observer import Observer
 from slo.prom import Prometheus
+from slo.samples import arrival
 from slo.traffic import window_traffic
 from slo.types import Measurement, Verdict
 
-__all__ = ["RunPlan", "Step", "finish", "run_dir_unwritable", "run_steps",
-           "start_loads"]
+__all__ = ["AFTER_MAX_EXTRA_S", "AFTER_MIN_REQUESTS", "RunPlan", "Step", "finish",
+           "run_dir_unwritable", "run_steps", "start_loads"]
 
 log = logging.getLogger("faultkit.experiment")
+
+#: requests the after window holds before a run ends: its TTFT p95 is then about the 57th
+#: of 60, so the first two or three requests a node serves once back (a proxy's cold
+#: start) are not the whole of its tail, as they are over the 21-30 requests a 5 req/s
+#: load sends in the recovery hold (docs/definitions.md, "The after window")
+AFTER_MIN_REQUESTS = 60
+
+#: the most the run waits past the recovery hold for :data:`AFTER_MIN_REQUESTS` (a
+#: load of 3 req/s or less then ends with fewer; the window's count is in its figures)
+AFTER_MAX_EXTRA_S = 15.0
 
 #: a step a scenario hands the run (``during``, ``after_revert``); what it returns, if a
 #: mapping, is added to the fault's result
@@ -270,8 +282,9 @@ def _keep_findings(state: ExperimentState, found: Any) -> None:
 
 
 async def _wait_recovered(state: ExperimentState, deadline_s: float) -> None:
-    """Keep observing until recovered and held for ``recovery_hold_s`` (or the deadline,
-    ``deadline_s`` after t_effect, noted as ``recovery_deadline``)."""
+    """Keep observing until recovered and held for ``recovery_hold_s``, and the after
+    window filled (:func:`_after_window_filled`) — or the deadline, ``deadline_s`` after
+    t_effect, noted as ``recovery_deadline``."""
     try:
         t_effect = effect_of(state.events, state.effect_node).t
     except MeasurementInputError:
@@ -284,9 +297,27 @@ async def _wait_recovered(state: ExperimentState, deadline_s: float) -> None:
         now = time.time()
         t_rec, _ = recovered_at(records, state.events, state.node.name, t_effect, now, hold)
         if t_rec is not None and now - t_rec >= hold + 1.0 \
-                and not _still_held(state, now, t_effect):
+                and not _still_held(state, now, t_effect) \
+                and _after_window_filled(state, t_rec, now, hold):
             return
     state.note(EventKind.RECOVERY_DEADLINE, seconds=deadline_s)
+
+
+def _after_window_filled(state: ExperimentState, t_rec: float, now: float, hold: float) -> bool:
+    """Whether the after window (from recovery, or the revert if later, as
+    :func:`slo.measure.measure` cuts it) holds :data:`AFTER_MIN_REQUESTS` of the node's
+    requests, sent or ended — or cannot: the load no longer sends, or it has been
+    observed :data:`AFTER_MAX_EXTRA_S` past the recovery hold (a low rate)."""
+    load = state.load
+    if load is None or not load.sending():
+        return True
+    t_revert = fault_time(state.events, state.effect_node, EventKind.REVERT_END)
+    start = max(t_rec, t_revert or t_rec)
+    if now - start >= hold + 1.0 + AFTER_MAX_EXTRA_S:
+        return True
+    ended = sum(1 for r in load.records if r.kind != "probe" and arrival(r) >= start)
+    sent = sum(1 for t_invoke in load.in_flight().values() if t_invoke >= start)
+    return ended + sent >= AFTER_MIN_REQUESTS
 
 
 def _still_held(state: ExperimentState, now: float, t_effect: float) -> bool:

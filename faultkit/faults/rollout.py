@@ -265,6 +265,7 @@ class Rollout(Fault):
         timeout = self.params["restore_timeout_s"]
         if timeout is None and self.node.serving_config and self.inventory is not None:
             timeout = self.inventory.serving_config(self.node.serving_config).ready_timeout_s
+        t_deadline = time.monotonic() + float(timeout or 120.0)
         try:
             await wait_ready(self.node, timeout_s=float(timeout or 120.0))
         except NodeNotReady as exc:
@@ -272,6 +273,22 @@ class Rollout(Fault):
                 f"rollback of {self.node.name!r} to its previous config did not become ready: "
                 f"{exc}; inspect the container, then `faultkit testbed up` or fix it by hand"
             ) from exc
+        await self._wait_restored_upstreams(t_deadline)
+
+    async def _wait_restored_upstreams(self, t_deadline: float) -> None:
+        """A restored gateway is ready as a candidate is (the module docstring): once its
+        readiness answers, it must also reach its upstreams — until then its first users
+        would meet a proxy that has not yet opened a connection to any of them. The
+        previous config served before, so an upstream it still cannot reach at the
+        deadline is not a rollback failure: the run's own evidence shows it."""
+        if self.node.kind != "gateway":
+            return
+        async with httpx.AsyncClient() as http:
+            while True:
+                seen = await upstream_health(self.node, http)
+                if not seen.checked or not seen.unhealthy or time.monotonic() >= t_deadline:
+                    return
+                await asyncio.sleep(0.5)
 
     # promote / revert -----------------------------------------------------------------
     def promote(self) -> None:

@@ -58,6 +58,11 @@ class BackgroundLoad:
         """Terminal records so far, in completion order (a copy)."""
         return list(self.ledger.records)
 
+    def sending(self) -> bool:
+        """Whether the load may still send a request: started, and neither stopped nor at
+        the end of its profile (``duration_s``, ``requests``)."""
+        return self._task is not None and not self._task.done() and not self.generator.stopped
+
     def in_flight(self) -> dict[str, float]:
         """Requests in flight now: id → t_invoke (epoch seconds)."""
         return self.ledger.in_flight()

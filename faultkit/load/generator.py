@@ -135,6 +135,11 @@ class LoadGenerator:
         """Stop issuing new requests; those in flight continue."""
         self._stopping.set()
 
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stopping.is_set()
+
     def cancel_in_flight(self) -> int:
         """Cancel every request in flight (each is recorded as ``unknown``/``cancelled``)."""
         self.stop()

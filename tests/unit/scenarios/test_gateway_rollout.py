@@ -150,6 +150,38 @@ async def test_a_gateway_candidate_that_cannot_reach_a_ready_upstream_has_failed
     assert outcome is True and result["upstream_check"]["checked"] is False
 
 
+async def test_a_restored_gateway_is_ready_once_it_reaches_its_upstreams(
+    fake_gateway: FakeGateway,
+) -> None:
+    """A rollback's gateway is ready as a candidate is: readiness, then every upstream
+    reached (until then its first users meet a proxy with no upstream connection open).
+    It waits while /health names one unreached, and stops at the deadline."""
+    import asyncio
+    import time
+
+    from faultkit.faults.rollout import Rollout
+
+    inv = _inventory(fake_gateway.url, fake_gateway.url)
+    rollout = Rollout.__new__(Rollout)  # only what _wait_restored_upstreams reads
+    rollout.node = inv.node("gw")
+    healthy = {**HEALTH, "unhealthy_endpoints": [], "unhealthy_count": 0}
+
+    async def heal_after(seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        fake_gateway.health = healthy
+
+    t0 = time.monotonic()
+    healer = asyncio.create_task(heal_after(1.2))
+    await rollout._wait_restored_upstreams(t0 + 10.0)
+    waited = time.monotonic() - t0
+    await healer
+    assert 1.2 <= waited < 10.0, waited  # returned once healed, not before, not at the deadline
+    fake_gateway.health = HEALTH  # never healed: it gives up at the deadline
+    t0 = time.monotonic()
+    await rollout._wait_restored_upstreams(t0 + 1.0)
+    assert 1.0 <= time.monotonic() - t0 < 5.0
+
+
 def _m() -> Measurement:
     return Measurement(node="gw", t_effect=1.0, t_revert=None, t_window_end=2.0)
 

@@ -1,0 +1,77 @@
+"""The after window a run waits for (``lifecycle._after_window_filled``): the run ends only
+once the window from recovery (or the revert, if later) holds AFTER_MIN_REQUESTS of the
+node's requests — sent or ended, probes not counted — or cannot: the load no longer
+sends, or the run has waited AFTER_MAX_EXTRA_S past the hold."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from faultkit.experiment.lifecycle import (
+    AFTER_MAX_EXTRA_S,
+    AFTER_MIN_REQUESTS,
+    _after_window_filled,
+)
+from faultkit.model.events import EventKind
+from faultkit.model.records import Event, RequestRecord
+
+T_REC = 1000.0
+HOLD = 5.0
+
+
+def _record(i: int, t: float, kind: str = "user") -> RequestRecord:
+    return RequestRecord(id=f"r{i}", node="n", kind=kind,  # type: ignore[arg-type]
+                         t_invoke=t, status="ok", t_end=t + 0.5, t_scheduled=t)
+
+
+@dataclass
+class FakeLoad:
+    records: list[RequestRecord] = field(default_factory=list)
+    flying: dict[str, float] = field(default_factory=dict)
+    still_sending: bool = True
+
+    def sending(self) -> bool:
+        return self.still_sending
+
+    def in_flight(self) -> dict[str, float]:
+        return dict(self.flying)
+
+
+@dataclass
+class FakeState:
+    load: FakeLoad | None
+    events: list[Event] = field(default_factory=list)
+    effect_node: str = "n"
+
+
+def _filled(state: Any, now: float = T_REC + HOLD + 1.0) -> bool:
+    return _after_window_filled(state, T_REC, now, HOLD)
+
+
+def test_the_run_waits_until_the_after_window_holds_enough_requests() -> None:
+    short = FakeLoad([_record(i, T_REC + 0.1 * i) for i in range(AFTER_MIN_REQUESTS - 2)])
+    assert not _filled(FakeState(short))
+    short.flying = {"a": T_REC + 7.0, "b": T_REC + 7.1}  # sent, not yet ended: they count
+    assert _filled(FakeState(short))
+
+
+def test_requests_before_recovery_and_probes_do_not_count() -> None:
+    before = [_record(i, T_REC - 1.0 - 0.01 * i) for i in range(AFTER_MIN_REQUESTS)]
+    probes = [_record(1000 + i, T_REC + 0.1 * i, "probe") for i in range(AFTER_MIN_REQUESTS)]
+    assert not _filled(FakeState(FakeLoad(before + probes)))
+
+
+def test_the_window_starts_at_the_revert_when_it_ends_after_recovery() -> None:
+    records = [_record(i, T_REC + 0.1 * i) for i in range(AFTER_MIN_REQUESTS)]
+    revert = Event(T_REC + 3.0, "fault", EventKind.REVERT_END, "n", {})
+    assert _filled(FakeState(FakeLoad(records)))
+    assert not _filled(FakeState(FakeLoad(records), [revert]))  # 30 of them came after it
+
+
+def test_a_load_that_no_longer_sends_or_a_low_rate_ends_the_wait() -> None:
+    few = [_record(i, T_REC + i) for i in range(5)]
+    assert _filled(FakeState(FakeLoad(few, still_sending=False)))
+    assert _filled(FakeState(None))
+    assert not _filled(FakeState(FakeLoad(few)), T_REC + HOLD + 1.0 + AFTER_MAX_EXTRA_S - 0.1)
+    assert _filled(FakeState(FakeLoad(few)), T_REC + HOLD + 1.0 + AFTER_MAX_EXTRA_S)
