@@ -122,6 +122,19 @@ def test_a_hit_free_moment_just_before_the_upstream_came_back_is_not_routing_aro
     assert result.routed_while_down is False  # b was used within the stretch
 
 
+def test_a_chance_gap_in_the_middle_of_a_hang_is_not_routing_around() -> None:
+    """A hung b (paused 8 s): by chance nobody was sent to it from 2.0 to 5.4 s (a clean
+    3 s stretch), then the gateway sent users to it again until it was back: it never
+    stopped using it, so it did not route around it while it was down."""
+    records = _hang(until=20.0, back=8.0)
+    for r in records:
+        if 2.0 <= r.t_invoke - T0 < 5.4 and r.served_by == "b":
+            object.__setattr__(r, "served_by", "a")
+    result = route_around(records, "gw", "b", T0, T0 + 20, t_back=T0 + 8.0)
+    assert result.t_routed == T0 + 2.0  # the stretch is still where routing would start
+    assert result.routed_while_down is False
+
+
 def test_an_outage_shorter_than_the_stretch_does_not_say_whether_the_gateway_routed() -> None:
     """sim-vllm back 2.6 s after a kill, one attempt on it retried
     elsewhere, then served by it again at once. No 3 s stretch fits in a 2.6 s outage:
