@@ -26,6 +26,7 @@ import requests
 from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
+from faultkit.model.durations import parse_model_duration
 from faultkit.model.timestamps import parse_rfc3339 as parse_rfc3339  # this module's name for it
 from slo.errors import PrometheusError, PrometheusQueryError, PrometheusUnavailable
 
@@ -79,6 +80,18 @@ def parse_matrix(result: list[Mapping[str, Any]]) -> list[Series]:
         )
         for item in result
     ]
+
+
+def parse_retention(text: str) -> float | None:
+    """The time part of Prometheus' ``storageRetention`` in seconds: ``15d`` and
+    ``15d or 10GiB`` → 15 days; ``10GiB`` (by size only), ``0s`` or anything else → None."""
+    for part in text.split(" or "):
+        try:
+            seconds = parse_model_duration(part)
+        except ValueError:
+            continue
+        return seconds if seconds > 0 else None
+    return None
 
 
 def parse_alerts(data: Mapping[str, Any]) -> list[Alert]:
@@ -211,6 +224,15 @@ class Prometheus:
         process: whatever it did not scrape in between is lost."""
         data = self._api("/api/v1/status/runtimeinfo")
         return parse_rfc3339(str(data.get("startTime") or "")) if isinstance(data, dict) else None
+
+    def retention_s(self) -> float | None:
+        """How long this Prometheus keeps samples (``--storage.tsdb.retention.time``, read
+        from ``/api/v1/status/runtimeinfo``: :func:`parse_retention`), or None when it
+        keeps them by size only or does not say."""
+        data = self._api("/api/v1/status/runtimeinfo")
+        if not isinstance(data, dict):
+            return None
+        return parse_retention(str(data.get("storageRetention") or ""))
 
     def ready(self) -> bool:
         """True when ``/-/ready`` answers 200; raises PrometheusUnavailable when unreachable."""

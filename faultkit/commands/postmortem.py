@@ -7,8 +7,9 @@ incident becomes a run directory under ``--runs-dir`` with the shared incident r
 (Docker's events, the container's state and log where its host answers; users affected
 estimated from the server's counters), and ``postmortem.json``/``postmortem.md`` index
 them in a directory of their own. Bad
-input — an unknown node, ``--from`` not before ``--to``, Prometheus unreachable, no sample
-of the node in the window — is one line and exit status 2, and nothing is written.
+input — an unknown node, ``--from`` not before ``--to``, Prometheus unreachable, a window
+that starts before the oldest sample Prometheus keeps, no sample of the node in the
+window — is one line and exit status 2, and nothing is written.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import click
 
 from faultkit.commands.input import BadInput, inventory_option
 from faultkit.inventory import load_inventory
+from faultkit.model.durations import human_duration
 from faultkit.model.timestamps import parse_rfc3339
 from faultkit.postmortem import (
     POSTMORTEM_MD,
@@ -63,6 +65,19 @@ class Instant(click.ParamType[float]):
         return t
 
 
+def _within_retention(prom: Prometheus, t_from: float, now: float) -> None:
+    """Refuse a window that starts before the oldest sample ``prom`` keeps: the outage's
+    start, its alerts and its counters there are gone, and a report would begin where the
+    retention does, as if nothing came before."""
+    retention = prom.retention_s()
+    if retention is None or t_from >= now - retention:
+        return
+    oldest = utc(now - retention)
+    raise BadInput(f"Prometheus at {prom.url} keeps {human_duration(retention)} of samples "
+                   f"(its storage retention): the window starts at {utc(t_from)}, before "
+                   f"the oldest it keeps — give --from {oldest} or later")
+
+
 @click.command()
 @inventory_option
 @click.option("--node", "node_name", required=True, metavar="NAME", help="the node that failed")
@@ -100,6 +115,7 @@ def postmortem(inventory_path: Path, node_name: str, t_from: float, t_to: float 
     url = prometheus_url or inventory.prometheus.url
     with Prometheus(url) as prom:
         try:
+            _within_retention(prom, t_from, now)
             evidence = read_evidence(prom, node, t_from, end,
                                      scrape_interval_s=inventory.prometheus.scrape_interval_s)
         except PrometheusUnavailable as exc:

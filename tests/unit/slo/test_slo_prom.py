@@ -13,7 +13,7 @@ from requests.adapters import BaseAdapter
 
 from slo.capture import counter_increase
 from slo.errors import PrometheusQueryError, PrometheusUnavailable
-from slo.prom import Prometheus, parse_rfc3339
+from slo.prom import Prometheus, parse_retention, parse_rfc3339
 from tests.paths import FIXTURES
 
 FIXTURES = FIXTURES / "prometheus"
@@ -149,3 +149,12 @@ def test_unreachable_prometheus_is_a_clear_error_never_an_empty_result() -> None
 def test_json_fixtures_are_valid() -> None:
     for path in FIXTURES.glob("*.json"):
         json.loads(path.read_text())
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("15d", 15 * 86400.0), ("15d or 10GiB", 15 * 86400.0), ("1y", 365 * 86400.0),
+    ("1d12h", 1.5 * 86400.0), ("10GiB", None), ("0s", None), ("", None), ("soon", None),
+])
+def test_the_time_part_of_prometheus_storage_retention(text: str, seconds: float | None) -> None:
+    """runtimeinfo's ``storageRetention``: a time, a size, or both joined by `` or ``."""
+    assert parse_retention(text) == seconds

@@ -47,21 +47,27 @@ class FakePrometheus:
     """Answers ``/api/v1/query`` with ``up`` samples for ``job="n"`` (``up``), nothing else;
     remembers every query."""
 
-    def __init__(self, up: list[tuple[float, float]]) -> None:
+    def __init__(self, up: list[tuple[float, float]], retention: str = "15d") -> None:
         self.up = up
+        self.retention = retention  # runtimeinfo's storageRetention
         self.queries: list[str] = []
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                query = parse_qs(urlsplit(self.path).query).get("query", [""])[0]
-                fake.queries.append(query)
-                result: list[dict[str, Any]] = []
-                if query.startswith('up{job="n"}') and fake.up:
-                    result = [{"metric": {"__name__": "up", "job": "n"},
-                               "values": [[t, str(v)] for t, v in fake.up]}]
-                body = json.dumps({"status": "success",
-                                   "data": {"resultType": "matrix", "result": result}}).encode()
+                url = urlsplit(self.path)
+                data: dict[str, Any]
+                if url.path == "/api/v1/status/runtimeinfo":
+                    data = {"storageRetention": fake.retention}
+                else:
+                    query = parse_qs(url.query).get("query", [""])[0]
+                    fake.queries.append(query)
+                    result: list[dict[str, Any]] = []
+                    if query.startswith('up{job="n"}') and fake.up:
+                        result = [{"metric": {"__name__": "up", "job": "n"},
+                                   "values": [[t, str(v)] for t, v in fake.up]}]
+                    data = {"resultType": "matrix", "result": result}
+                body = json.dumps({"status": "success", "data": data}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -127,6 +133,28 @@ def test_prometheus_unreachable_is_one_line_exit_2_and_nothing_written(tmp_path:
                               "--to", str(T0 + 60)))
     assert f"Prometheus unreachable at {url}" in line
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("retention", ["30m", "30m or 10GiB"])
+def test_a_window_older_than_prometheus_keeps_is_one_line_exit_2(
+        tmp_path: Path, retention: str) -> None:
+    """T0 is an hour ago: a Prometheus keeping 30 min of samples has lost the window's
+    start — the outage's beginning, its alert, its counters — so no report is written."""
+    with FakePrometheus([(T0 + i, 1.0) for i in range(30)], retention) as prom:
+        line = one_error_line(run(tmp_path, prom.url, "--node", "n", "--from", str(T0),
+                                  "--to", str(T0 + 60)))
+        assert prom.queries == []  # refused before reading the window
+    assert "keeps 30m of samples (its storage retention)" in line and "give --from" in line
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("retention", ["10GiB", "2h", ""])
+def test_a_window_within_the_retention_or_a_size_only_retention_is_read(
+        tmp_path: Path, retention: str) -> None:
+    with FakePrometheus([(T0 + i, 1.0) for i in range(30)], retention) as prom:
+        result = run(tmp_path, prom.url, "--node", "n", "--from", str(T0), "--to", str(T0 + 29))
+    assert result.exit_code == 0, result.output
+    assert prom.queries  # the window was read
 
 
 def test_no_sample_of_the_node_in_the_window_is_one_line_exit_2(tmp_path: Path) -> None:
