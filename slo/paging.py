@@ -16,10 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from faultkit.inventory import Node
 from faultkit.model.events import EventKind
 from faultkit.model.records import Event
+from faultkit.pager import Notification
 
-__all__ = ["Paging", "page_of"]
+__all__ = ["Paging", "page_events", "page_of"]
 
 #: beyond a route's wait, what a page may take: Prometheus sending on its next evaluation,
 #: Alertmanager's own tick, delivery
@@ -69,6 +71,31 @@ class Paging:
             return None
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def page_events(notifications: Sequence[Notification], node: Node) -> list[Event]:
+    """One ``paged`` event per notification that names ``node`` (its first alert that
+    does, :func:`slo.observer.names_node`), at the moment the pager received it, with the
+    notification as Alertmanager sent it — what :func:`page_of` reads, for an experiment
+    and for a postmortem alike."""
+    from slo.observer import names_node  # the observer's own imports are heavier
+
+    out: list[Event] = []
+    for notification in notifications:
+        payload = notification.payload
+        alert = next((a for a in payload.get("alerts") or () if isinstance(a, dict)
+                      and names_node(a.get("labels") or {}, node)), None)
+        if alert is None:
+            continue
+        out.append(Event(
+            t=notification.t_received, source="observer", kind=EventKind.PAGED,
+            node=node.name,
+            data={"status": alert.get("status"),
+                  "alertname": (alert.get("labels") or {}).get("alertname"),
+                  "receiver": payload.get("receiver"), "group_key": payload.get("groupKey"),
+                  "payload": payload},
+        ))
+    return out
 
 
 def _ours(event: Event, node: str, t_effect: float) -> bool:
@@ -134,7 +161,9 @@ def _why_no_page(paging: Paging, timeline: Sequence[Event], node: str, t_detect:
                 f"({'; '.join(paging.suppressed_by)})")
     down = next((e for e in timeline if e.kind == EventKind.ALERTMANAGER_DOWN
                  and e.node == node and e.t <= t_end), None)
-    if paging.t_received is None:
+    # a postmortem reads the pager's history, not Alertmanager's state as it was: that
+    # Alertmanager never held the alert cannot be told from it
+    if paging.t_received is None and not paging.route.get("from_history"):
         if down is not None:
             return ("detected, but no one was paged: Alertmanager did not answer "
                     f"({down.data.get('detail')})")
@@ -143,12 +172,16 @@ def _why_no_page(paging: Paging, timeline: Sequence[Event], node: str, t_detect:
     pager_down = next((e for e in timeline if e.kind == EventKind.PAGER_DOWN
                        and e.node == node), None)
     if pager_down is not None:
-        return (f"Alertmanager held the alert ({paging.t_received - t_detect:+.1f} s from "
-                f"firing), but the pager did not answer ({pager_down.data.get('detail')}): "
+        held_it = ("" if paging.t_received is None else
+                   f"Alertmanager held the alert ({paging.t_received - t_detect:+.1f} s from "
+                   "firing), but ")
+        return (f"{held_it}the pager did not answer ({pager_down.data.get('detail')}): "
                 "whether a page went out cannot be told")
     if not paging.pager:
-        return ("Alertmanager holds the alert (active), but no pager receives its pages: "
-                "when the page went out cannot be told (alertmanager.pager_url)")
+        holds_it = ("" if paging.t_received is None else
+                    "Alertmanager holds the alert (active), but ")
+        return (f"{holds_it}no pager receives its pages: when the page went out cannot be told "
+                "(alertmanager.pager_url)")
     wait = paging.group_wait_s
     interval = paging.route.get("group_interval_s")
     waited = t_end - t_detect

@@ -15,11 +15,10 @@ import logging
 from faultkit.errors import PagerUnavailable
 from faultkit.experiment.state import ExperimentState
 from faultkit.model.events import EventKind
-from faultkit.model.records import Event
 from faultkit.pager import fetch_notifications
 from slo.alertmanager import Alertmanager
 from slo.errors import AlertmanagerUnavailable
-from slo.observer import names_node
+from slo.paging import page_events
 
 __all__ = ["collect_pages", "watch_alertmanager"]
 
@@ -56,17 +55,5 @@ def collect_pages(state: ExperimentState, t_from: float, t_to: float) -> None:
         log.warning("%s", exc)
         state.note(EventKind.PAGER_DOWN, detail=str(exc))
         return
-    for notification in notifications:
-        payload = notification.payload
-        alert = next((a for a in payload.get("alerts") or () if isinstance(a, dict)
-                      and names_node(a.get("labels") or {}, state.node)), None)
-        if alert is None:
-            continue
-        state.emit(Event(
-            t=notification.t_received, source="observer", kind=EventKind.PAGED,
-            node=state.node.name,
-            data={"status": alert.get("status"),
-                  "alertname": (alert.get("labels") or {}).get("alertname"),
-                  "receiver": payload.get("receiver"), "group_key": payload.get("groupKey"),
-                  "payload": payload},
-        ))
+    for event in page_events(notifications, state.node):
+        state.emit(event)

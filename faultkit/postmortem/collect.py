@@ -2,8 +2,9 @@
 it as a run directory with its incident report (:mod:`faultkit.postmortem.incident_run`).
 
 I/O: reads Prometheus (the request counters, the node's series, its SLO window's traffic)
-and, where the inventory names one, the node's Docker host; neither being unreadable ends
-the postmortem — what could not be read is written down instead.
+and, where the inventory names them, the node's Docker host and the pager
+(:mod:`faultkit.postmortem.pages`); none being unreadable ends the postmortem — what
+could not be read is written down instead.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from faultkit.postmortem.incident_run import (
     write_incident_run,
 )
 from faultkit.postmortem.model import Incident
+from faultkit.postmortem.pages import read_paging
 from faultkit.postmortem.read import read_request_counters
 from faultkit.postmortem.users import BASELINE_S, estimate_lost
 from faultkit.rundir import RunDir
@@ -87,8 +89,11 @@ def collect_incident(prom: Prometheus, node: Node, inventory: Inventory, inciden
     estimate = estimate_lost(incident, requests, errors, span_end=t_end,
                              interval_s=interval, counter=counter, why_none=why,
                              not_before=floor)
+    timeline = incident_timeline(node.name, incident, docker,
+                                 read_paging(inventory, node, t_start, t_end))
     measurement = incident_measurement(node.name, incident, docker, estimate,
-                                       t_window_end=t_end, interval_s=interval)
+                                       t_window_end=t_end, interval_s=interval,
+                                       timeline=timeline)
     try:
         captured = capture(prom, node, t_start, t_end,
                            rate_window=f"{max(5, round(4 * interval))}s")
@@ -98,7 +103,7 @@ def collect_incident(prom: Prometheus, node: Node, inventory: Inventory, inciden
     traffic = window_traffic(prom, node, f"{slo.window_days}d", t_end)
     return IncidentRun(
         node=node, inventory=inventory, incident=incident, t_start=t_start, t_end=t_end,
-        timeline=incident_timeline(node.name, incident, docker), measurement=measurement,
+        timeline=timeline, measurement=measurement,
         verdict=judge_incident(measurement, slo, estimate), capture=captured, docker=docker,
         traffic=traffic, harness_version=harness_version(), prometheus_url=prom.url)
 

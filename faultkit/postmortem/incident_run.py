@@ -22,6 +22,7 @@ server-side estimate of :mod:`faultkit.postmortem.users`, in ``server_cross_chec
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,6 +44,7 @@ from slo.checks import (
     recovered_without_intervention,
     window_checks,
 )
+from slo.paging import page_of
 from slo.traffic import WindowTraffic
 from slo.types import Measurement, Verdict
 from slo.verdict import CheckResult
@@ -87,9 +89,10 @@ def incident_window(incident: Incident, *, t_from: float, t_to: float,
     return start, end
 
 
-def incident_timeline(node: str, incident: Incident, docker: DockerEvidence | None
-                      ) -> list[Event]:
-    """The incident's timeline: monitoring's instants and Docker's events, oldest first."""
+def incident_timeline(node: str, incident: Incident, docker: DockerEvidence | None,
+                      paging: Sequence[Event] = ()) -> list[Event]:
+    """The incident's timeline: monitoring's instants, Docker's events and the pager's
+    (:func:`faultkit.postmortem.pages.read_paging`), oldest first."""
     src: dict[str, Any] = {"from": FROM_PROMETHEUS}
     out: list[Event] = []
     start, end = incident.start, incident.end
@@ -115,6 +118,7 @@ def incident_timeline(node: str, incident: Incident, docker: DockerEvidence | No
                           f"first scraped at {_utc(r.t_seen)})"}))
     if docker is not None:
         out.extend(docker.events)
+    out.extend(paging)
     return sorted(out, key=lambda e: e.t)
 
 
@@ -155,14 +159,16 @@ def _recovered(incident: Incident, docker: DockerEvidence | None, interval_s: fl
 
 
 def incident_measurement(node: str, incident: Incident, docker: DockerEvidence | None,
-                         estimate: LossEstimate, *, t_window_end: float, interval_s: float
-                         ) -> Measurement:
+                         estimate: LossEstimate, *, t_window_end: float, interval_s: float,
+                         timeline: Sequence[Event] = ()) -> Measurement:
     """The incident as a :class:`~slo.types.Measurement` (docs/definitions.md): ``t_effect``
     from Docker's event inside the start bound, else the first failed scrape; detection by
     the first alert that began firing in it, else the first failed scrape (``up``);
     recovery at Docker's act undoing it inside the end bound, else the first good scrape of
     the stretch that held (none while not held);
-    ``lost_total`` the server-side estimate (0 and an evidence gap when not estimated)."""
+    ``lost_total`` the server-side estimate (0 and an evidence gap when not estimated);
+    ``paging`` from ``timeline``'s route and pages (:func:`slo.paging.page_of`; None
+    without an Alertmanager)."""
     t_effect, evidence, detail = _effect(incident, docker, interval_s)
     start, end = incident.start, incident.end
     by_signal: dict[str, float] = {}
@@ -206,6 +212,7 @@ def incident_measurement(node: str, incident: Incident, docker: DockerEvidence |
         requests_total=0 if estimate.expected is None else round(estimate.expected),
         affected_total=estimate.lost or 0,
         server_cross_check=estimate.to_json(), inconclusive=gaps, notes=notes,
+        paging=page_of(timeline, node, t_effect, t_detect, t_window_end),
     )
 
 

@@ -38,6 +38,7 @@ import pytest
 
 from faultkit.docker.host import docker_host
 from faultkit.inventory import Inventory, Node, PrometheusRef
+from faultkit.pager import fetch_notifications
 from faultkit.postmortem import POSTMORTEM_JSON, Postmortem
 from faultkit.postmortem.collect import LOG_LEAD_S
 from faultkit.rundir import RunDir
@@ -236,6 +237,9 @@ class Outcome:
     t_restored: float  # Docker's event of the undoing
     failed: list[Sent]
     sent: list[Sent]
+    #: the lab pager's own record of the node's firing notifications in the window (the
+    #: private Prometheus sends its alerts to the lab's Alertmanager)
+    pages: list[float]
 
 
 def out_of_band(w: Watched, tmp: Path, act: Callable[[str], object],
@@ -275,7 +279,18 @@ def out_of_band(w: Watched, tmp: Path, act: Callable[[str], object],
     [name] = pm.runs
     run = RunDir(runs / name)
     return Outcome(pm, run, run.incident_md.read_text(), t_effect, t_restored,
-                   [r for r in sent if not r.ok], sent)
+                   [r for r in sent if not r.ok], sent, firing_pages(w, t_from, t_end))
+
+
+def firing_pages(w: Watched, since: float, until: float) -> list[float]:
+    """When the lab's pager received a firing notification naming the scratch node."""
+    assert w.inventory.alertmanager is not None and w.inventory.alertmanager.pager_url
+    return sorted(
+        n.t_received for n in fetch_notifications(w.inventory.alertmanager.pager_url,
+                                                  since, until)
+        if n.payload.get("status") == "firing" and any(
+            (a.get("labels") or {}).get("node") == w.node.name
+            for a in n.payload.get("alerts") or ()))
 
 
 def check(o: Outcome, *, cause: str) -> dict[str, Any]:
@@ -313,6 +328,14 @@ def check(o: Outcome, *, cause: str) -> dict[str, Any]:
     assert incident.detection is not None and incident.detection.alert == "FaultkitNodeDown"
     assert o.t_effect - SCRAPE_SLACK_S < incident.detection.t_first \
         <= o.t_effect + 4 * SCRAPE_SLACK_S, measured
+    # the page: the first firing notification the pager received at or after the act, no
+    # sooner than the alert fired, and within the lab route's group_wait (2 s) and its
+    # delivery after it
+    paged = [t for t in o.pages if t >= o.t_effect]
+    assert m.paging is not None and paged, (m.paging, o.pages)
+    assert m.paging.t_paged == paged[0], (m.paging, o.pages)
+    assert incident.detection.t_first <= m.paging.t_paged <= incident.detection.t_first + 6.0
+    assert "page" in o.report.lower()
     # users affected: the client's own failures inside the server-side estimate's range
     low, high = estimate.get("low"), estimate.get("high")
     assert isinstance(low, int) and isinstance(high, int), estimate

@@ -201,6 +201,58 @@ def test_detected_but_no_page_says_why(timeline: list[Event], t_end: float,
     assert reason in paging.finding
 
 
+def history_route(pager: bool = True) -> Event:
+    """The route as a postmortem reads it: now, beside the pager's history."""
+    route = RouteTiming.from_config(ROUTE_CONFIG).to_json()
+    return ev(990.0, EventKind.AM_ROUTE, url="http://127.0.0.1:19093", pager=pager,
+              from_history=True, **route)
+
+
+@pytest.mark.parametrize(("timeline", "t_end", "reason"), [
+    # no live view of Alertmanager: its never holding the alert is not a finding
+    ([FIRING, history_route()], 1100.0, "no page reached the pager"),
+    ([FIRING, history_route()], 1002.0, "inside the route's group_wait (2 s)"),
+    ([FIRING, history_route(pager=False)], T_END, "no pager receives its pages"),
+    ([FIRING, history_route(), ev(T_END, EventKind.PAGER_DOWN, detail="pager unreachable")],
+     T_END, "the pager did not answer (pager unreachable)"),
+])
+def test_a_postmortems_missing_page_rests_on_the_pagers_history_alone(
+        timeline: list[Event], t_end: float, reason: str) -> None:
+    paging = page_of(timeline, NODE, T_EFFECT, T_FIRING, t_end)
+    assert paging is not None and paging.finding is not None
+    assert reason in paging.finding
+    assert "Alertmanager held" not in paging.finding
+    assert "Alertmanager holds" not in paging.finding
+    assert "never held" not in paging.finding
+
+
+def test_a_postmortems_page_is_dated_from_the_pagers_history() -> None:
+    paging = page_of([FIRING, history_route(), paged(1004.5)], NODE, T_EFFECT, T_FIRING, T_END)
+    assert paging is not None and paging.finding is None
+    assert paging.page_s == pytest.approx(4.5) and paging.t_received is None
+
+
+def test_each_notification_naming_the_node_is_one_paged_event() -> None:
+    from faultkit.pager import Notification
+    from slo.paging import page_events
+
+    node = parse_inventory(
+        "nodes: [{name: vllm, engine: vllm, base_url: 'http://127.0.0.1:9', model: m,"
+        " prometheus: {job: vllm-job}}]").node("vllm")
+    by_label = {"receiver": "faultkit-pager", "groupKey": "k1", "alerts": [
+        {"status": "firing", "labels": {"alertname": "FaultkitNodeDown", "node": "vllm"}}]}
+    by_job = {"receiver": "faultkit-pager", "groupKey": "k2", "alerts": [
+        {"status": "resolved", "labels": {"alertname": "FaultkitNodeDown", "job": "vllm-job"}}]}
+    other = {"receiver": "faultkit-pager", "alerts": [
+        {"status": "firing", "labels": {"alertname": "FaultkitNodeDown", "node": "llama"}}]}
+    events = page_events([Notification(1.0, by_label), Notification(2.0, other),
+                          Notification(3.0, by_job)], node)
+    assert [(e.t, e.kind, e.node, e.data["status"], e.data["group_key"]) for e in events] == [
+        (1.0, EventKind.PAGED, "vllm", "firing", "k1"),
+        (3.0, EventKind.PAGED, "vllm", "resolved", "k2")]
+    assert events[0].data["payload"] == by_label
+
+
 def test_an_alert_that_never_fired_pages_no_one_and_says_its_for_outlasted_the_outage(
 ) -> None:
     """A rule with for: 1m went pending on a 20 s outage; detection rested on up == 0."""

@@ -1,0 +1,62 @@
+"""Detection to the page for an incident faultkit did not watch: the pager's history.
+
+Alertmanager keeps no history of the alerts it held; the pager (``faultkit pager``, the
+receiver the inventory's ``alertmanager.pager_url`` names) keeps every notification it
+received. :func:`read_paging` returns the events :func:`slo.paging.page_of` reads, as an
+experiment's observer would have put them on its timeline:
+
+- ``am_route`` at the window's start: the root route's timing (``group_wait``, …) as
+  Alertmanager runs it *now* — the postmortem cannot read the configuration it ran then —
+  marked ``from_history`` (so no finding rests on Alertmanager's state at the time);
+- one ``paged`` event per notification naming the node, at the moment the pager received
+  it, or ``pager_down`` when the pager did not answer.
+
+Nothing here fails a postmortem: without an Alertmanager in the inventory there are no
+events (the report says no Alertmanager was named), and what could not be read is an
+event saying so.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from faultkit.errors import PagerUnavailable
+from faultkit.inventory import Inventory, Node
+from faultkit.model.events import EventKind
+from faultkit.model.records import Event
+from faultkit.pager import fetch_notifications
+from slo.alertmanager import Alertmanager
+from slo.errors import AlertmanagerUnavailable
+from slo.paging import page_events
+
+__all__ = ["read_paging"]
+
+log = logging.getLogger("faultkit.postmortem")
+
+
+def read_paging(inventory: Inventory, node: Node, t_from: float, t_to: float) -> list[Event]:
+    """The route and the pages of ``node`` in [``t_from``, ``t_to``] (module docstring)."""
+    settings = inventory.alertmanager
+    if settings is None:
+        return []
+    alertmanager = Alertmanager(settings.url)
+    try:
+        route = alertmanager.route().to_json()
+    except AlertmanagerUnavailable as exc:
+        log.warning("%s", exc)
+        route = {"error": exc.reason}
+    finally:
+        alertmanager.close()
+    events = [Event(t_from, "observer", EventKind.AM_ROUTE, node.name,
+                    {"url": settings.url, "pager": settings.pager_url is not None, **route,
+                     "from_history": True, "read_at": time.time()})]
+    if settings.pager_url is None:
+        return events
+    try:
+        notifications = fetch_notifications(settings.pager_url, t_from, t_to)
+    except PagerUnavailable as exc:
+        log.warning("%s", exc)
+        return [*events, Event(t_to, "observer", EventKind.PAGER_DOWN, node.name,
+                               {"detail": str(exc)})]
+    return [*events, *page_events(notifications, node)]
