@@ -144,13 +144,17 @@ class Watched:
 def watching(lab_inventory: Inventory, directory: Path, name: str,
              **node_changes: Any) -> Iterator[Watched]:
     """A scratch sim-vllm node (``node_changes``: e.g. another serving config) under the
-    test's own client, scraped (1 s) by a private Prometheus, its target up."""
+    test's own client, scraped (1 s) by a private Prometheus that sends its alerts to the
+    lab's Alertmanager, its target up."""
     inventory, node = scratch_node(lab_inventory, name, base_name="sim-vllm",
                                    prometheus=PrometheusRef(job=name), **node_changes)
     prometheus_ref = inventory.prometheus.model_copy(update={
         "url": f"http://127.0.0.1:{free_port()}", "scrape_interval_s": 1.0,
         "slo_evaluation_interval_s": 5.0})
-    inventory = inventory.model_copy(update={"prometheus": prometheus_ref})
+    # its alerts go to the lab's Alertmanager (grouped by alertname and node: a group of
+    # their own), whose pages the lab's pager keeps — the postmortem reads them there
+    inventory = inventory.model_copy(update={"prometheus": prometheus_ref,
+                                             "alertmanager": lab_inventory.alertmanager})
     prometheus = PrivatePrometheus(inventory, directory / "prometheus")
     client = Client(node)
     try:
@@ -309,6 +313,9 @@ def check(o: Outcome, *, cause: str) -> dict[str, Any]:
         "end.by - restored": end.by - o.t_restored,
         "detection - effect": (None if incident.detection is None
                                else incident.detection.t_first - o.t_effect),
+        "page - firing": (None if m.paging is None or m.paging.t_paged is None
+                          or incident.detection is None
+                          else m.paging.t_paged - incident.detection.t_first),
         "client failed": len(o.failed), "client sent": len(o.sent),
         "estimate": [estimate.get("lost"), estimate.get("low"), estimate.get("high")],
         "verdict": verdict.outcome,
@@ -335,7 +342,8 @@ def check(o: Outcome, *, cause: str) -> dict[str, Any]:
     assert m.paging is not None and paged, (m.paging, o.pages)
     assert m.paging.t_paged == paged[0], (m.paging, o.pages)
     assert incident.detection.t_first <= m.paging.t_paged <= incident.detection.t_first + 6.0
-    assert "page" in o.report.lower()
+    assert m.paging.page_s is not None and f"paged at {m.paging.page_s:.2f} s" in o.report
+    assert "someone was paged after" in o.report  # the headline says it too
     # users affected: the client's own failures inside the server-side estimate's range
     low, high = estimate.get("low"), estimate.get("high")
     assert isinstance(low, int) and isinstance(high, int), estimate
