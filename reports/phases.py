@@ -1,8 +1,9 @@
 """The recovery of a restarted engine, in phases, each dated from evidence.
 
 When the node's container started again during the run after the fault took effect (a
-kill, an engine death, an OOM kill, a rollout, a cold start, a node or host restart), its
-way back is cut at these milestones, those the run has evidence for, in time order:
+kill, an engine death, an OOM kill, a rollout, a cold start, a node or host restart — or,
+in a postmortem, an outage nobody injected), its way back is cut at these milestones,
+those the run has evidence for, in time order:
 
 ==================  ====================================================================
 milestone           evidence
@@ -110,7 +111,8 @@ def recovery_phases(data: RunData) -> list[Phase]:
     m = data.measurement
     kind = fault_kind(data)
     other = fault_node(data)
-    if (m is None or m.t_effect is None or kind not in RESTARTING_KINDS
+    # nothing injected (a postmortem's outage): the node's own start after it is its way back
+    if (m is None or m.t_effect is None or (kind is not None and kind not in RESTARTING_KINDS)
             or (other is not None and other != data.run.node)):
         return []
     end = m.t_recovered if m.t_recovered is not None else m.t_window_end

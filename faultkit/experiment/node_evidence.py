@@ -31,6 +31,7 @@ from faultkit.errors import FaultkitError
 from faultkit.inventory import Inventory, Node, config_hash
 from faultkit.load import LoadProfile
 from faultkit.model.records import Event
+from faultkit.model.runfiles import STARTUP_LOG_LINES
 from faultkit.probes.clockread import ClockReading
 from faultkit.rundir import RunInfo
 
@@ -41,8 +42,6 @@ log = logging.getLogger("faultkit.experiment")
 
 #: lines of the container's log kept in ``container.json``
 LOG_TAIL_LINES = 80
-#: the start-up lines kept of a container restarted during the run (vLLM prints ~100)
-STARTUP_LOG_LINES = 300
 
 
 @dataclass(frozen=True)

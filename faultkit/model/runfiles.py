@@ -101,6 +101,11 @@ class ContainerSnapshot:
         )
 
 
+#: the start-up lines kept of a container that started again inside a run's window (vLLM
+#: prints ~100): what the recovery phases are dated from (docs/definitions.md)
+STARTUP_LOG_LINES = 300
+
+
 @dataclass(frozen=True, slots=True)
 class ContainerEvidence:
     """``container.json``: the node's container state before and after the run, and its

@@ -19,7 +19,9 @@ from faultkit.docker.events import container_events
 from faultkit.docker.host import docker_host
 from faultkit.errors import FaultkitError
 from faultkit.inventory import Inventory, Node
+from faultkit.model.events import EventKind
 from faultkit.model.records import Event
+from faultkit.model.runfiles import STARTUP_LOG_LINES
 from faultkit.model.timestamps import parse_rfc3339
 from reports.text import known_secrets, redact_data
 
@@ -42,7 +44,10 @@ class DockerEvidence:
     ``docker inspect`` now (``{"error": why}`` when it could not be read, ``None``: the node
     has no container); ``log`` the lines the container wrote inside the window, without
     Docker's timestamps; ``notes`` what was available and what could not be read, one line
-    each."""
+    each; ``startup_log`` the first :data:`~faultkit.model.runfiles.STARTUP_LOG_LINES`
+    lines it wrote after the last ``start`` of the window, *with* Docker's timestamps (the
+    recovery phases are dated from them, as a run's are), empty when it did not start
+    again in the window."""
 
     since: float
     until: float
@@ -50,18 +55,25 @@ class DockerEvidence:
     state: dict[str, Any] | None = None
     log: str | None = None
     notes: tuple[str, ...] = field(default=())
+    startup_log: str = ""
 
 
-def _window_lines(stamped: str, since: float, until: float) -> list[str]:
+def _window_lines(stamped: str, since: float, until: float, *, keep_stamps: bool = False
+                  ) -> list[str]:
     """The lines of a ``docker logs --timestamps`` answer stamped inside ``[since, until]``,
-    their stamps removed."""
+    their stamps removed unless ``keep_stamps``."""
     out: list[str] = []
     for line in stamped.splitlines():
         stamp, _, rest = line.partition(" ")
         t = parse_rfc3339(stamp)
         if t is not None and since <= t <= until:
-            out.append(rest)
+            out.append(line if keep_stamps else rest)
     return out
+
+
+def _last_start(events: tuple[Event, ...]) -> float | None:
+    """When Docker last started the container in the window (None: it did not)."""
+    return max((e.t for e in events if e.kind == EventKind.DOCKER_START), default=None)
 
 
 def read_docker_evidence(node: Node, inventory: Inventory, since: float, until: float,
@@ -109,13 +121,18 @@ def read_docker_evidence(node: Node, inventory: Inventory, since: float, until: 
         state = {"error": str(redact(str(exc)))}
         notes.append(f"the state of {where}: not readable ({state['error']})")
     log: str | None
+    startup = ""
     try:
         first = since if log_since is None else log_since
         last = until if log_until is None else min(until, log_until)
-        lines = _window_lines(host.logs(container, tail="all", since=first, timestamps=True),
-                              first, last)
+        answer = host.logs(container, tail="all", since=first, timestamps=True)
+        lines = _window_lines(answer, first, last)
         log = str(redact("\n".join(lines[-LOG_LINES:])))
+        started = _last_start(events)
+        if started is not None:
+            startup = str(redact("\n".join(_window_lines(
+                answer, started, until, keep_stamps=True)[:STARTUP_LOG_LINES])))
     except FaultkitError as exc:
         log = None
         notes.append(f"the log of {where}: not readable ({redact(str(exc))})")
-    return DockerEvidence(since, until, events, state, log, tuple(notes))
+    return DockerEvidence(since, until, events, state, log, tuple(notes), startup)

@@ -278,7 +278,8 @@ class IncidentRun:
 def _container(docker: DockerEvidence | None) -> ContainerEvidence:
     if docker is None:
         return ContainerEvidence.of(before=None, after=None, log_tail="")
-    return ContainerEvidence.of(before=None, after=docker.state, log_tail=docker.log or "")
+    return ContainerEvidence.of(before=None, after=docker.state, log_tail=docker.log or "",
+                                startup_log=docker.startup_log)
 
 
 def write_incident_run(runs_dir: Path, run: IncidentRun) -> RunDir:

@@ -42,6 +42,8 @@ from faultkit.pager import fetch_notifications
 from faultkit.postmortem import POSTMORTEM_JSON, Postmortem
 from faultkit.postmortem.collect import LOG_LEAD_S
 from faultkit.rundir import RunDir
+from reports.load import load_run
+from reports.phases import recovery_phases
 from slo.types import read_measurement, read_verdict
 from testbed.lab import LAB_NETWORK
 from testbed.scratch import free_port, remove_scratch, scratch_node, write_inventory
@@ -361,6 +363,18 @@ def test_an_out_of_band_kill(watched: Watched, tmp_path: Path) -> None:
                     "die", "start")
     check(o, cause="killed through Docker's API (docker kill")
     assert o.failed, "the client saw no failure: the kill did not cut it"
+    restarted_in_phases(o)
+
+
+def restarted_in_phases(o: Outcome) -> None:
+    """The container started again: its way back is cut at Docker's start and the
+    engine's own start-up lines, the start no sooner than Docker's own event of it."""
+    phases = recovery_phases(load_run(o.run.path))
+    names = [p.name for p in phases]
+    assert "until it started again" in names and "until the weights were loaded" in names, names
+    started = next(p for p in phases if p.name == "until it started again")
+    assert abs(started.t_end - o.t_restored) < 0.01, (started, o.t_restored)
+    assert "until the weights were loaded" in o.report
 
 
 def test_an_out_of_band_pause(watched: Watched, tmp_path: Path) -> None:
@@ -416,3 +430,4 @@ def test_an_oom_through_a_config(watched_oom: Watched, tmp_path: Path) -> None:
     assert ooms[0] <= o.t_effect, "Docker saw the engine die before it ran out of memory"
     assert incident.start.after - LOG_LEAD_S < ooms[0] <= incident.start.by, measured
     assert o.failed, "the client saw no failure: the engine's death did not reach it"
+    restarted_in_phases(o)

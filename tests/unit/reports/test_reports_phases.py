@@ -25,7 +25,7 @@ def _ev(t: float, source: str, kind: str, **data: Any) -> dict[str, Any]:
 
 
 def _run(tmp_path: Path, timeline: list[dict[str, Any]], startup: list[tuple[float, str]],
-         fault: str = "kill", recovered: float = 9.0) -> Path:
+         fault: str | None = "kill", recovered: float = 9.0) -> Path:
     tmp_path.mkdir(exist_ok=True)
     (tmp_path / "run.json").write_text(json.dumps(
         {"scenario": "kill", "node": "n1", "t_start": T0 - 10, "t_end": T0 + 30,
@@ -113,6 +113,22 @@ def _pixels_near(png: Path, hex_colour: str, alpha: float = 0.8) -> int:
     target = np.array([int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)], dtype=float)
     blended = alpha * target + (1 - alpha) * 255
     return int((np.abs(rgb - blended).max(axis=-1) < 6).sum())
+
+
+def test_an_outage_nobody_injected_has_its_phases_from_docker_and_the_log(
+        tmp_path: Path) -> None:
+    """A postmortem (no fault kind): Docker's die and start and the engine's own lines
+    cut its way back; no observer probe and no first-token probe ran, so those phases
+    merge into steady state (the first good scrape that held)."""
+    unwatched = [e for e in KILL if e["source"] == "harness"]
+    phases = recovery_phases(load_run(_run(tmp_path, unwatched, STARTUP, fault=None)))
+    assert [(p.name, round(p.t_end - T0, 3)) for p in phases] == [
+        ("until the container exited", 0.2), ("until it started again", 1.5),
+        ("until the engine initialised", 2.0), ("until the weights were loaded", 3.5),
+        ("until the API server started", 6.8), ("until steady state", 9.0)]
+    # a fault of a kind that does not restart the engine still has none
+    assert recovery_phases(load_run(_run(tmp_path / "p", unwatched, STARTUP,
+                                         fault="pause"))) == []
 
 
 def test_the_chart_draws_the_phases_as_a_bar(tmp_path: Path) -> None:

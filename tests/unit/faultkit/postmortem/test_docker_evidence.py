@@ -84,3 +84,28 @@ def test_without_the_lead_the_words_before_the_last_good_scrape_are_lost(
     assert found.log is not None and DYING not in found.log
     led = read_docker_evidence(n, inventory, T, T + 12, log_since=T - 10, log_until=T + 4)
     assert led.log is not None and "a line from before the lead" not in led.log
+
+
+class RestartedHost(FakeHost):
+    """The same container, and Docker's record of its death at T+0.2 and start at T+1.5."""
+
+    def events(self, _container: str, _since: float, _until: float) -> list[dict[str, Any]]:
+        return [{"Type": "container", "Action": "die", "timeNano": int((T + 0.2) * 1e9),
+                 "Actor": {"Attributes": {"exitCode": "1"}}},
+                {"Type": "container", "Action": "start", "timeNano": int((T + 1.5) * 1e9),
+                 "Actor": {"Attributes": {}}}]
+
+
+def test_the_start_up_lines_after_the_last_start_are_kept_with_their_stamps(
+    dying_node: tuple[Node, Inventory], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the recovery phases are dated from: the lines after Docker's start, each with
+    Docker's own time; none when the container did not start again in the window."""
+    n, inventory = dying_node
+    assert read_docker_evidence(n, inventory, T, T + 12).startup_log == ""
+    monkeypatch.setattr(docker_evidence, "docker_host", lambda _url: RestartedHost())
+    found = read_docker_evidence(n, inventory, T, T + 12, log_since=T - 10, log_until=T + 4)
+    lines = found.startup_log.splitlines()
+    assert lines[0] == f"{stamp(T + 3.5)} INFO: Application startup complete."
+    assert DYING not in found.startup_log  # said before the start
+    assert len(lines) == 1 + 80  # the request lines after it too, up to the window's end
