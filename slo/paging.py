@@ -14,12 +14,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from faultkit.inventory import Node
 from faultkit.model.events import EventKind
 from faultkit.model.records import Event
-from faultkit.pager import Notification
+
+if TYPE_CHECKING:  # the pager's module serves pages too (aiohttp): not imported to read them
+    from faultkit.inventory import Node
+    from faultkit.pager import Notification
 
 __all__ = ["Paging", "page_events", "page_of"]
 

@@ -4,12 +4,15 @@ monitoring alone (:mod:`faultkit.postmortem`, docs/postmortem.md).
 ``faultkit postmortem --node NAME --from T1 [--to T2]`` reads the node's ``up``, alerts and
 process start times from Prometheus over the window and finds each outage in it; each
 incident becomes a run directory under ``--runs-dir`` with the shared incident report
-(Docker's events, the container's state and log where its host answers; users affected
-estimated from the server's counters), and ``postmortem.json``/``postmortem.md`` index
-them in a directory of their own. Bad
+(Docker's events, the container's state and log where its host answers, the pager's
+pages; users affected estimated from the server's counters), and
+``postmortem.json``/``postmortem.md`` index them in a directory of their own. Several
+nodes — ``--node`` repeated or comma-separated, a gateway bringing its upstreams — each
+get theirs, and each index names the other nodes' incidents that overlapped its own. Bad
 input — an unknown node, ``--from`` not before ``--to``, Prometheus unreachable, a window
-that starts before the oldest sample Prometheus keeps, no sample of the node in the
-window — is one line and exit status 2, and nothing is written.
+that starts before the oldest sample Prometheus keeps, no sample of a node in the
+window — is one line and exit status 2, and nothing is written (every node is checked and
+read before anything is written).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 import click
 
 from faultkit.commands.input import BadInput, inventory_option
-from faultkit.inventory import load_inventory
+from faultkit.inventory import Inventory, Node, load_inventory
 from faultkit.model.durations import human_duration
 from faultkit.model.timestamps import parse_rfc3339
 from faultkit.postmortem import (
@@ -33,7 +36,9 @@ from faultkit.postmortem import (
     write_postmortem,
 )
 from faultkit.postmortem.collect import collect_incident, write_incident
+from faultkit.postmortem.related import NodeIncidents, related_incidents
 from faultkit.postmortem.render import utc
+from faultkit.rundir import RunDir
 from slo.errors import PrometheusUnavailable
 from slo.prom import Prometheus
 
@@ -80,7 +85,9 @@ def _within_retention(prom: Prometheus, t_from: float, now: float) -> None:
 
 @click.command()
 @inventory_option
-@click.option("--node", "node_name", required=True, metavar="NAME", help="the node that failed")
+@click.option("--node", "node_names", required=True, multiple=True, metavar="NAME[,NAME…]",
+              help="the node that failed; repeat it or separate names with commas for "
+                   "several; a gateway brings its upstreams")
 @click.option("--from", "t_from", required=True, type=Instant(), metavar="TIME",
               help="window start: ISO-8601 (no offset: UTC) or Unix seconds")
 @click.option("--to", "t_to", type=Instant(), default=None, metavar="TIME",
@@ -90,14 +97,16 @@ def _within_retention(prom: Prometheus, t_from: float, now: float) -> None:
               help="where the postmortem's directory is created")
 @click.option("--prometheus", "prometheus_url", default=None,
               help="Prometheus URL (default: the inventory's)")
-def postmortem(inventory_path: Path, node_name: str, t_from: float, t_to: float | None,
-               runs_dir: Path, prometheus_url: str | None) -> None:
+def postmortem(inventory_path: Path, node_names: tuple[str, ...], t_from: float,
+               t_to: float | None, runs_dir: Path, prometheus_url: str | None) -> None:
     """The incident report of each outage of the --node in the window, from monitoring alone.
 
     Finds every outage in Prometheus (when it began and ended, which alert detected it),
-    reads the node's Docker host (events, state, log) and estimates lost requests from
-    the server's own counters; writes one run directory and incident.md per incident,
-    and postmortem.md as their index. Exit 0 = written, 2 = bad input (nothing written).
+    reads the node's Docker host (events, state, log) and the pager's pages, and estimates
+    lost requests from the server's own counters; writes one run directory and
+    incident.md per incident, and postmortem.md as their index. Several nodes (a gateway
+    and its upstreams) each get their own, and each index names the other nodes'
+    incidents that overlapped its own. Exit 0 = written, 2 = bad input (nothing written).
     """
     now = time.time()
     end = now if t_to is None else min(t_to, now)
@@ -108,33 +117,75 @@ def postmortem(inventory_path: Path, node_name: str, t_from: float, t_to: float 
         raise BadInput(f"the window {utc(t_from)} → {utc(end)} is longer than "
                        f"{MAX_WINDOW_S / 86400:g} days: give a shorter one")
     inventory = load_inventory(inventory_path)
-    node = inventory.node(node_name)  # an unknown node: InventoryError, exit 2
-    if node.prometheus is None:
-        raise BadInput(f"{inventory.source}: node {node_name!r} has no prometheus job: "
-                       "there is no monitoring to read")
+    nodes, skipped = _nodes_of(inventory, node_names)
     url = prometheus_url or inventory.prometheus.url
     with Prometheus(url) as prom:
         try:
             _within_retention(prom, t_from, now)
-            evidence = read_evidence(prom, node, t_from, end,
-                                     scrape_interval_s=inventory.prometheus.scrape_interval_s)
+            evidence = {node.name: read_evidence(
+                prom, node, t_from, end, scrape_interval_s=inventory.prometheus.scrape_interval_s)
+                for node in nodes}
         except PrometheusUnavailable as exc:
             raise BadInput(str(exc)) from exc
-    if not evidence.up:
-        raise BadInput(f"no up sample of job {node.prometheus.job!r} (node {node_name}) from "
-                       f"{utc(t_from)} to {utc(end)} at {url}: is the window right, and does "
-                       "that Prometheus scrape this job?")
-    findings = find_incidents(evidence, hold_s=inventory.slo_for(node).recovery_hold_s)
-    written = []
+    for node in nodes:
+        if not evidence[node.name].up:
+            assert node.prometheus is not None
+            raise BadInput(f"no up sample of job {node.prometheus.job!r} (node {node.name}) "
+                           f"from {utc(t_from)} to {utc(end)} at {url}: is the window right, "
+                           "and does that Prometheus scrape this job?")
+    found = {node.name: find_incidents(evidence[node.name],
+                                       hold_s=inventory.slo_for(node).recovery_hold_s)
+             for node in nodes}
+    written: dict[str, list[RunDir]] = {}
     with Prometheus(url) as prom:
-        previous = None
-        for incident in findings.incidents:
-            written.append(write_incident(runs_dir, collect_incident(
-                prom, node, inventory, incident, evidence, previous=previous)))
-            previous = incident
-    run = write_postmortem(runs_dir, postmortem_of(
-        evidence, findings, runs=tuple(d.path.name for d in written)))
-    click.echo(f"{len(findings.incidents)} incident(s) of {node_name} from {utc(t_from)} "
-               f"to {utc(end)}: {run.path / POSTMORTEM_MD}")
-    for directory in written:
-        click.echo(f"  {directory.incident_md}")
+        for node in nodes:
+            previous = None
+            written[node.name] = []
+            for incident in found[node.name].incidents:
+                written[node.name].append(write_incident(runs_dir, collect_incident(
+                    prom, node, inventory, incident, evidence[node.name], previous=previous)))
+                previous = incident
+    related = related_incidents({name: NodeIncidents(
+        found[name].incidents, [d.path.name for d in written[name]], evidence[name].t_to)
+        for name in found})
+    t_written = time.time()
+    for line in skipped:
+        click.echo(line)
+    for node in nodes:
+        name = node.name
+        index = write_postmortem(runs_dir, postmortem_of(
+            evidence[name], found[name], t_written=t_written,
+            runs=tuple(d.path.name for d in written[name]), related=related[name]))
+        click.echo(f"{len(found[name].incidents)} incident(s) of {name} from {utc(t_from)} "
+                   f"to {utc(end)}: {index.path / POSTMORTEM_MD}")
+        for directory in written[name]:
+            click.echo(f"  {directory.incident_md}")
+
+
+def _nodes_of(inventory: Inventory, names: tuple[str, ...]) -> tuple[list[Node], list[str]]:
+    """The nodes asked for (``--node`` repeated or comma-separated, each checked: bad
+    input names the first wrong one), then each gateway's upstreams not asked for; an
+    upstream no Prometheus job scrapes is left out, with a line saying so."""
+    asked: list[Node] = []
+    for raw in names:
+        for name in (n.strip() for n in raw.split(",")):
+            if not name:
+                raise BadInput(f"--node {raw!r}: an empty node name")
+            node = inventory.node(name)  # an unknown node: InventoryError, exit 2
+            if node.prometheus is None:
+                raise BadInput(f"{inventory.source}: node {name!r} has no prometheus job: "
+                               "there is no monitoring to read")
+            if node not in asked:
+                asked.append(node)
+    skipped: list[str] = []
+    for gateway in [n for n in asked if n.upstreams]:
+        for name in gateway.upstreams:
+            upstream = inventory.node(name)
+            if upstream in asked:
+                continue
+            if upstream.prometheus is None:
+                skipped.append(f"upstream {name} of {gateway.name} has no prometheus job: "
+                               "left out")
+                continue
+            asked.append(upstream)
+    return asked, skipped

@@ -17,7 +17,7 @@ from typing import Any
 from faultkit.model.jsonvalues import flag, number, object_of, text, whole
 
 __all__ = ["FORMAT", "AlertEpisode", "Bound", "EvidenceSummary", "Findings", "Gap",
-           "Incident", "Postmortem", "Restart"]
+           "Incident", "Postmortem", "Related", "Restart"]
 
 #: ``postmortem.json``'s ``format``: raised when a field changes meaning
 FORMAT = 1
@@ -239,6 +239,33 @@ class EvidenceSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class Related:
+    """An incident of another node of the same postmortem that overlapped one of this
+    node's: ``incident`` (1-based) is this node's, ``node``/``other`` (1-based) the other's;
+    ``t_start``/``t_end`` the other's outage (its start's later side … its end's later
+    side, ``None`` when still failing); ``run`` the other's run directory."""
+
+    incident: int
+    node: str
+    other: int
+    t_start: float
+    t_end: float | None
+    run: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"incident": self.incident, "node": self.node, "other": self.other,
+                "t_start": self.t_start, "t_end": self.t_end, "run": self.run}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Related:
+        obj = object_of(data)
+        return cls(incident=whole(obj.get("incident")) or 0, node=text(obj.get("node")) or "",
+                   other=whole(obj.get("other")) or 0,
+                   t_start=number(obj.get("t_start")) or 0.0, t_end=number(obj.get("t_end")),
+                   run=text(obj.get("run")) or "")
+
+
+@dataclass(frozen=True, slots=True)
 class Postmortem:
     """``postmortem.json``: the window asked about, where the evidence came from, what it
     showed. Times are epoch seconds; ``t_written`` is when the file was written."""
@@ -254,9 +281,13 @@ class Postmortem:
     findings: Findings
     #: each incident's run directory (its name, beside this one), in the incidents' order
     runs: tuple[str, ...] = ()
+    #: the other nodes' incidents that overlapped this node's (a postmortem of several nodes,
+    #: or of a gateway with its upstreams)
+    related: tuple[Related, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "node": self.node, "job": self.job, "runs": list(self.runs),
+                "related": [r.to_json() for r in self.related],
                 "prometheus_url": self.prometheus_url, "t_from": self.t_from,
                 "t_to": self.t_to, "t_written": self.t_written,
                 "scrape_interval_s": self.scrape_interval_s,
@@ -275,4 +306,5 @@ class Postmortem:
             findings=Findings.from_json(obj.get("findings")),
             runs=tuple(str(r) for r in runs) if isinstance(runs := obj.get("runs"), list)
             else (),
+            related=tuple(Related.from_json(r) for r in _objects(obj.get("related"))),
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from faultkit.postmortem.incidents import GAP_INTERVALS
-from faultkit.postmortem.model import Bound, Incident, Postmortem
+from faultkit.postmortem.model import Bound, Incident, Postmortem, Related
 from reports.text import code, inline
 
 __all__ = ["render_markdown", "utc"]
@@ -100,6 +100,14 @@ def _timeline(inc: Incident) -> list[str]:
     return lines
 
 
+def _meanwhile(r: Related) -> str:
+    """An overlapping incident of another node of the same postmortem, with its report."""
+    until = "still down at the window's end" if r.t_end is None else f"to {utc(r.t_end)}"
+    report = f" ([its report](../{r.run}/incident.md))" if r.run else ""
+    return (f"- Meanwhile {inline(r.node)} was down too (its incident {r.other}, from "
+            f"{utc(r.t_start)} {until}){report}.")
+
+
 def render_markdown(pm: Postmortem) -> str:
     """The whole ``postmortem.md`` text."""
     f, ev = pm.findings, pm.evidence
@@ -130,6 +138,7 @@ def render_markdown(pm: Postmortem) -> str:
                 f"- Start: {_bound(inc.start)}.",
                 f"- End: {_bound(inc.end)}.",
                 f"- Good scrapes inside (a flap that did not hold): {inc.good_scrapes_inside}."]
+        out += [_meanwhile(r) for r in pm.related if r.incident == n]
     out += ["", "## How sure", "",
             "Each time is bounded by two scrape stamps: the outage began after the last good "
             "scrape and by the first failed one, and ended after the last failed scrape and "

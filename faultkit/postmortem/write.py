@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from faultkit.postmortem.evidence import NodeEvidence
-from faultkit.postmortem.model import EvidenceSummary, Findings, Postmortem
+from faultkit.postmortem.model import EvidenceSummary, Findings, Postmortem, Related
 from faultkit.postmortem.render import render_markdown
 from faultkit.rundir import RunDir, replaced_whole
 
@@ -29,8 +29,10 @@ SCENARIO = "postmortem"
 
 
 def postmortem_of(evidence: NodeEvidence, findings: Findings, *,
-                  t_written: float | None = None, runs: tuple[str, ...] = ()) -> Postmortem:
-    """The record of one postmortem: the evidence's window and sources, and the findings."""
+                  t_written: float | None = None, runs: tuple[str, ...] = (),
+                  related: tuple[Related, ...] = ()) -> Postmortem:
+    """The record of one node's postmortem: the evidence's window and sources, the
+    findings, and the other nodes' incidents that overlapped them."""
     return Postmortem(
         node=evidence.node, job=evidence.job, prometheus_url=evidence.prometheus_url,
         t_from=evidence.t_from, t_to=evidence.t_to,
@@ -44,6 +46,7 @@ def postmortem_of(evidence: NodeEvidence, findings: Findings, *,
             missing=evidence.missing),
         findings=findings,
         runs=runs,
+        related=related,
     )
 
 

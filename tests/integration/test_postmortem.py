@@ -377,6 +377,56 @@ def restarted_in_phases(o: Outcome) -> None:
     assert "until the weights were loaded" in o.report
 
 
+def test_two_outages_in_a_window_without_an_end_are_found_apart(
+        watched: Watched, tmp_path: Path) -> None:
+    """No ``--to`` (the window runs to now): two out-of-band kills 5 s down each, the
+    second after the first's recovery held, are two incidents with a report each — each
+    bounded around Docker's own events of its kill, in order, no third found."""
+    w = watched
+    assert w.node.docker is not None
+    container = w.node.docker.container
+    hold_s = w.inventory.slo_for(w.node).recovery_hold_s
+    wait = w.quiet_since + BASELINE_S + 1 - time.time()
+    if wait > 0:
+        time.sleep(wait)
+    t_from = time.time() - BASELINE_S
+    acts = []
+    for _ in range(2):
+        t_act = time.time()
+        docker("kill", container)
+        time.sleep(DOWN_S)
+        docker("start", container)
+        wait_until_ok(w.node.base_url)
+        time.sleep(hold_s + 3.0)
+        acts.append(t_act)
+    w.quiet_since = time.time()
+    events = docker_events(container, acts[0] - 1, w.quiet_since)
+    truth = [(event_time(events, "die", t), event_time(events, "start", event_time(
+        events, "die", t))) for t in acts]
+
+    runs = tmp_path / "runs"
+    inventory_file = write_inventory(w.inventory, tmp_path / "inventory.yaml")
+    done = subprocess.run(
+        [*FAULTKIT, "postmortem", "--node", w.node.name, "--inventory", str(inventory_file),
+         "--from", str(t_from), "--runs-dir", str(runs)],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    [index] = [d for d in runs.iterdir() if (d / POSTMORTEM_JSON).exists()]
+    pm = Postmortem.from_json(json.loads((index / POSTMORTEM_JSON).read_text()))
+    found = pm.findings.incidents
+    assert len(found) == 2 and len(pm.runs) == 2, (found, truth)
+    for incident, (died, started) in zip(found, truth, strict=True):
+        assert incident.start.after is not None and incident.start.by is not None
+        assert incident.end is not None and incident.end.by is not None and incident.held
+        assert incident.start.after < died <= incident.start.by + SCRAPE_SLACK_S, (incident,
+                                                                                  died)
+        assert started < incident.end.by + SCRAPE_SLACK_S, (incident, started)
+    for name in pm.runs:  # each incident its own report
+        assert "killed through Docker's API (docker kill" in RunDir(runs / name).incident_md\
+            .read_text()
+    assert all(str(runs / name / "incident.md") in done.stdout for name in pm.runs)
+
+
 def test_an_out_of_band_pause(watched: Watched, tmp_path: Path) -> None:
     o = out_of_band(watched, tmp_path, lambda c: docker("pause", c),
                     lambda c: docker("unpause", c), "pause", "unpause")

@@ -40,6 +40,13 @@ nodes:
     base_url: http://127.0.0.1:9
     model: m
     docker: {{container: faultkit-test-unscraped}}
+  - name: g
+    kind: gateway
+    engine: litellm
+    base_url: http://127.0.0.1:9
+    model: m
+    upstreams: [n, unscraped]
+    prometheus: {{job: g}}
 """
 
 
@@ -47,8 +54,10 @@ class FakePrometheus:
     """Answers ``/api/v1/query`` with ``up`` samples for ``job="n"`` (``up``), nothing else;
     remembers every query."""
 
-    def __init__(self, up: list[tuple[float, float]], retention: str = "15d") -> None:
+    def __init__(self, up: list[tuple[float, float]], retention: str = "15d",
+                 others: dict[str, list[tuple[float, float]]] | None = None) -> None:
         self.up = up
+        self.others = others or {}  # up samples of other jobs
         self.retention = retention  # runtimeinfo's storageRetention
         self.queries: list[str] = []
         fake = self
@@ -63,9 +72,10 @@ class FakePrometheus:
                     query = parse_qs(url.query).get("query", [""])[0]
                     fake.queries.append(query)
                     result: list[dict[str, Any]] = []
-                    if query.startswith('up{job="n"}') and fake.up:
-                        result = [{"metric": {"__name__": "up", "job": "n"},
-                                   "values": [[t, str(v)] for t, v in fake.up]}]
+                    for job, samples in {"n": fake.up, **fake.others}.items():
+                        if query.startswith(f'up{{job="{job}"}}') and samples:
+                            result = [{"metric": {"__name__": "up", "job": job},
+                                       "values": [[t, str(v)] for t, v in samples]}]
                     data = {"resultType": "matrix", "result": result}
                 body = json.dumps({"status": "success", "data": data}).encode()
                 self.send_response(200)
@@ -192,3 +202,41 @@ def test_an_outage_is_written_with_the_served_stamps_as_its_bounds(
     assert "users affected were not estimated" in text
     assert "n has no docker container in the inventory: Docker's events, its state and " \
         "its log were not read" in text
+
+
+def test_a_gateway_brings_its_upstreams_and_each_index_names_the_others_incidents(
+        tmp_path: Path) -> None:
+    """``--node g``: the gateway and its upstream ``n`` (``unscraped``, without a job, is
+    left out, and said so) each get an index and a report per incident; their outages
+    overlapped (n down 10-15 s, g down 11-14 s), so each index names the other's."""
+    n_up = [(T0 + i, 0.0 if 10 <= i < 15 else 1.0) for i in range(30)]
+    g_up = [(T0 + i, 0.0 if 11 <= i < 14 else 1.0) for i in range(30)]
+    with FakePrometheus(n_up, others={"g": g_up}) as prom:
+        result = run(tmp_path, prom.url, "--node", "g", "--from", str(T0 - 60),
+                     "--to", str(T0 + 29))
+    assert result.exit_code == 0, result.output
+    assert "upstream unscraped of g has no prometheus job: left out" in result.stdout
+    indexes = {Postmortem.from_json(json.loads((d / POSTMORTEM_JSON).read_text())).node: d
+               for d in (tmp_path / "runs").iterdir() if (d / POSTMORTEM_JSON).exists()}
+    assert sorted(indexes) == ["g", "n"]
+    pms = {name: Postmortem.from_json(json.loads((d / POSTMORTEM_JSON).read_text()))
+           for name, d in indexes.items()}
+    [g_rel] = pms["g"].related
+    assert (g_rel.incident, g_rel.node, g_rel.other) == (1, "n", 1)
+    assert g_rel.t_start == T0 + 9 and g_rel.t_end == T0 + 15  # n's widest span
+    assert g_rel.run == pms["n"].runs[0]
+    [n_rel] = pms["n"].related
+    assert (n_rel.node, n_rel.run) == ("g", pms["g"].runs[0])
+    text = (indexes["g"] / POSTMORTEM_MD).read_text()
+    assert "Meanwhile n was down too (its incident 1, from " in text
+    assert f"../{pms['n'].runs[0]}/incident.md" in text
+
+
+def test_several_nodes_are_checked_before_anything_is_written(
+        tmp_path: Path, served: FakePrometheus) -> None:
+    assert "no node named 'nope'" in one_error_line(
+        run(tmp_path, served.url, "--node", "n,nope", "--from", str(T0)))
+    assert "no up sample of job 'g'" in one_error_line(
+        run(tmp_path, served.url, "--node", "n", "--node", "g", "--from", str(T0),
+            "--to", str(T0 + 29)))
+    assert not (tmp_path / "runs").exists()
