@@ -11,8 +11,9 @@ nodes — ``--node`` repeated or comma-separated, a gateway bringing its upstrea
 get theirs, and each index names the other nodes' incidents that overlapped its own. Bad
 input — an unknown node, ``--from`` not before ``--to``, Prometheus unreachable, a window
 that starts before the oldest sample Prometheus keeps, no sample of a node in the
-window — is one line and exit status 2, and nothing is written (every node is checked and
-read before anything is written).
+window, a node whose every scrape failed with an HTTP status (its metrics not served) —
+is one line and exit status 2, and nothing is written (every node is checked and read
+before anything is written).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from faultkit.postmortem import (
     write_postmortem,
 )
 from faultkit.postmortem.collect import collect_incident, write_incident
+from faultkit.postmortem.read import metrics_not_served
 from faultkit.postmortem.related import NodeIncidents, related_incidents
 from faultkit.postmortem.render import utc
 from faultkit.rundir import RunDir
@@ -128,11 +130,19 @@ def postmortem(inventory_path: Path, node_names: tuple[str, ...], t_from: float,
         except PrometheusUnavailable as exc:
             raise BadInput(str(exc)) from exc
     for node in nodes:
+        assert node.prometheus is not None
         if not evidence[node.name].up:
-            assert node.prometheus is not None
             raise BadInput(f"no up sample of job {node.prometheus.job!r} (node {node.name}) "
                            f"from {utc(t_from)} to {utc(end)} at {url}: is the window right, "
                            "and does that Prometheus scrape this job?")
+        if all(v == 0 for _, v in evidence[node.name].up):
+            with Prometheus(url) as prom:
+                refused = metrics_not_served(prom, node)
+            if refused is not None:
+                raise BadInput(
+                    f"node {node.name}'s metrics are not served ({refused}): its scrapes fail "
+                    "whether it serves or not, so no outage can be told from them — serve "
+                    "its metrics (llama.cpp: --metrics) or fix the job's metrics_path")
     found = {node.name: find_incidents(evidence[node.name],
                                        hold_s=inventory.slo_for(node).recovery_hold_s)
              for node in nodes}

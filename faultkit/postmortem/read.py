@@ -23,7 +23,7 @@ from faultkit.postmortem.evidence import AlertSeries, NodeEvidence, Samples
 from slo.profiles import NodeQueries, node_selector, profile_for
 from slo.prom import Prometheus, Series
 
-__all__ = ["ALERT_LOOKBACK_S", "read_evidence", "read_request_counters"]
+__all__ = ["ALERT_LOOKBACK_S", "metrics_not_served", "read_evidence", "read_request_counters"]
 
 #: how far before the window alerts are read, to tell an alert that began firing in the
 #: window from one that was firing already (s)
@@ -114,3 +114,24 @@ def read_request_counters(prom: Prometheus, node: Node, t_from: float, t_to: flo
 
     requests = queries.series(queries.profile.requests_total)
     return read(requests), read(queries.series(queries.profile.errors_total)), requests
+
+
+def metrics_not_served(prom: Prometheus, node: Node) -> str | None:
+    """Why the node's scrapes fail although it answers HTTP — its scrape target's last
+    error is an HTTP status (``server returned HTTP status 404 Not Found``: llama.cpp
+    without ``--metrics``, a wrong metrics path) — or ``None`` (its target answered, is
+    down for another reason such as a refused connection, or is not among Prometheus'
+    targets). Such a node's ``up`` is 0 whether it serves or not: no outage can be told
+    from it."""
+    if node.prometheus is None:
+        return None
+    for target in prom.targets():
+        labels = target.get("labels") or {}
+        if labels.get("job") != node.prometheus.job or labels.get("node") not in (None,
+                                                                                 node.name):
+            continue
+        error = str(target.get("lastError") or "")
+        if target.get("health") != "up" and "HTTP status" in error:
+            return f"{target.get('scrapeUrl') or labels.get('instance')}: {error}"
+    return None
+

@@ -55,8 +55,10 @@ class FakePrometheus:
     remembers every query."""
 
     def __init__(self, up: list[tuple[float, float]], retention: str = "15d",
-                 others: dict[str, list[tuple[float, float]]] | None = None) -> None:
+                 others: dict[str, list[tuple[float, float]]] | None = None,
+                 last_error: str = "") -> None:
         self.up = up
+        self.last_error = last_error  # the scrape target of job n's, in /api/v1/targets
         self.others = others or {}  # up samples of other jobs
         self.retention = retention  # runtimeinfo's storageRetention
         self.queries: list[str] = []
@@ -68,6 +70,12 @@ class FakePrometheus:
                 data: dict[str, Any]
                 if url.path == "/api/v1/status/runtimeinfo":
                     data = {"storageRetention": fake.retention}
+                elif url.path == "/api/v1/targets":
+                    data = {"activeTargets": [{
+                        "labels": {"job": "n", "node": "n", "instance": "127.0.0.1:9"},
+                        "scrapeUrl": "http://127.0.0.1:9/metrics",
+                        "health": "down" if fake.last_error else "up",
+                        "lastError": fake.last_error}]}
                 else:
                     query = parse_qs(url.query).get("query", [""])[0]
                     fake.queries.append(query)
@@ -240,3 +248,24 @@ def test_several_nodes_are_checked_before_anything_is_written(
         run(tmp_path, served.url, "--node", "n", "--node", "g", "--from", str(T0),
             "--to", str(T0 + 29)))
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_node_whose_metrics_are_not_served_is_one_line_exit_2(tmp_path: Path) -> None:
+    """Every scrape failed with an HTTP status (llama.cpp without --metrics answers its
+    API and 404s /metrics): up is 0 whether it serves or not, so nothing is written."""
+    down = [(T0 + i, 0.0) for i in range(30)]
+    with FakePrometheus(down, last_error="server returned HTTP status 404 Not Found") as prom:
+        line = one_error_line(run(tmp_path, prom.url, "--node", "n", "--from", str(T0),
+                                  "--to", str(T0 + 29)))
+    assert "node n's metrics are not served" in line and "HTTP status 404" in line
+    assert "--metrics" in line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_node_down_all_window_for_want_of_a_connection_is_an_outage(tmp_path: Path) -> None:
+    down = [(T0 + i, 0.0) for i in range(30)]
+    with FakePrometheus(down, last_error='Get "http://127.0.0.1:9/metrics": dial tcp '
+                        "127.0.0.1:9: connect: connection refused") as prom:
+        result = run(tmp_path, prom.url, "--node", "n", "--from", str(T0), "--to", str(T0 + 29))
+    assert result.exit_code == 0, result.output
+    assert "1 incident(s) of n" in result.stdout
