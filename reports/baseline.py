@@ -1,6 +1,7 @@
 """The gate's "Scenarios against the current config" table for gate.md, from gate.json
 ``baseline`` (``faultkit.gate.baseline``): per scenario, each figure as
-``current → candidate`` (a regression in bold) and the current's run directory. Cells are
+``current → candidate`` (a regression in bold) and the current's run directory; and the
+peak throughput (the overload scenario's served rate under its flood), side by side. Cells are
 formatted here from the numbers in the file; text is left for the template to escape.
 """
 
@@ -26,6 +27,8 @@ def baseline_view(
         def one(x: Any) -> str:
             if figure == "lost":
                 return str(x) if isinstance(x, int) else "not captured"
+            if figure == "peak_rps":
+                return f"{x:g} req/s" if isinstance(x, int | float) else "not captured"
             return f"{x:.1f} s" if isinstance(x, int | float) else "not reached"
 
         text = f"{one(current)} → {one(candidate)}"
@@ -40,8 +43,15 @@ def baseline_view(
             row[figure] = (cell(test, figure, base.get(figure), s.get(figure)) if base
                            else "—")
         rows.append(row)
+    # the saturation point, where a scenario measured one (the overload's flood)
+    peaks = [{"test": str(s.get("name")),
+              "cell": cell(str(s.get("name")), "peak_rps", base.get("peak_rps"),
+                           s.get("peak_rps"))}
+             for s in scenarios
+             if isinstance(base := runs.get(str(s.get("name"))), dict)
+             and (base.get("peak_rps") is not None or s.get("peak_rps") is not None)]
     tolerances: dict[str, Any] = (baseline["tolerances"]
                                   if isinstance(baseline.get("tolerances"), dict) else {})
     rule = "; ".join(f"{name.removesuffix('_s')} {text}" for name, text in tolerances.items())
     return {"dir": str(baseline.get("dir")), "compared": bool(runs), "rows": rows,
-            "rule": f"({rule})" if rule else ""}
+            "peaks": peaks, "rule": f"({rule})" if rule else ""}

@@ -20,12 +20,14 @@ docs/definitions.md ("The gate's baseline").
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from faultkit.model.events import EventKind
 from faultkit.model.gatefile import GateResult
 from faultkit.model.runfiles import RunInfo
 from faultkit.rundir import RunDir
@@ -38,9 +40,10 @@ __all__ = [
     "compare_figures",
     "find_baselines",
     "judge_against_baseline",
+    "run_figures",
 ]
 
-Figure = Literal["detection_s", "recovery_s", "lost"]
+Figure = Literal["detection_s", "recovery_s", "lost", "peak_rps"]
 
 #: the verdicts a baseline run may have (verdict.json ``outcome``)
 _PASSING = frozenset({"PASS", "ACCEPTED"})
@@ -49,16 +52,23 @@ _PASSING = frozenset({"PASS", "ACCEPTED"})
 @dataclass(frozen=True)
 class Tolerance:
     """How much worse a figure may be: a regression exceeds both ``factor`` × the
-    baseline's and the baseline's + ``margin`` (seconds, or requests for ``lost``)."""
+    baseline's and the baseline's + ``margin`` (seconds, or requests for ``lost``) — or,
+    for a figure where more is better (``higher_is_better``: a throughput), falls below
+    both the baseline's ÷ ``factor`` and the baseline's − ``margin``."""
 
     factor: float
     margin: float
     unit: str
+    higher_is_better: bool = False
 
     def exceeded(self, baseline: float, candidate: float) -> bool:
+        if self.higher_is_better:
+            return candidate < baseline / self.factor and candidate < baseline - self.margin
         return candidate > baseline * self.factor and candidate > baseline + self.margin
 
     def describe(self) -> str:
+        if self.higher_is_better:
+            return f"below both 1/{self.factor:g} and −{self.margin:g}{self.unit}"
         return f"above both {self.factor:g}× and +{self.margin:g}{self.unit}"
 
 
@@ -67,14 +77,21 @@ class Tolerance:
 #: twice on two busy cores (vLLM's CPU-bound restart: recovery 25.9 s then 42.4 s, 1.64×;
 #: docs/gate.md); the margins keep quick figures (a sim node recovers in ~0.5 s, loses ~4)
 #: from ever tripping on noise.
+#: ``peak_rps`` is the overload scenario's served rate under its flood (the saturation
+#: point, ``test_overload``'s ``saturation`` event): a candidate serving under two thirds of
+#: the current config's peak, and 2 req/s less, carries less traffic than the config it
+#: replaces — a capability regression (docs/gate.md, "Capabilities"); the band keeps two
+#: floods of one config, on two busy cores, apart from it.
 TOLERANCES: Mapping[Figure, Tolerance] = {
     "detection_s": Tolerance(2.0, 5.0, " s"),
     "recovery_s": Tolerance(2.0, 15.0, " s"),
     "lost": Tolerance(2.0, 10.0, " requests"),
+    "peak_rps": Tolerance(1.5, 2.0, " req/s", higher_is_better=True),
 }
 
 _LABELS: Mapping[Figure, str] = {
-    "detection_s": "detection", "recovery_s": "recovery", "lost": "lost"}
+    "detection_s": "detection", "recovery_s": "recovery", "lost": "lost",
+    "peak_rps": "peak throughput (served under the overload's flood)"}
 
 
 @dataclass(frozen=True)
@@ -87,6 +104,7 @@ class Baseline:
     detection_s: float | None
     recovery_s: float | None
     lost: int | None
+    peak_rps: float | None = None
 
     def figure(self, name: Figure) -> float | None:
         value: float | None = getattr(self, name)
@@ -119,8 +137,23 @@ class FigureRegression:
 
 def _show(figure: Figure, value: float | None) -> str:
     if value is None:
-        return "never reached" if figure != "lost" else "not captured"
+        return "never reached" if figure not in ("lost", "peak_rps") else "not captured"
+    if figure == "peak_rps":
+        return f"{value:g} req/s"
     return f"{value:g}" if figure == "lost" else f"{value:.1f} s"
+
+
+def run_figures(run: RunDir) -> dict[str, Any]:
+    """A run's figures the gate compares, key by key (``None`` when absent): from
+    measurement.json read as a plain object (a partial file still gives what it holds),
+    and ``peak_rps`` from the overload scenario's ``saturation`` event, when it ran."""
+    data = run.read_object(run.measurement_json)
+    peak: Any = None
+    with contextlib.suppress(OSError, ValueError):  # no timeline: no peak to compare
+        peak = next((e.data.get("served_rps") for e in run.timeline()
+                     if e.kind == EventKind.SATURATION), None)
+    return {"detection_s": data.get("detection_s"), "recovery_s": data.get("recovery_s"),
+            "lost": data.get("lost_total"), "peak_rps": peak}
 
 
 def find_baselines(
@@ -149,12 +182,12 @@ def find_baselines(
         assert test is not None
         if test in found and found[test].t_start >= info.t_start:
             continue
-        figures = run.read_object(run.measurement_json)
+        figures = run_figures(run)
         found[test] = Baseline(
             test=test, run_dir=str(run.path), t_start=info.t_start,
-            detection_s=_number(figures.get("detection_s")),
-            recovery_s=_number(figures.get("recovery_s")),
-            lost=_count(figures.get("lost_total")),
+            detection_s=_number(figures["detection_s"]),
+            recovery_s=_number(figures["recovery_s"]),
+            lost=_count(figures["lost"]), peak_rps=_number(figures["peak_rps"]),
         )
     return found
 
@@ -179,7 +212,7 @@ def compare_figures(
 
 def _regressed(figure: Figure, current: float | None, candidate: float | None,
                tolerance: Tolerance) -> bool:
-    if figure == "lost":  # a count: not captured on either side is not compared
+    if figure in ("lost", "peak_rps"):  # not captured on either side is not compared
         return current is not None and candidate is not None and tolerance.exceeded(
             current, candidate)
     if current is None:  # the current config never reached it: nothing to be worse than

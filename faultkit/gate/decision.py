@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import yaml
 
+from faultkit.gate.baseline import run_figures
 from faultkit.inventory import Inventory
 from faultkit.rundir import RunDir, UnreadableRunFile
 from slo.types import read_verdict
@@ -49,6 +50,8 @@ class ScenarioOutcome:
     detection_s: float | None = None
     recovery_s: float | None = None
     lost: int | None = None
+    #: the overload scenario's served rate under its flood (its saturation point)
+    peak_rps: float | None = None
 
     @property
     def passed(self) -> bool:
@@ -215,12 +218,5 @@ def _reasons(verdict: Verdict, outcome: ScenarioResult) -> str:
 
 
 def _figures(run_dir: Path) -> dict[str, Any]:
-    """The run's headline figures from measurement.json, key by key (``None`` when absent):
-    read as a plain object, not an ``slo.Measurement``, so a partial file still gives the
-    figures it holds."""
-    data = (rd := RunDir(run_dir)).read_object(rd.measurement_json)
-    return {
-        "detection_s": data.get("detection_s"),
-        "recovery_s": data.get("recovery_s"),
-        "lost": data.get("lost_total"),
-    }
+    """The run's figures the gate compares (:func:`faultkit.gate.baseline.run_figures`)."""
+    return run_figures(RunDir(run_dir))

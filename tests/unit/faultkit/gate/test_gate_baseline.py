@@ -211,3 +211,53 @@ def test_a_failed_gate_stays_failed_with_its_own_why(tmp_path: Path) -> None:
     judge_against_baseline(result, runs, say=print)
     assert result.why == "1 FAIL of 1 gate scenarios: test_kill[llama]: FAIL — lost"
     assert result.not_passed[1].startswith("regression — test_kill[llama]: recovery")
+
+
+def write_overload(root: Path, served_rps: float) -> Path:
+    """An overload run of the current config: its flood's saturation point on the timeline,
+    as the scenario notes it."""
+    path = write_run(root, "overload", detection_s=None, recovery_s=3.0, lost=0)
+    (path / "timeline.jsonl").write_text(json.dumps(
+        {"t": NOW - 590, "source": "harness", "kind": "saturation", "node": "llama",
+         "data": {"offered_rps": 100.0, "served_rps": served_rps}}) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(("candidate_rps", "regressed"), [
+    (25.0, False),  # within the band: two floods of one config differ this much
+    (19.0, True),   # below both 30/1.5 = 20 and 30 − 2
+    (None, False),  # not captured on the candidate: not compared
+])
+def test_peak_throughput_below_two_thirds_of_the_current_is_a_capability_regression(
+    tmp_path: Path, candidate_rps: float | None, regressed: bool,
+) -> None:
+    """The overload's served rate under its flood is the config's saturation point: a
+    candidate that carries less traffic than the config it replaces fails, side by side
+    in gate.md."""
+    runs = tmp_path / "runs"
+    write_overload(runs, 30.0)
+    candidate = {**row("test_overload[llama]", detection_s=None, recovery_s=3.1, lost=0),
+                 "peak_rps": candidate_rps}
+    result = gate_result([candidate])
+    judge_against_baseline(result, runs, say=print)
+    assert result.baseline is not None
+    assert result.baseline["runs"]["test_overload[llama]"]["peak_rps"] == 30.0
+    assert (result.decision == "fail") is regressed
+    if regressed:
+        assert result.not_passed == [
+            "regression — test_overload[llama]: peak throughput (served under the overload's "
+            "flood) 30 req/s on the current config, 19 req/s on the candidate (below both "
+            "1/1.5 and −2 req/s)"]
+    md = render_gate(result, tmp_path / "gate.md").read_text()
+    shown = f"{candidate_rps:g} req/s" if candidate_rps is not None else "not captured"
+    line = ("Peak throughput, served under test\\_overload\\[llama\\]'s flood (its saturation "
+            f"point): {'**' if regressed else ''}30 req/s → {shown}")
+    assert line in md, md
+    assert not table_problems(md)
+
+
+def test_a_run_without_a_timeline_has_no_peak_and_still_its_figures(tmp_path: Path) -> None:
+    from faultkit.gate.baseline import run_figures
+
+    figures = run_figures(RunDir(write_run(tmp_path, "kill", recovery_s=0.5)))
+    assert figures == {"detection_s": 1.3, "recovery_s": 0.5, "lost": 4, "peak_rps": None}
