@@ -14,6 +14,7 @@ and never retries: a watcher polling twice a second must learn at once that it i
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -25,6 +26,8 @@ from faultkit.model.durations import parse_model_duration
 from slo.errors import AlertmanagerUnavailable
 
 __all__ = ["Alertmanager", "AmAlert", "RouteTiming", "Silence"]
+
+log = logging.getLogger(__name__)
 
 #: Alertmanager's own defaults for a route that does not set them (its configuration docs)
 DEFAULT_GROUP_WAIT_S = 30.0
@@ -187,3 +190,13 @@ class Alertmanager:
             return RouteTiming.from_config(original)
         except (ValueError, yaml.YAMLError) as exc:
             raise AlertmanagerUnavailable(self.url, f"its configuration: {exc}") from None
+
+    def route_or_error(self) -> dict[str, Any]:
+        """:meth:`route` as the timeline notes it (``RouteTiming.to_json()``), or
+        ``{"error": why}`` when it could not be read: the route's timing is context for
+        the page, never a reason to stop."""
+        try:
+            return self.route().to_json()
+        except AlertmanagerUnavailable as exc:
+            log.warning("%s", exc)
+            return {"error": exc.reason}

@@ -17,7 +17,6 @@ from faultkit.experiment.state import ExperimentState
 from faultkit.model.events import EventKind
 from faultkit.pager import fetch_notifications
 from slo.alertmanager import Alertmanager
-from slo.errors import AlertmanagerUnavailable
 from slo.paging import page_events
 
 __all__ = ["collect_pages", "watch_alertmanager"]
@@ -32,13 +31,8 @@ def watch_alertmanager(state: ExperimentState) -> Alertmanager | None:
     if settings is None:
         return None
     alertmanager = Alertmanager(settings.url)
-    try:
-        route = alertmanager.route().to_json()
-    except AlertmanagerUnavailable as exc:
-        log.warning("%s", exc)
-        route = {"error": exc.reason}
     state.note(EventKind.AM_ROUTE, url=settings.url, pager=settings.pager_url is not None,
-               **route)
+               **alertmanager.route_or_error())
     return alertmanager
 
 

@@ -27,7 +27,6 @@ from faultkit.model.events import EventKind
 from faultkit.model.records import Event
 from faultkit.pager import fetch_notifications
 from slo.alertmanager import Alertmanager
-from slo.errors import AlertmanagerUnavailable
 from slo.paging import page_events
 
 __all__ = ["read_paging"]
@@ -42,10 +41,7 @@ def read_paging(inventory: Inventory, node: Node, t_from: float, t_to: float) ->
         return []
     alertmanager = Alertmanager(settings.url)
     try:
-        route = alertmanager.route().to_json()
-    except AlertmanagerUnavailable as exc:
-        log.warning("%s", exc)
-        route = {"error": exc.reason}
+        route = alertmanager.route_or_error()
     finally:
         alertmanager.close()
     events = [Event(t_from, "observer", EventKind.AM_ROUTE, node.name,
