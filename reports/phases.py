@@ -140,7 +140,9 @@ def recovery_phases(data: RunData) -> list[Phase]:
         (health, "until /health 200", "the observer's first health_ok"),
         (token, "until the first token", "the fault's first_token probe"),
         (m.t_recovered, "until steady state",
-         "measurement.json t_recovered (every request OK for the recovery hold)"),
+         "measurement.json t_recovered (every request OK for the recovery hold)"
+         if kind is not None else  # nothing injected: a postmortem, no client's record
+         "measurement.json t_recovered (the node's scrapes answered for the recovery hold)"),
     ]
     phases: list[Phase] = []
     t_prev = m.t_effect

@@ -126,6 +126,7 @@ def test_an_outage_nobody_injected_has_its_phases_from_docker_and_the_log(
         ("until the container exited", 0.2), ("until it started again", 1.5),
         ("until the engine initialised", 2.0), ("until the weights were loaded", 3.5),
         ("until the API server started", 6.8), ("until steady state", 9.0)]
+    assert "scrapes answered for the recovery hold" in phases[-1].evidence  # no client
     # a fault of a kind that does not restart the engine still has none
     assert recovery_phases(load_run(_run(tmp_path / "p", unwatched, STARTUP,
                                          fault="pause"))) == []
