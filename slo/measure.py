@@ -37,10 +37,15 @@ exactly:
   error class; clean rejections (4xx/429/503 with an OpenAI-style error body) are also
   counted apart. Without a recovery the span closes at the window end.
 - **Affected** = lost + the *slowed* users (``slow_total``): requests of the fault window
-  (t_effect until the later of recovery and revert) that succeeded but either waited for
+  (t_effect until the after window starts, below) that succeeded but either waited for
   the outage — arrived before t_recovered and got their first token only at or after it
   (a hang holds them) — or saw a user-facing TTFT (from the scheduled arrival) above the
   objective (a flood, added latency).
+- **After window** = from the later of recovery and the revert, once the node has served
+  every request that arrived before it (:func:`after_window_start`): the backlog a hang or
+  a partition releases at once is the fault's load, and the users who arrive while the
+  node works through it queue behind it; their latency is the fault's, not the service the
+  node gives once back.
 - **Inconclusive**: evidence the verdict needs is missing — ``evidence_gap`` events the
   harness wrote (Prometheus not ready, rules missing, clock skew, not in steady state),
   Prometheus unreachable during the run, no proof the fault took effect (``no_effect``, or
@@ -81,6 +86,7 @@ _NOT_ABOUT_THE_NODE = CLIENT_SIDE | {"cancelled"}
 
 __all__ = [
     "MeasurementInputError",  # re-exported: raised by measure() and effect_of()
+    "after_window_start",
     "answered_at",
     "arrival",
     "detect",
@@ -199,6 +205,19 @@ def recovered_at(
 # --------------------------------------------------------------------------- SLIs
 
 
+def after_window_start(requests: Sequence[RequestRecord], fault_over: float) -> float:
+    """When the after window starts: ``fault_over`` (the later of recovery and the revert),
+    or later, the end of the last request arrived before it that the node served.
+
+    A hang or a partition holds its users and releases them at once: the node's first
+    seconds back go to that backlog, and users who arrive meanwhile queue behind it, so
+    their latency is the fault's. Only requests the node answered count: one it never
+    answered (cut, timed out, cancelled at the run's end) ended without taking its time.
+    """
+    served = (r.t_end for r in requests if r.status == "ok" and arrival(r) < fault_over)
+    return max([fault_over, *served])
+
+
 def window_slis(requests: Sequence[RequestRecord], start: float, end: float) -> WindowSLIs:
     """Client-side SLIs of the requests that *arrived* in [start, end).
 
@@ -310,7 +329,8 @@ def measure(
         return t_effect <= arrival(r) <= loss_end or r.t_invoke < t_effect <= r.t_end
 
     lost = [r for r in requests if r.status != "ok" and in_span(r)]
-    fault_end = max(loss_end, t_revert if t_revert is not None else t_effect)
+    fault_end = after_window_start(
+        requests, max(loss_end, t_revert if t_revert is not None else t_effect))
     slow = [r for r in requests if r.status == "ok" and r not in lost
             and t_effect <= arrival(r) <= fault_end
             and _slowed(r, t_recovered, ttft_objective_s)]
@@ -327,7 +347,8 @@ def measure(
     outage = None if served_through else (t_effect, min(edges_after, default=end))
 
     # SLI windows: the fault window lasts while the fault is applied *or* its effects last
-    # (to revert, or to recovery if that is later); "after" is everything once both ended.
+    # (to revert, or to recovery if that is later, and until the node has served the
+    # backlog it held); "after" is everything once all three ended.
     start = min((arrival(r) for r in requests), default=t_effect)
     slis = {
         "baseline": window_slis(requests, min(start, t_effect), t_effect),

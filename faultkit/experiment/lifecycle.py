@@ -66,6 +66,7 @@ from slo.effect import fault_time
 from slo.evidence import preflight_gaps, steady_state_violations
 from slo.measure import (
     MeasurementInputError,
+    after_window_start,
     effect_of,
     held_rule_applies,
     measure,
@@ -304,18 +305,20 @@ async def _wait_recovered(state: ExperimentState, deadline_s: float) -> None:
 
 
 def _after_window_filled(state: ExperimentState, t_rec: float, now: float, hold: float) -> bool:
-    """Whether the after window (from recovery, or the revert if later, as
-    :func:`slo.measure.measure` cuts it) holds :data:`AFTER_MIN_REQUESTS` of the node's
-    requests, sent or ended — or cannot: the load no longer sends, or it has been
-    observed :data:`AFTER_MAX_EXTRA_S` past the recovery hold (a low rate)."""
+    """Whether the after window (as :func:`slo.measure.after_window_start` cuts it, from
+    the requests that have ended) holds :data:`AFTER_MIN_REQUESTS` of the node's requests,
+    sent or ended — or cannot: the load no longer sends, or it has been observed
+    :data:`AFTER_MAX_EXTRA_S` past the recovery hold (a low rate, a slow backlog)."""
     load = state.load
     if load is None or not load.sending():
         return True
     t_revert = fault_time(state.events, state.effect_node, EventKind.REVERT_END)
-    start = max(t_rec, t_revert or t_rec)
-    if now - start >= hold + 1.0 + AFTER_MAX_EXTRA_S:
+    fault_over = max(t_rec, t_revert or t_rec)
+    if now - fault_over >= hold + 1.0 + AFTER_MAX_EXTRA_S:
         return True
-    ended = sum(1 for r in load.records if r.kind != "probe" and arrival(r) >= start)
+    requests = [r for r in load.records if r.kind != "probe"]
+    start = after_window_start(requests, fault_over)
+    ended = sum(1 for r in requests if arrival(r) >= start)
     sent = sum(1 for t_invoke in load.in_flight().values() if t_invoke >= start)
     return ended + sent >= AFTER_MIN_REQUESTS
 

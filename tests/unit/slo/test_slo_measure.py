@@ -419,6 +419,58 @@ def test_users_who_arrived_during_a_hang_are_counted_from_their_arrival() -> Non
     assert m.slis["fault"].user_ttft_p95_s is not None and m.slis["fault"].user_ttft_p95_s > 7
 
 
+def _backlog_run(*, held_status: str = "ok") -> tuple[list[RequestRecord], list[Event]]:
+    """An 8 s pause at 10 req/s whose 80 held users are released at once at 1018.0: the node
+    works through them until 1021.0, and users who arrive meanwhile get their first token
+    only then; from 1021.0 on it answers in 0.01 s."""
+    spec = {"docker_actions": ["pause"], "required": "docker", "spans_outage": False}
+    ledger: list[RequestRecord] = []
+    for i in range(400):
+        t = round(1000 + i * 0.1, 3)
+        if 1010.0 <= t < 1018.0:  # held by the pause, answered (or not) once it ends
+            r = dataclasses.replace(req(i, t, held_status, None if held_status == "ok"
+                                        else "cancelled", dur=1021.0 - t),
+                                    t_first_token=1018.05 if held_status == "ok" else None)
+        elif 1018.0 <= t < 1021.0:  # queued behind the backlog
+            r = dataclasses.replace(req(i, t, dur=1021.5 - t), t_first_token=1021.0)
+        else:
+            r = req(i, t)
+        ledger.append(r)
+    timeline = sorted([
+        ev(1000.0, "observer", "health_ok", ok=True),
+        ev(1009.9, "fault", "inject_start", fault="pause", effect=spec),
+        Event(t=1010.0, source="harness", kind="docker_pause", node=NODE, data={}),
+        ev(1010.6, "observer", "health_fail", detail="timeout"),
+        ev(1017.95, "fault", "revert_end"),
+        ev(1017.98, "observer", "health_ok", ok=True),
+    ], key=lambda e: e.t)
+    return ledger, timeline
+
+
+def test_the_after_window_starts_once_the_node_has_served_the_users_the_fault_held() -> None:
+    ledger, timeline = _backlog_run()
+    m = measure(ledger, timeline, NODE, ttft_objective_s=2.5)
+    assert m.t_recovered == pytest.approx(1017.98)
+    after = m.slis["after"]
+    # the last held user's answer ended at 1021.0: those queued behind the backlog are the
+    # fault's, and the after window is the service the node gives once back
+    assert after.start == pytest.approx(1021.0)
+    assert after.ttft_p95_s == pytest.approx(0.01)
+    assert m.slis["fault"].end == pytest.approx(1021.0)
+    # the users who waited behind the backlog more than 2.5 s are slowed by the fault
+    assert m.slow_total == 80 + 5  # every held user; arrivals 1018.0-1018.4 waited ≥ 2.6 s
+
+
+def test_users_the_node_never_answered_do_not_hold_the_after_window_back() -> None:
+    ledger, timeline = _backlog_run(held_status="fail")
+    m = measure(ledger, timeline, NODE, ttft_objective_s=2.5)
+    # the held users were cancelled, not served: the window starts at the recovery (the
+    # first answered user's arrival); those queued until 1021.0 are the after window's tail
+    assert m.t_recovered == pytest.approx(1018.0)
+    assert m.slis["after"].start == pytest.approx(m.t_recovered)
+    assert m.slis["after"].ttft_p95_s is not None and m.slis["after"].ttft_p95_s > 1.5
+
+
 @given(
     act=st.floats(0, 5), die=st.floats(0, 5), sample=st.floats(-3, 20), probe=st.floats(-3, 20),
     ready=st.floats(0, 30), spans=st.booleans(),

@@ -1,10 +1,12 @@
 """The after window a run waits for (``lifecycle._after_window_filled``): the run ends only
-once the window from recovery (or the revert, if later) holds AFTER_MIN_REQUESTS of the
-node's requests — sent or ended, probes not counted — or cannot: the load no longer
-sends, or the run has waited AFTER_MAX_EXTRA_S past the hold."""
+once the window from recovery (or the revert, if later, or the end of the last held user
+the node served) holds AFTER_MIN_REQUESTS of the node's requests — sent or ended, probes
+not counted — or cannot: the load no longer sends, or the run has waited AFTER_MAX_EXTRA_S
+past the hold."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,3 +77,11 @@ def test_a_load_that_no_longer_sends_or_a_low_rate_ends_the_wait() -> None:
     assert _filled(FakeState(None))
     assert not _filled(FakeState(FakeLoad(few)), T_REC + HOLD + 1.0 + AFTER_MAX_EXTRA_S - 0.1)
     assert _filled(FakeState(FakeLoad(few)), T_REC + HOLD + 1.0 + AFTER_MAX_EXTRA_S)
+
+
+def test_the_window_starts_once_the_node_served_the_users_the_fault_held() -> None:
+    records = [_record(i, T_REC + 0.1 * i) for i in range(AFTER_MIN_REQUESTS)]
+    held = dataclasses.replace(_record(999, T_REC - 4.0), t_end=T_REC + 3.0)
+    assert not _filled(FakeState(FakeLoad([*records, held])))  # 30 of them came after it
+    never_answered = dataclasses.replace(held, status="fail", error_class="cancelled")
+    assert _filled(FakeState(FakeLoad([*records, never_answered])))
