@@ -14,8 +14,8 @@ from typing import Any
 
 from faultkit.model.events import ALERT_PREFIX, EventKind
 from reports.evidence import fault_kind
-from reports.figures import no_outage
 from reports.load import RunData
+from reports.outage import no_outage
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +52,18 @@ def _describe(kind: str, data: dict[str, Any]) -> str:
             parts.append(
                 f"{key}={json.dumps(data[key]) if isinstance(data[key], bool) else data[key]}"
             )
+    latency = data.get("latency_s")
+    if kind in _PROBES and isinstance(latency, int | float) and latency >= SLOW_ANSWER_S:
+        # a probe sent into a hang is answered only once the node serves again: the row is
+        # at its send time, and says when the answer came (what recovery is dated by)
+        parts.append(f"(sent here, answered {latency:.2f} s later)")
     return " ".join(parts)
+
+
+#: the readiness probe's events, dated by when the probe was sent
+_PROBES = frozenset({EventKind.HEALTH_OK, EventKind.HEALTH_FAIL})
+#: a probe answer this slow is told apart from its send time in the timeline
+SLOW_ANSWER_S = 0.1
 
 
 #: same-source events this close to the first of their run share one row

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from faultkit.model.events import EventKind
 from faultkit.model.records import Event
+from slo.carried import carried_over_alerts
 from slo.types import DetectSignal
 
 __all__ = ["detect"]
@@ -70,13 +71,26 @@ def detect(
     before ``t_from`` therefore counts as detection *at* ``t_from`` (0 s, never a negative
     figure) when the observer first saw it at or after the fault's first act
     (``t_acting``) and it still held at ``t_from``; the notes say so. Any other transition
-    stamped before ``t_from`` is a finding about the signal (notes), never detection.
+    stamped before ``t_from`` is a finding about the signal (notes), never detection. So is
+    an alert that was active before the fault (:func:`slo.carried.carried_over_alerts`), whenever it
+    moves to firing.
     """
     firsts: dict[str, tuple[float, str]] = {}
     early: dict[str, float] = {}
     straddled: dict[str, tuple[float, float]] = {}  # signal -> (stamp, seen)
+    carried = carried_over_alerts(timeline, node, t_from, t_acting)
+    carried_notes: dict[str, str] = {}
     for event in timeline:
         if event.source != "observer" or event.node != node or event.kind not in _SIGNALS:
+            continue
+        old = next((c for c in carried if c.instance(event)), None)
+        if old is not None:
+            if event.kind == EventKind.ALERT_FIRING:
+                carried_notes.setdefault(old.name, (
+                    f"alert {old.name} was already active {t_from - old.active_at:.1f} s "
+                    f"before the fault took effect: its firing at "
+                    f"{_state_time(event) - t_from:+.1f} s shows what held before the "
+                    "fault, not counted as detection"))
             continue
         if event.kind == EventKind.ALERT_PENDING and not event.data.get("for_s"):
             continue  # a rule without a for: fires at once: its pending tells nothing
@@ -110,6 +124,7 @@ def detect(
               f"{seen - t_from:+.3f} s after it): counted as detection at t_effect"
               for signal, (stamp, seen) in straddled.items()
               if signal in firsts and firsts[signal][0] == t_from]
+    notes += carried_notes.values()
     by_signal = {k: v[0] for k, v in firsts.items()}
     for signal in ("alert", "up"):
         if signal in firsts:

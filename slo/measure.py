@@ -310,7 +310,7 @@ def measure(
         notes.append(f"not detected by monitoring within the window (no alert firing, no "
                      f"up == 0){probe_note}")
 
-    paging = page_of(timeline, node, t_effect, t_detect, end)
+    paging = page_of(timeline, node, t_effect, t_detect, end, t_acting)
 
     t_recovered, rec_notes = recovered_at(requests, timeline, node, t_effect, end,
                                           recovery_hold_s)

@@ -65,7 +65,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import httpx
@@ -95,6 +95,27 @@ def names_node(labels: Mapping[str, str], node: Node) -> bool:
     rule for which alerts — in Prometheus, Alertmanager or a page — are the node's."""
     job = node.prometheus.job if node.prometheus else None
     return labels.get("node") == node.name or (job is not None and labels.get("job") == job)
+
+
+def rule_durations(groups: Sequence[Mapping[str, Any]], node: Node) -> dict[str, float]:
+    """Each alerting rule's ``for:`` (seconds) by alert name, as it applies to ``node``.
+
+    Rules often share a name across nodes, one per node with its own ``for:`` (``faultkit
+    rules`` writes them so): the rule whose labels name ``node`` holds, else one that names
+    no node or job; another node's rule never dates this node's alerts.
+    """
+    durations: dict[str, float] = {}
+    own: set[str] = set()
+    for group in groups:
+        for rule in group.get("rules", ()):
+            name, labels = rule["name"], rule.get("labels") or {}
+            duration = float(rule.get("duration", 0))
+            if names_node(labels, node):
+                durations[name] = duration
+                own.add(name)
+            elif name not in own and not {"node", "job"} & labels.keys():
+                durations.setdefault(name, duration)
+    return durations
 
 
 class EventSink(Protocol):
@@ -237,7 +258,7 @@ class Observer:
             groups = self.prometheus.rules("alert")
         except PrometheusError:
             return {}
-        return {r["name"]: float(r.get("duration", 0)) for g in groups for r in g["rules"]}
+        return rule_durations(groups, self.node)
 
     def _prometheus_look(
         self, with_start: bool = False

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from faultkit.model.events import EventKind
 from faultkit.model.records import Event
+from slo.carried import carried_over_alerts
 
 if TYPE_CHECKING:  # the pager's module serves pages too (aiohttp): not imported to read them
     from faultkit.inventory import Node
@@ -107,8 +108,13 @@ def _ours(event: Event, node: str, t_effect: float) -> bool:
 
 
 def page_of(timeline: Sequence[Event], node: str, t_effect: float,
-            t_detect: float | None, t_end: float) -> Paging | None:
-    """The paging stages of ``node``'s fault; ``None`` when no Alertmanager watched it."""
+            t_detect: float | None, t_end: float, t_acting: float | None = None
+            ) -> Paging | None:
+    """The paging stages of ``node``'s fault; ``None`` when no Alertmanager watched it.
+
+    An alert already active before the harness acted (``t_acting``;
+    :func:`slo.carried.carried_over_alerts`) pages for what held before the fault:
+    neither Alertmanager holding it nor its page is this fault's."""
     route_event = next((e for e in timeline if e.kind == EventKind.AM_ROUTE
                         and e.node == node), None)
     if route_event is None:
@@ -116,7 +122,13 @@ def page_of(timeline: Sequence[Event], node: str, t_effect: float,
     url = str(route_event.data.get("url", ""))
     pager = bool(route_event.data.get("pager"))
     route = {k: v for k, v in route_event.data.items() if k not in ("url", "pager")}
-    seen = [e for e in timeline if e.kind == EventKind.AM_ALERT and _ours(e, node, t_effect)]
+    carried = carried_over_alerts(timeline, node, t_effect, t_acting)
+
+    def fault_s(e: Event) -> bool:
+        return not any(c.holds(e.data.get("alertname"), e.t) for c in carried)
+
+    seen = [e for e in timeline if e.kind == EventKind.AM_ALERT and _ours(e, node, t_effect)
+            and fault_s(e)]
     received = next((e for e in seen if e.data.get("state") in ("active", "suppressed")), None)
     suppressed = [e for e in seen if e.data.get("state") == "suppressed"]
     held_by = list(dict.fromkeys(
@@ -124,7 +136,7 @@ def page_of(timeline: Sequence[Event], node: str, t_effect: float,
          *(f"inhibited by alert {a}" for e in suppressed for a in e.data.get("inhibited_by")
            or ())]))
     pages = [e for e in timeline if e.kind == EventKind.PAGED and e.node == node
-             and e.t >= t_effect and e.data.get("status") == "firing"]
+             and e.t >= t_effect and e.data.get("status") == "firing" and fault_s(e)]
     page = pages[0] if pages else None
     paging = Paging(
         alertmanager=url, pager=pager, route=route,
@@ -140,13 +152,15 @@ def page_of(timeline: Sequence[Event], node: str, t_effect: float,
     )
     if page is not None or t_detect is None:
         return paging
-    return dataclasses.replace(paging, finding=_why_no_page(paging, timeline, node,
+    ours = [e for e in timeline if fault_s(e)]
+    return dataclasses.replace(paging, finding=_why_no_page(paging, ours, node,
                                                             t_detect, t_end))
 
 
 def _why_no_page(paging: Paging, timeline: Sequence[Event], node: str, t_detect: float,
                  t_end: float) -> str:
-    """Detected, but no page: the first reason the evidence shows."""
+    """Detected, but no page: the first reason the evidence shows (``timeline``: the
+    fault's own, without the alerts carried over into the run)."""
     mine = [e for e in timeline if e.node == node and e.source == "observer"
             and e.t >= t_detect - STARTED_BEFORE_S]
     if not any(e.kind == EventKind.ALERT_FIRING for e in mine):

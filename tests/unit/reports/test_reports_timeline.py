@@ -54,6 +54,26 @@ def test_alerts_and_the_runs_bounds_are_left_to_their_own_tables(tmp_path: Path)
                                                            "docker_start"]
 
 
+def test_a_probe_answered_late_says_when_its_answer_came(tmp_path: Path) -> None:
+    """A probe sent into a pause is answered only after the unpause: its row, at its send
+    time, must not read as the node answering while still frozen."""
+    events = [
+        {"t": T0, "source": "observer", "kind": "health_fail",
+         "data": {"ok": False, "detail": "timeout", "status": None, "latency_s": 1.0}},
+        {"t": T0 + 7.5, "source": "observer", "kind": "health_ok",
+         "data": {"ok": True, "detail": "ok", "status": 200, "latency_s": 0.851}},
+        {"t": T0 + 9.0, "source": "observer", "kind": "health_ok",
+         "data": {"ok": True, "detail": "ok", "status": 200, "latency_s": 0.004}},
+    ]
+    (tmp_path / "timeline.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    (tmp_path / "run.json").write_text(json.dumps({"scenario": "pause", "node": "n"}))
+    assert [r.event for r in rows(load_run(tmp_path))] == [
+        "health_fail detail=timeout status=None (sent here, answered 1.00 s later)",
+        "health_ok detail=ok status=200 (sent here, answered 0.85 s later)",
+        "health_ok detail=ok status=200",
+    ]
+
+
 def test_a_log_of_routine_lines_says_how_many_were_left_out(tmp_path: Path) -> None:
     log = "\n".join([
         'INFO:     127.0.0.1:5 - "POST /v1/chat/completions HTTP/1.1" 200 OK',

@@ -120,6 +120,33 @@ def test_signals_before_the_fault_do_not_count() -> None:
     assert m.detect_signal == "up"
 
 
+def test_an_alert_already_pending_before_the_fault_is_not_its_detection() -> None:
+    """The last run's errors were still inside the error-ratio rule's 1m rate(): its alert
+    went pending 3.6 s before this fault and fired on its for: 10 s at +6.4 s."""
+    carried = {"alertname": "FaultkitErrorRatioHigh", "activeAt": 1006.4, "for_s": 10.0}
+    timeline = sorted([
+        *outage_timeline(alert=False),
+        ev(1006.5, "observer", "alert_pending", **carried, t_state=1006.4),
+        ev(1016.5, "observer", "alert_firing", **carried, t_state=1016.4),
+    ], key=lambda e: e.t)
+    m = measure(outage_ledger(), timeline, NODE)
+    assert m.detect_signal == "up" and m.t_detect == pytest.approx(1010.8)
+    assert "alert" not in m.detection_by_signal_s
+    assert any("FaultkitErrorRatioHigh was already active 3.6 s before" in n for n in m.notes)
+
+
+def test_an_alert_the_harness_saw_only_after_it_acted_is_the_faults() -> None:
+    """Made active by the evaluation under way at the fault, stamped just before it."""
+    fresh = {"alertname": "FaultkitNodeDown", "activeAt": 1009.97, "for_s": 1.0}
+    timeline = sorted([
+        *outage_timeline(alert=False, up=False),
+        ev(1010.4, "observer", "alert_pending", **fresh, t_state=1009.97),
+        ev(1011.1, "observer", "alert_firing", **fresh, t_state=1010.97),
+    ], key=lambda e: e.t)
+    m = measure(outage_ledger(), timeline, NODE)
+    assert m.detect_signal == "alert" and m.t_detect == pytest.approx(1010.97)
+
+
 def _with_up(*events: Event) -> list[Event]:
     timeline = [e for e in outage_timeline(alert=False) if e.kind not in ("up_0", "up_1")]
     return sorted([*timeline, *events], key=lambda e: e.t)

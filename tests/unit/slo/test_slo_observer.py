@@ -10,7 +10,7 @@ from aiohttp import web
 from faultkit.inventory import Node
 from faultkit.model.records import Event
 from slo.errors import PrometheusUnavailable
-from slo.observer import Observer
+from slo.observer import Observer, rule_durations
 from slo.prom import Alert, Series
 
 
@@ -86,6 +86,20 @@ def test_alert_states_for_this_node_only() -> None:
                      ("alert_resolved", 104.0, 104.0)]
     obs._on_alerts(105.0, [alert("firing", node="n1")])  # matched by the node label too
     assert sink.events[-1].kind == "alert_firing"
+
+
+def test_a_rule_shared_by_name_across_nodes_is_read_for_this_node() -> None:
+    """``faultkit rules`` writes one FaultkitNodeDown per node, each with its own for:; the
+    node's own rule dates its alerts, wherever it sits among the groups."""
+    def rule(name: str, duration: float, **labels: str) -> dict[str, object]:
+        return {"name": name, "duration": duration, "labels": labels}
+
+    groups = [{"rules": [rule("Down", 60.0, node="n1"), rule("Slow", 5.0, job="j1")]},
+              {"rules": [rule("Down", 0.0, node="other"), rule("Slow", 9.0, job="jx")]},
+              {"rules": [rule("Shared", 30.0, severity="page")]}]
+    assert rule_durations(groups, node()) == {"Down": 60.0, "Slow": 5.0, "Shared": 30.0}
+    groups.reverse()
+    assert rule_durations(groups, node()) == {"Down": 60.0, "Slow": 5.0, "Shared": 30.0}
 
 
 async def test_a_hung_probe_never_delays_the_next_and_a_stale_answer_changes_nothing() -> None:

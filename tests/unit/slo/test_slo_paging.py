@@ -275,6 +275,34 @@ def test_pages_and_alerts_from_before_the_fault_are_not_this_faults() -> None:
     assert paging.t_received is None and paging.t_paged is None
 
 
+def test_the_page_of_an_alert_already_pending_before_the_harness_acted_is_not_this_faults(
+) -> None:
+    """FaultkitErrorRatioHigh went pending 3.6 s before the fault (the last run's errors in
+    its rate() window) and fired on its for: at +6.4 s; Alertmanager held it and paged. The
+    node's own alert of this fault never fired: no page is this fault's, and why says so."""
+    carried: dict[str, Any] = {"alertname": "FaultkitErrorRatioHigh", "activeAt": 996.4,
+                               "for_s": 10.0}
+    t_acting = 999.9
+    timeline = [
+        route_event(),
+        ev(996.5, EventKind.ALERT_PENDING, **carried, t_state=996.4),
+        ev(1006.5, EventKind.ALERT_FIRING, **carried, t_state=1006.4),
+        ev(1006.6, EventKind.AM_ALERT, alertname="FaultkitErrorRatioHigh", fingerprint="e1",
+           state="active", starts_at=1006.4, silenced_by=[], inhibited_by=[],
+           labels={"node": NODE}),
+        ev(1008.4, EventKind.PAGED, status="firing", alertname="FaultkitErrorRatioHigh",
+           receiver="faultkit-pager", group_key="{}"),
+    ]
+    up_detected = 1001.0
+    paging = page_of(timeline, NODE, T_EFFECT, up_detected, T_END, t_acting)
+    assert paging is not None
+    assert paging.t_received is None and paging.t_paged is None
+    assert paging.finding is not None and "no alert fired" in paging.finding
+    # without the harness's act to tell it by (a postmortem), the page is counted
+    counted = page_of(timeline, NODE, T_EFFECT, up_detected, T_END)
+    assert counted is not None and counted.t_paged == 1008.4
+
+
 # ------------------------------------------------------------------ the objective
 
 
