@@ -21,6 +21,8 @@ steady state        ``measurement.json`` ``t_recovered``
 
 A phase runs from one milestone to the next; a milestone without evidence is left out,
 and its phase merges into the next (the report says which evidence each phase rests on).
+The way back ends at the steady state: a milestone after it (a first-token probe sent
+after the users' own requests were answered again) is not part of it.
 Detection (``t_effect`` → ``t_detect``) runs beside them and is given apart. The engine's
 lines are matched in the start-up log Docker timestamped (``container.json``
 ``startup_log``), so their times do not depend on each engine's own log format.
@@ -147,7 +149,9 @@ def recovery_phases(data: RunData) -> list[Phase]:
     phases: list[Phase] = []
     t_prev = m.t_effect
     for t, name, evidence in milestones:
-        if t is None or t < t_prev:
+        # the users' own requests answered again before a later milestone (the first-token
+        # probe is sent only once /health says 200): it is not on the node's way back
+        if t is None or t < t_prev or (m.t_recovered is not None and t > m.t_recovered):
             continue
         phases.append(Phase(name, t_prev, t, evidence))
         t_prev = t

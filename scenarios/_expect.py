@@ -114,3 +114,15 @@ def engine_pattern(node: Node) -> str:
                     "set the node's engine_process (a regular expression matching the "
                     "engine's worker command line) in the inventory")
     return pattern
+
+
+def rolled_back(config: str, result: dict[str, Any], t_effect: float) -> tuple[bool, str]:
+    """Whether a rollout's failed candidate was detected and the previous config restored
+    (``result``: the rollout fault's), and the words for it, dated from the fault's effect."""
+    detected, restored = result.get("t_failed_detected"), result.get("t_restored")
+    if not isinstance(detected, int | float) or not isinstance(restored, int | float):
+        return False, f"{config} failed and was not restored: {result}"
+    why = f" ({result['failed_reason']})" if result.get("failed_reason") else ""
+    return True, (f"{config} failed{why}: detected {detected - t_effect:+.1f} s after it took "
+                  f"effect, rolled back, the previous config serving again "
+                  f"{restored - detected:.1f} s later")

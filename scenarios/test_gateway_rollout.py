@@ -34,6 +34,7 @@ import pytest
 from faultkit import Experiment, Inventory
 from faultkit.faults import make_fault
 from faultkit.faults.rollout import Rollout
+from scenarios._expect import rolled_back
 from scenarios._gateway import (
     UPSTREAM_FAULTS,
     USERS_PROFILE,
@@ -59,10 +60,7 @@ def rollout_outcome(config: str, result: dict[str, Any]) -> Checks:
         expected = "serves and reaches every upstream, or detected failed and rolled back"
         seen = result.get("upstream_check") or {}
         if result.get("rolled_back") is True:
-            ok = None not in (result.get("t_failed_detected"), result.get("t_restored"))
-            observed = (f"{config} failed ({result.get('failed_reason')}); rolled back, "
-                        f"previous config serving again" if ok
-                        else f"{config} failed and was not restored: {result}")
+            ok, observed = rolled_back(config, result, m.t_effect)
             return CheckResult("rollout_safe", ok, expected, observed,
                                "detected and rolled back" if ok else observed)
         if result.get("ready") is not True:

@@ -13,6 +13,7 @@ an upstream under each one (a gateway config is judged by how its users fare the
 import pytest
 
 from faultkit import Experiment
+from scenarios._expect import rolled_back as rolled_back_words
 from slo.checks import Checks, check, recovered_within
 from slo.types import CheckResult, Measurement
 
@@ -24,13 +25,7 @@ def rollout_safe(experiment: Experiment, config: str) -> Checks:
         if rolled_back is False:
             passed, observed = True, f"{config} became ready and served"
         elif rolled_back is True:
-            detected, restored = result.get("t_failed_detected"), result.get("t_restored")
-            passed = detected is not None and restored is not None
-            observed = (
-                f"{config} failed; detected at {detected}, previous config restored at {restored}"
-                if passed
-                else f"{config} failed and was not restored: {result}"
-            )
+            passed, observed = rolled_back_words(config, result, m.t_effect)
         else:
             passed, observed = False, f"no rollout outcome recorded: {result}"
         return CheckResult(

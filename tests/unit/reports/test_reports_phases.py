@@ -81,6 +81,21 @@ def test_a_phase_without_evidence_merges_into_the_next(tmp_path: Path) -> None:
     assert phases[2].t_start == T0 + 1.5  # from the start: no start-up line to date
 
 
+def test_the_way_back_ends_at_the_steady_state(tmp_path: Path) -> None:
+    """llama.cpp answered its users 0.8 s after an engine kill; the first-token probe, sent
+    once /health said 200, got its token at +2.0: no phase may outlast the outage."""
+    quick = [_ev(T0 + 0.01, "harness", "docker_die", exit_code=137),
+             _ev(T0 + 0.5, "harness", "docker_start"),
+             _ev(T0 + 0.7, "observer", "health_ok", ok=True),
+             _ev(T0 + 2.0, "fault", "first_token", served=True)]
+    phases = recovery_phases(load_run(_run(tmp_path, quick, [], recovered=0.8)))
+    assert [(p.name, round(p.t_end - T0, 3)) for p in phases] == [
+        ("until the container exited", 0.01), ("until it started again", 0.5),
+        ("until /health 200", 0.7), ("until steady state", 0.8)]
+    assert "down for 0.8 s (its longest phase: until it started again, 0.5 s)" in \
+        summary(load_run(tmp_path))
+
+
 def test_a_restart_loop_is_one_phase_before_the_start_that_held(tmp_path: Path) -> None:
     loop = [_ev(T0 + 0.2, "harness", "docker_die", exit_code=137),
             _ev(T0 + 1.0, "harness", "docker_start"),

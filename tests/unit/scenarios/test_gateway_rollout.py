@@ -194,6 +194,9 @@ def test_the_rollout_check_passes_a_rollback_and_a_checked_candidate_only() -> N
     rolled = judged({"rolled_back": True, "t_failed_detected": 5.0, "t_restored": 9.0,
                      "failed_reason": "the gateway cannot reach upstream sim-sglang"})
     assert rolled.passed and "rolled back" in rolled.observed
+    # dated from the fault's effect, never as raw epoch seconds
+    assert "detected +4.0 s after it took effect" in rolled.observed
+    assert "serving again 4.0 s later" in rolled.observed
     assert not judged({"rolled_back": True, "t_failed_detected": 5.0}).passed  # not restored
     served = judged({"rolled_back": False, "ready": True,
                      "upstream_check": {"checked": True, "healthy": ["llama", "sim-vllm"]}})
