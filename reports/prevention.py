@@ -21,8 +21,10 @@ from typing import Literal
 from faultkit.model.kinds import fault_phrase
 from reports.diagnosis import Diagnosis
 from reports.evidence import fault_kind
-from reports.figures import num, probe_s, server_estimate
 from reports.load import RunData
+from reports.numbers import num
+from reports.outage import probe_s
+from reports.server_estimate import server_estimate
 
 ChangeType = Literal["prevent", "detect", "mitigate", "process"]
 

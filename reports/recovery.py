@@ -17,8 +17,9 @@ from faultkit.model.events import MANUAL_PREFIX, EventKind
 from faultkit.model.kinds import fault_phrase, spec_of
 from faultkit.model.records import Event
 from reports.evidence import Span, container_facts, fault_kind
-from reports.figures import NOT_APPLICABLE, no_outage, server_estimate
 from reports.load import RunData
+from reports.outage import NOT_APPLICABLE, no_outage
+from reports.server_estimate import server_estimate
 
 #: a container start Docker reports this soon after the harness acted is the harness's
 _HARNESS_START_S = 5.0

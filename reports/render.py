@@ -30,10 +30,13 @@ from reports.baseline import baseline_view
 from reports.chart import render_chart
 from reports.diagnosis import diagnose
 from reports.evidence import fault_kind
-from reports.figures import Figure, key_figures, no_outage, num, pct
+from reports.figures import key_figures
 from reports.load import RUN_FILES, RunData, load_run
+from reports.numbers import num, pct
+from reports.outage import no_outage
 from reports.phases import recovery_phases, slowest
 from reports.prevention import changes_for
+from reports.provenance import Figure
 from reports.recovery import analyse
 from reports.steady import speculation_view, steady_view
 from reports.summary import judged_line, summary

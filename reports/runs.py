@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from reports.evidence import fault_kind
-from reports.figures import no_outage, server_estimate
 from reports.load import (
     GateData,
     RunData,
@@ -27,7 +26,9 @@ from reports.load import (
     load_run,
     load_run_summary,
 )
+from reports.outage import no_outage
 from reports.phases import recovery_phases
+from reports.server_estimate import server_estimate
 from slo.types import Measurement
 
 #: ``20261130T132827.555Z`` (runs) or ``20261130T132827Z`` (gates) at the start of a name

@@ -9,22 +9,18 @@ labels) is left for the template to escape.
 
 from __future__ import annotations
 
-from typing import Any, TypeGuard
+from typing import Any
 
-from reports.figures import pct
+from reports.numbers import is_number, pct
 
 __all__ = ["capability_view", "change_cell", "figure_cell", "speculation_view",
            "steady_view"]
 
 
-def _is_num(value: object) -> TypeGuard[float | int]:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def figure_cell(value: object, unit: object, interval: object = None) -> str:
     """``0.204 s`` (latency), ``0.33 %`` (error ratio), ``240.0`` (tokens/s); ``—`` if absent;
     with its 95 % interval where the file has one: ``0.204 s (0.190–0.221)``."""
-    if not _is_num(value):
+    if not is_number(value):
         return "—"
     if unit == "s":
         cell = f"{value:.3f} s"
@@ -47,7 +43,7 @@ def change_cell(current: object, candidate: object, unit: object,
     relative part is left out when the current figure is 0. Where both sides have a 95 %
     interval, the change's bounds follow (:func:`change_bounds`):
     ``+0.094 s (+12 %) [+0.054 to +0.122 s]``."""
-    if not _is_num(current) or not _is_num(candidate):
+    if not is_number(current) or not is_number(candidate):
         return "not compared"
     diff = candidate - current
     bounds = change_bounds(current_interval, candidate_interval)
@@ -78,7 +74,7 @@ def change_bounds(current_interval: object, candidate_interval: object
 
 def _interval(value: object) -> tuple[float, float] | None:
     if (isinstance(value, list | tuple) and len(value) == 2
-            and all(_is_num(v) for v in value)):
+            and all(is_number(v) for v in value)):
         return float(value[0]), float(value[1])
     return None
 
@@ -109,8 +105,8 @@ def steady_view(steady: object) -> dict[str, Any] | None:
     profile = steady.get("profile")
     profile = profile if isinstance(profile, dict) else {}
     rate, workers = profile.get("rate"), profile.get("concurrency") or 1
-    load = (f"open loop {rate:g} req/s" if _is_num(rate)
-            else f"closed loop, {workers} worker{'s' * (workers != 1)}" if _is_num(workers)
+    load = (f"open loop {rate:g} req/s" if is_number(rate)
+            else f"closed loop, {workers} worker{'s' * (workers != 1)}" if is_number(workers)
             else "load not recorded")
     rows = []
     for row in steady.get("comparison") or ():
@@ -133,13 +129,13 @@ def steady_view(steady: object) -> dict[str, Any] | None:
                     for row in steady.get("comparison") or () if isinstance(row, dict))
     return {
         "checked": True,
-        "seconds": f"{seconds:g}" if _is_num(seconds) else "?",
+        "seconds": f"{seconds:g}" if is_number(seconds) else "?",
         "load": load,
         "current": _side(steady.get("current")),
         "candidate": _side(steady.get("candidate")),
         "rows": rows,
         "intervals": intervals,
-        "tolerance": {k: v for k, v in tolerance.items() if _is_num(v)}
+        "tolerance": {k: v for k, v in tolerance.items() if is_number(v)}
         if isinstance(tolerance, dict) else {},
         "speculation": speculation_view(steady.get("speculation")),
         "capabilities": capability_view(steady.get("capabilities")),
@@ -156,7 +152,7 @@ def capability_view(data: object) -> dict[str, Any] | None:
     def cell(side: object, figure: str, source: str) -> str:
         values = side if isinstance(side, dict) else {}
         value = values.get(figure)
-        if _is_num(value):
+        if is_number(value):
             return f"{value:,.0f} tokens"
         why = values.get(source)
         return why if isinstance(why, str) and why else "not read"
@@ -170,7 +166,7 @@ def capability_view(data: object) -> dict[str, Any] | None:
     regressions = [r for r in data.get("regressions") or () if isinstance(r, str)]
     ratio = data.get("kv_ratio_min")
     return {"rows": rows, "regressions": regressions,
-            "kv_ratio_min": f"{ratio:g}" if _is_num(ratio) else "?"}
+            "kv_ratio_min": f"{ratio:g}" if is_number(ratio) else "?"}
 
 
 def speculation_view(data: object) -> dict[str, Any] | None:
@@ -185,9 +181,9 @@ def speculation_view(data: object) -> dict[str, Any] | None:
         f = figures if isinstance(figures, dict) else {}
         tpot, rate = f.get("tpot_p50_s"), f.get("acceptance_rate")
         rate_out = f.get("output_tokens_per_s")
-        return {"tpot": f"{tpot * 1000:.1f} ms" if _is_num(tpot) else "—",
-                "tokens_per_s": f"{rate_out:.1f}" if _is_num(rate_out) else "—",
-                "acceptance": pct(rate) if _is_num(rate) else "—"}
+        return {"tpot": f"{tpot * 1000:.1f} ms" if is_number(tpot) else "—",
+                "tokens_per_s": f"{rate_out:.1f}" if is_number(rate_out) else "—",
+                "acceptance": pct(rate) if is_number(rate) else "—"}
 
     rows = []
     for row in data.get("classes") or ():
@@ -207,5 +203,5 @@ def speculation_view(data: object) -> dict[str, Any] | None:
     return {"current": data.get("current") or "off", "candidate": data.get("candidate") or "off",
             "workload": str(data.get("workload") or "mixed"),
             "load": (f"{users} users in a closed loop, {seconds:g} s per class and config"
-                     if _is_num(seconds) and _is_num(users) else "load not recorded"),
+                     if is_number(seconds) and is_number(users) else "load not recorded"),
             "rows": rows, "failure": data.get("failure")}

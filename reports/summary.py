@@ -16,9 +16,11 @@ from __future__ import annotations
 from faultkit.model.kinds import fault_phrase, spec_of
 from reports.diagnosis import rollout_result
 from reports.evidence import fault_kind, fault_node
-from reports.figures import estimate_words, no_outage, num, server_estimate
 from reports.load import RunData
+from reports.numbers import num
+from reports.outage import no_outage
 from reports.phases import Phase, recovery_phases, slowest
+from reports.server_estimate import estimate_words, server_estimate
 from slo.types import Measurement
 
 #: error class → (singular, plural) as a person says it
@@ -48,7 +50,8 @@ def _count(n: int, cls: str) -> str:
 
 def loss_clause(m: Measurement) -> str:
     """``31 of 118 requests were lost, all resets`` (plus the slow ones, if any); for a run
-    no client recorded, the server-side estimate (:func:`reports.figures.estimate_words`)."""
+    no client recorded, the server-side estimate
+    (:func:`reports.server_estimate.estimate_words`)."""
     if (estimate := server_estimate(m)) is not None:
         return estimate_words(estimate)
     if m.requests_total == 0 and m.lost_total == 0:

@@ -89,7 +89,7 @@ class LossEstimate:
 
     def to_json(self) -> dict[str, Any]:
         """``measurement.json`` ``server_cross_check`` of a postmortem (``estimate``:
-        ``"server_counters"``; the reports read it, reports/figures.py)."""
+        ``"server_counters"``; the reports read it, reports/server_estimate.py)."""
         return {"estimate": "server_counters", "lost": self.lost, "low": self.low,
                 "high": self.high, "why": self.why or None, "counter": self.counter,
                 "rate_per_s": self.rate_per_s, "baseline_s": self.baseline_s,

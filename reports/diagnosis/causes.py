@@ -26,8 +26,8 @@ from reports.diagnosis.base import (
     telling_lines,
 )
 from reports.evidence import ContainerFacts, fault_kind, fault_node
-from reports.figures import no_outage
 from reports.load import RunData
+from reports.outage import no_outage
 
 
 def rule_not_applied(data: RunData, facts: ContainerFacts) -> Diagnosis | None:

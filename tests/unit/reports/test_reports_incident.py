@@ -21,8 +21,8 @@ from matplotlib.image import imread
 
 from reports import render_incident
 from reports.chart import impact_per_second
-from reports.figures import NOT_APPLICABLE
 from reports.load import load_run
+from reports.outage import NOT_APPLICABLE
 from reports.summary import summary
 from tests.unit.reports.test_reports_markdown import html
 from tests.unit.reports_helpers import GOLDEN, RUNS, cells, copy_run, section, table_problems

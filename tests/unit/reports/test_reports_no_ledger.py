@@ -10,8 +10,9 @@ from typing import Any
 
 from faultkit.model.records import Event
 from faultkit.rundir import RunInfo
+from reports.budget_figure import budget_figure
 from reports.diagnosis import diagnose
-from reports.figures import budget_figure, key_figures
+from reports.figures import key_figures
 from reports.load import RunData
 from reports.prevention import changes_for
 from reports.summary import summary
