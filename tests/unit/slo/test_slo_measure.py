@@ -120,16 +120,22 @@ def test_signals_before_the_fault_do_not_count() -> None:
     assert m.detect_signal == "up"
 
 
+def _with_alert(name: str, active_at: float, for_s: float, seen: float, *,
+                up: bool = True) -> list[Event]:
+    """The kill's timeline with one alert the observer first saw pending at ``seen``."""
+    alert = {"alertname": name, "activeAt": active_at, "for_s": for_s}
+    return sorted([
+        *outage_timeline(alert=False, up=up),
+        ev(seen, "observer", "alert_pending", **alert, t_state=active_at),
+        ev(seen + for_s, "observer", "alert_firing", **alert, t_state=active_at + for_s),
+    ], key=lambda e: e.t)
+
+
 def test_an_alert_already_pending_before_the_fault_is_not_its_detection() -> None:
     """The last run's errors were still inside the error-ratio rule's 1m rate(): its alert
     went pending 3.6 s before this fault and fired on its for: 10 s at +6.4 s."""
-    carried = {"alertname": "FaultkitErrorRatioHigh", "activeAt": 1006.4, "for_s": 10.0}
-    timeline = sorted([
-        *outage_timeline(alert=False),
-        ev(1006.5, "observer", "alert_pending", **carried, t_state=1006.4),
-        ev(1016.5, "observer", "alert_firing", **carried, t_state=1016.4),
-    ], key=lambda e: e.t)
-    m = measure(outage_ledger(), timeline, NODE)
+    m = measure(outage_ledger(), _with_alert("FaultkitErrorRatioHigh", 1006.4, 10.0, 1006.5),
+                NODE)
     assert m.detect_signal == "up" and m.t_detect == pytest.approx(1010.8)
     assert "alert" not in m.detection_by_signal_s
     assert any("FaultkitErrorRatioHigh was already active 3.6 s before" in n for n in m.notes)
@@ -137,13 +143,8 @@ def test_an_alert_already_pending_before_the_fault_is_not_its_detection() -> Non
 
 def test_an_alert_the_harness_saw_only_after_it_acted_is_the_faults() -> None:
     """Made active by the evaluation under way at the fault, stamped just before it."""
-    fresh = {"alertname": "FaultkitNodeDown", "activeAt": 1009.97, "for_s": 1.0}
-    timeline = sorted([
-        *outage_timeline(alert=False, up=False),
-        ev(1010.4, "observer", "alert_pending", **fresh, t_state=1009.97),
-        ev(1011.1, "observer", "alert_firing", **fresh, t_state=1010.97),
-    ], key=lambda e: e.t)
-    m = measure(outage_ledger(), timeline, NODE)
+    m = measure(outage_ledger(), _with_alert("FaultkitNodeDown", 1009.97, 1.0, 1010.4, up=False),
+                NODE)
     assert m.detect_signal == "alert" and m.t_detect == pytest.approx(1010.97)
 
 
@@ -415,9 +416,24 @@ def test_harness_intervention_is_recorded() -> None:
 # --------------------------------------------------------------------------- users
 
 
+PAUSE_EFFECT = {"docker_actions": ["pause"], "required": "docker", "spans_outage": False}
+
+
+def _pause_timeline(revert_end: float, ready: float, *more: Event) -> list[Event]:
+    """A docker pause at 1010.0, reverted at ``revert_end``, readiness OK at ``ready``."""
+    return sorted([
+        ev(1000.0, "observer", "health_ok", ok=True),
+        ev(1009.9, "fault", "inject_start", fault="pause", effect=PAUSE_EFFECT),
+        Event(t=1010.0, source="harness", kind="docker_pause", node=NODE, data={}),
+        ev(1010.6, "observer", "health_fail", detail="timeout"),
+        ev(revert_end, "fault", "revert_end"),
+        ev(ready, "observer", "health_ok", ok=True),
+        *more,
+    ], key=lambda e: e.t)
+
+
 def test_users_who_arrived_during_a_hang_are_counted_from_their_arrival() -> None:
     """An 8 s pause at 10 req/s: every arrival in the hang is lost, shed or slow (≈ 80)."""
-    spec = {"docker_actions": ["pause"], "required": "docker", "spans_outage": False}
     ledger: list[RequestRecord] = []
     for i in range(300):
         t = round(1000 + i * 0.1, 3)
@@ -429,15 +445,9 @@ def test_users_who_arrived_during_a_hang_are_counted_from_their_arrival() -> Non
         else:
             r = req(i, t)
         ledger.append(r)
-    timeline = sorted([
-        ev(1000.0, "observer", "health_ok", ok=True),
-        ev(1009.9, "fault", "inject_start", fault="pause", effect=spec),
-        Event(t=1010.0, source="harness", kind="docker_pause", node=NODE, data={}),
-        ev(1010.6, "observer", "health_fail", detail="timeout"),
-        ev(1011.4, "observer", "alert_firing", alertname="FaultkitNodeDown", t_state=1011.2),
-        ev(1018.0, "fault", "revert_end"),
-        ev(1018.1, "observer", "health_ok", ok=True),
-    ], key=lambda e: e.t)
+    timeline = _pause_timeline(1018.0, 1018.1, ev(1011.4, "observer", "alert_firing",
+                                                   alertname="FaultkitNodeDown",
+                                                   t_state=1011.2))
     m = measure(ledger, timeline, NODE, ttft_objective_s=2.5)
     assert m.lost_by_class == {"shed_client": 64}
     # of the 16 sent, those that arrived before 1015.55 waited more than 2.5 s: 12
@@ -450,7 +460,6 @@ def _backlog_run(*, held_status: str = "ok") -> tuple[list[RequestRecord], list[
     """An 8 s pause at 10 req/s whose 80 held users are released at once at 1018.0: the node
     works through them until 1021.0, and users who arrive meanwhile get their first token
     only then; from 1021.0 on it answers in 0.01 s."""
-    spec = {"docker_actions": ["pause"], "required": "docker", "spans_outage": False}
     ledger: list[RequestRecord] = []
     for i in range(400):
         t = round(1000 + i * 0.1, 3)
@@ -463,15 +472,7 @@ def _backlog_run(*, held_status: str = "ok") -> tuple[list[RequestRecord], list[
         else:
             r = req(i, t)
         ledger.append(r)
-    timeline = sorted([
-        ev(1000.0, "observer", "health_ok", ok=True),
-        ev(1009.9, "fault", "inject_start", fault="pause", effect=spec),
-        Event(t=1010.0, source="harness", kind="docker_pause", node=NODE, data={}),
-        ev(1010.6, "observer", "health_fail", detail="timeout"),
-        ev(1017.95, "fault", "revert_end"),
-        ev(1017.98, "observer", "health_ok", ok=True),
-    ], key=lambda e: e.t)
-    return ledger, timeline
+    return ledger, _pause_timeline(1017.95, 1017.98)
 
 
 def test_the_after_window_starts_once_the_node_has_served_the_users_the_fault_held() -> None:

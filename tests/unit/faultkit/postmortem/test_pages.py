@@ -7,18 +7,15 @@ read)."""
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from faultkit.inventory import parse_inventory
 from faultkit.model.events import EventKind
 from faultkit.postmortem.pages import read_paging
+from tests.unit.json_server import JsonServer
 
 ROUTE = "route: {receiver: pager, group_wait: 2s, group_interval: 1m}\nreceivers: [{name: pager}]\n"
 FIRING = {"receiver": "pager", "groupKey": "g", "status": "firing", "alerts": [
@@ -34,42 +31,23 @@ class Fakes:
         self.notifications = [{"t_received": 105.0, "payload": FIRING},
                               {"t_received": 106.0, "payload": OTHER}]
         self.asked: list[dict[str, list[str]]] = []
-        fakes = self
+        self.server = JsonServer(self.route)
+        self.url = self.server.url
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                url = urlsplit(self.path)
-                body: Any
-                if url.path == "/api/v2/status":
-                    body = {"config": {"original": ROUTE}}
-                elif url.path == "/notifications":
-                    fakes.asked.append(parse_qs(url.query))
-                    body = fakes.notifications
-                else:
-                    self.send_error(404)
-                    return
-                raw = json.dumps(body).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+    def route(self, path: str, query: dict[str, list[str]]) -> Any:
+        if path == "/api/v2/status":
+            return {"config": {"original": ROUTE}}
+        if path == "/notifications":
+            self.asked.append(query)
+            return self.notifications
+        return None
 
 
 @pytest.fixture
 def fakes() -> Iterator[Fakes]:
     served = Fakes()
-    thread = threading.Thread(target=served.server.serve_forever, daemon=True)
-    thread.start()
-    yield served
-    served.server.shutdown()
-    served.server.server_close()
+    with served.server:
+        yield served
 
 
 def _inventory(alertmanager: str) -> Any:

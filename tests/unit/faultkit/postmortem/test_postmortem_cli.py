@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from click.testing import CliRunner, Result
@@ -21,6 +18,7 @@ from click.testing import CliRunner, Result
 from faultkit.cli import cli
 from faultkit.postmortem import POSTMORTEM_JSON, POSTMORTEM_MD, Postmortem
 from tests.unit.cli_helpers import one_error_line
+from tests.unit.json_server import JsonServer
 
 #: an hour ago, whole seconds: the windows below lie in the past, within the 7-day limit
 T0 = float(int(time.time()) - 3600)
@@ -62,50 +60,36 @@ class FakePrometheus:
         self.others = others or {}  # up samples of other jobs
         self.retention = retention  # runtimeinfo's storageRetention
         self.queries: list[str] = []
-        fake = self
+        self.server = JsonServer(self.route)
+        self.url = self.server.url
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                url = urlsplit(self.path)
-                data: dict[str, Any]
-                if url.path == "/api/v1/status/runtimeinfo":
-                    data = {"storageRetention": fake.retention}
-                elif url.path == "/api/v1/targets":
-                    data = {"activeTargets": [{
-                        "labels": {"job": "n", "node": "n", "instance": "127.0.0.1:9"},
-                        "scrapeUrl": "http://127.0.0.1:9/metrics",
-                        "health": "down" if fake.last_error else "up",
-                        "lastError": fake.last_error}]}
-                else:
-                    query = parse_qs(url.query).get("query", [""])[0]
-                    fake.queries.append(query)
-                    result: list[dict[str, Any]] = []
-                    for job, samples in {"n": fake.up, **fake.others}.items():
-                        if query.startswith(f'up{{job="{job}"}}') and samples:
-                            result = [{"metric": {"__name__": "up", "job": job},
-                                       "values": [[t, str(v)] for t, v in samples]}]
-                    data = {"resultType": "matrix", "result": result}
-                body = json.dumps({"status": "success", "data": data}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+    def route(self, path: str, query: dict[str, list[str]]) -> Any:
+        data: dict[str, Any]
+        if path == "/api/v1/status/runtimeinfo":
+            data = {"storageRetention": self.retention}
+        elif path == "/api/v1/targets":
+            data = {"activeTargets": [{
+                "labels": {"job": "n", "node": "n", "instance": "127.0.0.1:9"},
+                "scrapeUrl": "http://127.0.0.1:9/metrics",
+                "health": "down" if self.last_error else "up",
+                "lastError": self.last_error}]}
+        else:
+            promql = query.get("query", [""])[0]
+            self.queries.append(promql)
+            result: list[dict[str, Any]] = []
+            for job, samples in {"n": self.up, **self.others}.items():
+                if promql.startswith(f'up{{job="{job}"}}') and samples:
+                    result = [{"metric": {"__name__": "up", "job": job},
+                               "values": [[t, str(v)] for t, v in samples]}]
+            data = {"resultType": "matrix", "result": result}
+        return {"status": "success", "data": data}
 
     def __enter__(self) -> FakePrometheus:
-        self.thread.start()
+        self.server.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.__exit__(*exc)
 
 
 def closed_port() -> int:
