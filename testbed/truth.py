@@ -36,6 +36,7 @@ from slo.prom import Prometheus
 from slo.types import Measurement
 from testbed import host2
 from testbed.truth_sources import (
+    carried_over,
     docker_events,
     event_time,
     first_alert_firing,
@@ -294,7 +295,9 @@ async def run_trial(name: str, inventory: Inventory, runs_dir: Path, node_name: 
     alert = first_alert_firing(prom, node, effect or t0, t_end,
                                inventory.prometheus.scrape_interval_s,
                                inventory.prometheus.slo_evaluation_interval_s)
-    paged = first_page(inventory, node, effect or t0, t_end)
+    carried = carried_over(prom, node, effect or t0, t_end,
+                           inventory.prometheus.scrape_interval_s)
+    paged = first_page(inventory, node, effect or t0, t_end, carried)
     ledger = exp.run.ledger()
     lost: int | None = None
     racing = 0

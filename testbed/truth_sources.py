@@ -5,6 +5,7 @@ here, never through the measurement (:mod:`testbed.truth` compares the two)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -66,30 +67,36 @@ def host_deaths(since: float, until: float) -> list[float]:
     return sorted(event_time(event) for event in stream)
 
 
-def first_page(inventory: Inventory, node: Node, since: float, until: float) -> float | None:
+def first_page(inventory: Inventory, node: Node, since: float, until: float,
+               carried: Mapping[str, float] | None = None) -> float | None:
     """When the pager received the first firing notification naming ``node`` in
     [``since``, ``until``] for an alert that started at or after ``since`` (its own
     ``startsAt``), as the pager itself recorded it (``None``: no pager, or no page): read
     here directly, never through the run's timeline. An alert already firing before the
     fault took effect (an earlier trial's, re-notified within the window) is no page for
-    this fault."""
+    this fault, nor is one :func:`carried_over` into it (``carried``)."""
     settings = inventory.alertmanager
     if settings is None or settings.pager_url is None:
         return None
     for notification in fetch_notifications(settings.pager_url, since, until):
-        if any(_fired_for(a, node, since)
+        if any(_fired_for(a, node, since, carried or {})
                for a in notification.payload.get("alerts") or () if isinstance(a, dict)):
             return notification.t_received
     return None
 
 
-def _fired_for(alert: dict[str, Any], node: Node, since: float) -> bool:
+def _fired_for(alert: dict[str, Any], node: Node, since: float,
+               carried: Mapping[str, float]) -> bool:
     """A firing alert naming ``node`` that started at or after ``since`` (to the second
-    Prometheus's rule evaluation can lag the clock it stamps by)."""
-    if alert.get("status") != "firing" or (alert.get("labels") or {}).get("node") != node.name:
+    Prometheus's rule evaluation can lag the clock it stamps by), not the firing of one
+    carried over into the fault."""
+    labels = alert.get("labels") or {}
+    if alert.get("status") != "firing" or labels.get("node") != node.name:
         return False
     started = parse_rfc3339(str(alert.get("startsAt") or ""))
-    return started is not None and started >= since - STARTED_SLACK_S
+    carried_until = carried.get(str(labels.get("alertname")), -math.inf)
+    return (started is not None and started >= since - STARTED_SLACK_S
+            and started > carried_until + STARTED_SLACK_S)
 
 
 def event_time(event: dict[str, Any]) -> float:
@@ -107,21 +114,69 @@ def first_alert_firing(prom: Prometheus, node: Node, since: float, until: float,
     not this fault's detection; a series that fired, resolved and fires again for this fault
     is (`FaultkitNodeDown` of the trial
     before can resolve seconds before t_effect and fire again seconds after it: dropping
-    any series with a sample in the 10 s before would compare with a later alert)."""
+    any series with a sample in the 10 s before would compare with a later alert). Nor is
+    the firing of an alert :func:`carried_over` into the fault."""
     slowest = max(evaluation_interval_s, slo_evaluation_interval_s or 0.0)
-    lookback = 10.0 + 2 * slowest
-    window = max(1, int(until - since + lookback) + 2)
-    series = prom.query_samples(
-        f'ALERTS{{alertstate="firing",node="{node.name}"}}[{window}s]', t=until
-    )
+    window = _window(since, until, slowest)
+    series = prom.query_samples(f'ALERTS{{alertstate="firing",node="{node.name}"}}[{window}s]',
+                                t=until)
+    carried = carried_over(prom, node, since, until, evaluation_interval_s)
     firsts = []
     for ser in series:
-        burn = ser.labels.get("alertname") == "FaultkitSLOBurn"
+        name = ser.labels.get("alertname", "")
+        burn = name == "FaultkitSLOBurn"
         gap = 1.5 * (slo_evaluation_interval_s if burn and slo_evaluation_interval_s
                      else evaluation_interval_s)
         times = sorted(t for t, v in ser.values if math.isfinite(v))
         starts = [t for i, t in enumerate(times) if i == 0 or t - times[i - 1] > gap]
-        after = [t for t in starts if t >= since]
+        after = [t for t in starts if t >= since and t > carried.get(name, -math.inf)]
         if after:
             firsts.append(after[0])
     return min(firsts) if firsts else None
+
+
+def carried_over(prom: Prometheus, node: Node, since: float, until: float,
+                 evaluation_interval_s: float) -> dict[str, float]:
+    """The node's alerts whose ``pending`` run began before ``since`` (less
+    :data:`STARTED_SLACK_S`) and lasted to it: what they fire on held before the fault (an
+    error-ratio rule still counting the trial before's errors), so neither their firing nor
+    their page is this fault's. Alert name → the last sample of that alert's run, pending
+    and the firing it led into, from Prometheus's stored ``ALERTS``."""
+    window = _window(since, until, evaluation_interval_s)
+    gap = 1.5 * evaluation_interval_s
+
+    def samples(state: str) -> dict[str, list[float]]:
+        found = prom.query_samples(
+            f'ALERTS{{alertstate="{state}",node="{node.name}"}}[{window}s]', t=until)
+        return {s.labels.get("alertname", ""): sorted(t for t, v in s.values
+                                                      if math.isfinite(v)) for s in found}
+
+    firing = samples("firing")
+    out: dict[str, float] = {}
+    for name, pending in samples("pending").items():
+        for run in _runs(pending, gap):
+            if run[0] < since - STARTED_SLACK_S and run[-1] >= since - gap:
+                # under way at the fault; it goes on into firing without a gap
+                end = run[-1]
+                for t in firing.get(name, []):
+                    if end < t <= end + gap:
+                        end = t
+                out[name] = end
+    return out
+
+
+def _window(since: float, until: float, slowest: float) -> int:
+    """The range, in whole seconds, that reaches back far enough before ``since`` to see
+    what was under way then."""
+    return max(1, int(until - since + 10.0 + 2 * slowest) + 2)
+
+
+def _runs(times: list[float], gap: float) -> list[list[float]]:
+    """``times`` (sorted) cut into runs wherever two samples lie more than ``gap`` apart."""
+    runs: list[list[float]] = []
+    for t in times:
+        if runs and t - runs[-1][-1] <= gap:
+            runs[-1].append(t)
+        else:
+            runs.append([t])
+    return runs

@@ -112,7 +112,7 @@ class _Prom:
                        for i, s in enumerate(series)]
 
     def query_samples(self, promql: str, t: float | None = None) -> list[Any]:
-        return self.series
+        return [] if 'alertstate="pending"' in promql else self.series
 
 
 def _node() -> Any:
@@ -149,12 +149,40 @@ def test_each_alert_starts_a_run_after_a_gap_of_its_own_groups_interval() -> Non
 
     class Prom:
         def query_samples(self, promql: str, t: float | None = None) -> list[Series]:
+            if 'alertstate="pending"' in promql:
+                return []
             down = [70.6, 77.6, 78.6, 79.6, 80.6]
             burn = [66.0, 71.0, 76.0, 81.0]
             return [Series({"alertname": "FaultkitNodeDown"}, [(t, 1.0) for t in down]),
                     Series({"alertname": "FaultkitSLOBurn"}, [(t, 1.0) for t in burn])]
 
     assert first_alert_firing(Prom(), _node(), 75.25, 90.0, 1.0, 5.0) == 77.6  # type: ignore[arg-type]
+
+
+def test_a_firing_run_whose_pending_began_before_the_fault_is_not_its_detection() -> None:
+    """An error-ratio alert (for: 10 s) went pending at 96 on the trial before's errors and
+    fired at 106; the fault took effect at 100 and FaultkitNodeDown fired for it at 103."""
+    from slo.prom import Series
+    from testbed.truth_sources import first_alert_firing
+
+    ratio, down = {"alertname": "FaultkitErrorRatioHigh"}, {"alertname": "FaultkitNodeDown"}
+
+    class Prom:
+        def query_samples(self, promql: str, t: float | None = None) -> list[Series]:
+            if 'alertstate="pending"' in promql:
+                return [Series({**ratio, "alertstate": "pending"},
+                               [(float(t), 1.0) for t in range(96, 106)])]
+            return [Series({**ratio, "alertstate": "firing"}, [(106.0, 1.0), (107.0, 1.0)]),
+                    Series({**down, "alertstate": "firing"}, [(103.0, 1.0), (104.0, 1.0)])]
+
+    assert first_alert_firing(Prom(), _node(), 100.0, 120.0, 1.0) == 103.0  # type: ignore[arg-type]
+
+    class OnlyTheCarried(Prom):
+        def query_samples(self, promql: str, t: float | None = None) -> list[Series]:
+            return [s for s in super().query_samples(promql, t)
+                    if s.labels["alertname"] == "FaultkitErrorRatioHigh"]
+
+    assert first_alert_firing(OnlyTheCarried(), _node(), 100.0, 120.0, 1.0) is None  # type: ignore[arg-type]
 
 
 def test_the_first_page_is_of_an_alert_this_fault_started(
@@ -180,6 +208,10 @@ def test_the_first_page_is_of_an_alert_this_fault_started(
     node = inventory.node("sim-vllm")
     assert truth_sources.first_page(inventory, node, T, T + 60) == T + 3.3
     assert truth_sources.first_page(inventory, node, T, T + 3.0) is None
+    # the same alert carried over into the fault, firing until T + 2.0: its page at +3.3
+    # (started +1.2) is that run's, not this fault's
+    carried = {"FaultkitNodeDown": T + 2.0}
+    assert truth_sources.first_page(inventory, node, T, T + 60, carried) is None
 
 
 def _network(action: str, at: float) -> dict[str, Any]:
