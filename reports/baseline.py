@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from reports.numbers import is_number
+
 __all__ = ["baseline_view"]
 
 
@@ -28,8 +30,8 @@ def baseline_view(
             if figure == "lost":
                 return str(x) if isinstance(x, int) else "not captured"
             if figure == "peak_rps":
-                return f"{x:g} req/s" if isinstance(x, int | float) else "not captured"
-            return f"{x:.1f} s" if isinstance(x, int | float) else "not reached"
+                return f"{x:g} req/s" if is_number(x) else "not captured"
+            return f"{x:.1f} s" if is_number(x) else "not reached"
 
         text = f"{one(current)} → {one(candidate)}"
         return f"**{text} — regression**" if (test, figure) in regressed else text

@@ -38,9 +38,9 @@ def budget_figure(data: RunData) -> Figure:
     expected = data.run.slo_window_requests
     window = data.run.slo_window
     if (
-        isinstance(availability, int | float)
+        is_number(availability)
         and 0 < availability < 1
-        and isinstance(expected, int | float)
+        and is_number(expected)
         and expected > 0
     ):
         budget = (1 - availability) * expected

@@ -21,7 +21,7 @@ from reports.load import RunData
 from reports.numbers import is_number, num
 from reports.outage import NOT_APPLICABLE, no_outage, probe_s
 from reports.provenance import NOT_CAPTURED, Figure, Source
-from reports.server_estimate import estimated_impact, server_estimate
+from reports.server_estimate import estimated_impact, server_estimate, unwatched
 from slo.types import Measurement
 
 
@@ -196,12 +196,11 @@ def key_figures(data: RunData, kind: str | None = None) -> list[Figure]:
     for more in (_signals(m), _paging(m)):
         if more is not None:
             detection = _joined(detection, more)
-    if server_estimate(m) is not None:
-        # no harness watched the node (a postmortem): no probe ran, nothing was reverted
-        unwatched = Figure("Harness readiness probe (not detection)",
+    if unwatched(m):  # a postmortem: no probe ran, nothing was reverted
+        no_probe = Figure("Harness readiness probe (not detection)",
                            "none ran: no harness watched the node (no ledger, no probe)",
                            (Source(MEASUREMENT_JSON, ("server_cross_check",)),))
-        return [detection, unwatched, _recovery(m), *_impact(data, m), budget_figure(data)]
+        return [detection, no_probe, _recovery(m), *_impact(data, m), budget_figure(data)]
     return [
         detection, _probe(m), _joined(_recovery(m), _recovery_after_revert(m)),
         *_impact(data, m), budget_figure(data),

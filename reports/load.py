@@ -40,6 +40,7 @@ from faultkit.rundir import (
     UnreadableRunFile,
 )
 from reports.errors import NotARunDirectory
+from reports.numbers import is_number
 from slo.capture import PrometheusCapture
 from slo.types import Measurement, Verdict, read_measurement, read_verdict
 
@@ -93,7 +94,7 @@ class RunData:
 
 
 def _is_num(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return is_number(value) and math.isfinite(value)
 
 
 def _bad_fields(obj: Any) -> list[str]:

@@ -38,6 +38,7 @@ from datetime import datetime
 from faultkit.model.events import EventKind
 from reports.evidence import fault_kind, fault_node
 from reports.load import RunData
+from reports.server_estimate import steady_state_basis
 
 #: an engine's first line of its own initialisation, once its process started (vLLM's engine
 #: core, SGLang's weight loading, llama.cpp's model loader, the simulator)
@@ -142,9 +143,7 @@ def recovery_phases(data: RunData) -> list[Phase]:
         (health, "until /health 200", "the observer's first health_ok"),
         (token, "until the first token", "the fault's first_token probe"),
         (m.t_recovered, "until steady state",
-         "measurement.json t_recovered (every request OK for the recovery hold)"
-         if kind is not None else  # nothing injected: a postmortem, no client's record
-         "measurement.json t_recovered (the node's scrapes answered for the recovery hold)"),
+         f"measurement.json t_recovered ({steady_state_basis(m)})"),
     ]
     phases: list[Phase] = []
     t_prev = m.t_effect

@@ -22,7 +22,7 @@ from faultkit.model.kinds import fault_phrase
 from reports.diagnosis import Diagnosis
 from reports.evidence import fault_kind
 from reports.load import RunData
-from reports.numbers import num
+from reports.numbers import is_number, num
 from reports.outage import probe_s
 from reports.server_estimate import server_estimate
 
@@ -41,7 +41,7 @@ GENERIC = Change("process", "Keep this scenario in the pre-promotion gate "
 
 
 def _mib(value: object) -> str | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+    if is_number(value) and value > 0:
         return f"{value / 2**20:.0f} MiB"
     return None
 
@@ -109,7 +109,7 @@ def _engine_exit(d: Diagnosis, data: RunData) -> list[Change]:
 def _kill(d: Diagnosis, data: RunData) -> list[Change]:
     ttr = data.run.fault_result.get("time_to_ready_s")
     cold = f" (the engine took {num(float(ttr))} s to be ready again)" \
-        if isinstance(ttr, int | float) else ""
+        if is_number(ttr) else ""
     return [Change("mitigate", f"Serve from two replicas behind a health-checked router: a "
                                f"crash cost {_lost(data)} over {_recovery(data)}{cold}.")]
 

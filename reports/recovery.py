@@ -19,7 +19,7 @@ from faultkit.model.records import Event
 from reports.evidence import Span, container_facts, fault_kind
 from reports.load import RunData
 from reports.outage import NOT_APPLICABLE, no_outage
-from reports.server_estimate import server_estimate
+from reports.server_estimate import steady_state_basis, unwatched
 
 #: a container start Docker reports this soon after the harness acted is the harness's
 _HARNESS_START_S = 5.0
@@ -197,20 +197,18 @@ def analyse(data: RunData) -> Recovery:
         mechanisms = mechanisms or [f"{NOT_APPLICABLE} (the node kept serving)"]
         return Recovery(tuple(mechanisms), tuple(steps), True)
     # no harness watched the node (a postmortem): recovery is what monitoring and Docker saw
-    unwatched = server_estimate(m) is not None
+    no_client = "; no client recorded requests" if unwatched(m) else ""
     if m.t_recovered is not None:
         steps.append(
             Step(
-                "steady state restored (the node's scrapes answered for the recovery hold; "
-                "no client recorded requests)" if unwatched else
-                "steady state restored (every request OK for the recovery hold)",
+                f"steady state restored ({steady_state_basis(m)}{no_client})",
                 m.t_effect,
                 m.t_recovered,
                 "measurement.json t_recovered",
             )
         )
         undone = [e for e in tl if e.kind in _UNDOING and m.t_effect <= e.t <= m.t_recovered]
-        if not mechanisms and unwatched and undone:
+        if not mechanisms and unwatched(m) and undone:
             mechanisms.append(
                 "Docker's own events: " + ", ".join(
                     f"{e.kind} at {e.t - m.t_effect:+.1f} s" for e in undone[:3])

@@ -32,7 +32,7 @@ from reports.diagnosis import diagnose
 from reports.evidence import fault_kind
 from reports.figures import key_figures
 from reports.load import RUN_FILES, RunData, load_run
-from reports.numbers import num, pct
+from reports.numbers import is_number, num, pct
 from reports.outage import no_outage
 from reports.phases import recovery_phases, slowest
 from reports.prevention import changes_for
@@ -49,7 +49,7 @@ def _num(value: object, digits: int = 1) -> str:
     """A number as reports show it; anything else as escaped text; ``None`` as a dash."""
     if value is None:
         return "—"
-    if isinstance(value, int | float):
+    if isinstance(value, int | float):  # a bool too: num() writes it lower-case
         return num(value, digits)
     return markup.text(value)
 
@@ -79,7 +79,7 @@ _ENV.filters.update(
     inline=text.inline,  # gate.md keeps its escaping until its tests move to markup.text
     num=_num,
     pct=lambda v: "—" if v is None else pct(v),
-    utc=lambda t: "—" if not isinstance(t, int | float) else utc(t),
+    utc=lambda t: "—" if not is_number(t) else utc(t),
     signed=signed,
     val=_val,
 )
@@ -205,11 +205,11 @@ def _soak(data: RunData) -> dict[str, Any] | None:
                                         ("container limit", "limit_bytes", mib, "MiB")):
             value = memory.get(key)
             rows.append((label, f"{value / scale:.1f} {unit}"
-                         if isinstance(value, int | float) else "—"))
+                         if is_number(value) else "—"))
         for label, key in (("time to the limit", "seconds_to_limit"),
                            ("time to the limit at the lower bound", "seconds_to_limit_low")):
             value = memory.get(key)
-            rows.append((label, f"{value / 3600:.2f} h" if isinstance(value, int | float)
+            rows.append((label, f"{value / 3600:.2f} h" if is_number(value)
                          else "never (not rising)"))
         rows.append(("horizon", f"{memory.get('horizon_s', 0) / 3600:g} h"))
     return {"memory_rows": rows, "memory_why": soak.get("memory_why") or "",
@@ -332,6 +332,6 @@ def render_budget(data: dict[str, Any], out: Path) -> Path:
 
 def _seconds(value: object) -> str | None:
     """``expected_s`` of a pool entry as "~N s" (None when absent or not a number)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if not is_number(value):
         return None
     return f"~{value:.0f} s"

@@ -26,6 +26,7 @@ from reports.load import (
     load_run,
     load_run_summary,
 )
+from reports.numbers import is_number
 from reports.outage import no_outage
 from reports.phases import recovery_phases
 from reports.server_estimate import server_estimate
@@ -108,7 +109,7 @@ def _stamp(name: str, t_start: float | None) -> str:
 
 
 def _num(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    return float(value) if is_number(value) else None
 
 
 def _str(value: object) -> str | None:

@@ -28,6 +28,18 @@ def server_estimate(m: Measurement | None) -> dict[str, object] | None:
     return check
 
 
+def unwatched(m: Measurement | None) -> bool:
+    """No harness watched the run (a postmortem): no client's record, no probe, nothing
+    reverted — what the report says of it rests on monitoring and Docker alone."""
+    return server_estimate(m) is not None
+
+
+def steady_state_basis(m: Measurement | None) -> str:
+    """What the run's steady state (``t_recovered``) rests on, in the report's words."""
+    return ("the node's scrapes answered for the recovery hold" if unwatched(m)
+            else "every request OK for the recovery hold")
+
+
 def estimate_words(estimate: dict[str, object]) -> str:
     """``an estimated 12 requests (8–17) were lost`` or why they were not estimated."""
     lost, low, high = estimate.get("lost"), estimate.get("low"), estimate.get("high")

@@ -17,7 +17,7 @@ from faultkit.model.kinds import fault_phrase, spec_of
 from reports.diagnosis import rollout_result
 from reports.evidence import fault_kind, fault_node
 from reports.load import RunData
-from reports.numbers import num
+from reports.numbers import is_number, num
 from reports.outage import no_outage
 from reports.phases import Phase, recovery_phases, slowest
 from reports.server_estimate import estimate_words, server_estimate
@@ -150,10 +150,10 @@ def _upstream_clause(route: dict[str, object]) -> str | None:
     routed around it, and when it sent it users again."""
     upstream = route.get("upstream")
     outage, routed = route.get("outage_s"), route.get("route_around_s")
-    if not isinstance(upstream, str) or not isinstance(outage, int | float):
+    if not isinstance(upstream, str) or not is_number(outage):
         return None
     text = f"{upstream} itself was out for {num(outage)} s"
-    if isinstance(routed, int | float):
+    if is_number(routed):
         text += f", and the gateway routed around it after {num(routed)} s"
         retries = route.get("retries")
         if isinstance(retries, int) and retries:
@@ -161,7 +161,7 @@ def _upstream_clause(route: dict[str, object]) -> str | None:
     elif route.get("routed_while_down") is False:
         text += ", and the gateway kept sending it users while it was down"
     back = route.get("back_in_rotation_s")
-    if isinstance(back, int | float):
+    if is_number(back):
         text += f"; it served users again {num(back)} s after the fault took effect"
     return text
 

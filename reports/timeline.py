@@ -15,6 +15,7 @@ from typing import Any
 from faultkit.model.events import ALERT_PREFIX, EventKind
 from reports.evidence import fault_kind
 from reports.load import RunData
+from reports.numbers import is_number
 from reports.outage import no_outage
 
 
@@ -53,7 +54,7 @@ def _describe(kind: str, data: dict[str, Any]) -> str:
                 f"{key}={json.dumps(data[key]) if isinstance(data[key], bool) else data[key]}"
             )
     latency = data.get("latency_s")
-    if kind in _PROBES and isinstance(latency, int | float) and latency >= SLOW_ANSWER_S:
+    if kind in _PROBES and is_number(latency) and latency >= SLOW_ANSWER_S:
         # a probe sent into a hang is answered only once the node serves again: the row is
         # at its send time, and says when the answer came (what recovery is dated by)
         parts.append(f"(sent here, answered {latency:.2f} s later)")

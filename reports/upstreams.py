@@ -24,6 +24,7 @@ from typing import Any
 
 from faultkit.model.records import RequestRecord
 from reports.load import RunData
+from reports.numbers import is_number
 
 #: the row of failures that named no upstream
 GATEWAY_OWN = "(none: the gateway's own error)"
@@ -65,7 +66,7 @@ def upstream_rows(data: RunData) -> list[UpstreamRow]:
     t_effect = data.t_effect
     t_after = None
     t_back = data.route_around.get("t_back")
-    if isinstance(t_back, int | float):
+    if is_number(t_back):
         t_after = float(t_back)
     elif m is not None:
         t_after = m.t_recovered if m.t_recovered is not None else m.t_window_end
@@ -99,7 +100,7 @@ def per_upstream_per_second(
 
 
 def _secs(value: object) -> str | None:
-    return f"{value:.1f} s" if isinstance(value, int | float) else None
+    return f"{value:.1f} s" if is_number(value) else None
 
 
 def route_around_lines(route: dict[str, Any]) -> list[str]:
@@ -110,12 +111,12 @@ def route_around_lines(route: dict[str, Any]) -> list[str]:
     seconds = route.get("route_around_s")
     back = _secs(route.get("back_in_rotation_s"))
     outage, stretch = route.get("outage_s"), route.get("stretch_s")
-    if (isinstance(outage, int | float) and isinstance(stretch, int | float)
+    if (is_number(outage) and is_number(stretch)
             and outage < stretch):
         first = (f"{upstream} was down only {outage:.1f} s, shorter than the {stretch:g} s "
                  "stretch routing is judged over: whether the gateway routed around it "
                  "cannot be told from this run.")
-    elif not isinstance(seconds, int | float):
+    elif not is_number(seconds):
         first = f"The gateway never stopped sending users to {upstream} within the window."
     elif route.get("routed_while_down") is False:
         first = (f"The gateway kept sending users to {upstream} while it was down: the first "

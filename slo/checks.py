@@ -300,12 +300,10 @@ def error_ratio_at_most(ratio: float, window: str = "after") -> Checks:
     return window_check(error_ratio_objective(ratio), window)
 
 
-def checks_from_slo(settings: SLOSettings, *, ttft_after: bool = True) -> Checks:
+def checks_from_slo(settings: SLOSettings) -> Checks:
     """The default check set for a node's SLO settings (inventory defaults + overrides):
     detection, recovery, recovery without intervention, loss (if capped), the page (if an
-    objective), error ratio and TTFT p95 after the fault (``ttft_after=False``: the error
-    ratio only — for a scenario whose hold, set by what it measures, leaves a backlog the
-    node must then drain: its latency is reported, not judged)."""
+    objective), error ratio and TTFT p95 after the fault."""
     out = (
         detected_within(settings.detection_s_max)
         & recovered_within(settings.recovery_s_max)
@@ -315,7 +313,4 @@ def checks_from_slo(settings: SLOSettings, *, ttft_after: bool = True) -> Checks
         out = out & lost_at_most(settings.lost_max)
     if settings.page_s_max is not None:
         out = out & paged_within(settings.page_s_max)
-    if not ttft_after:
-        error_ratio, _ttft = window_objectives(settings)
-        return out & window_check(error_ratio, "after")
     return out & window_checks(settings)

@@ -205,15 +205,18 @@ def recovered_at(
 # --------------------------------------------------------------------------- SLIs
 
 
-def after_window_start(requests: Sequence[RequestRecord], fault_over: float) -> float:
-    """When the after window starts: ``fault_over`` (the later of recovery and the revert),
-    or later, the end of the last request arrived before it that the node served.
+def after_window_start(requests: Sequence[RequestRecord], t_recovered: float,
+                       t_revert: float | None) -> float:
+    """When the after window starts: once the fault is over (the later of recovery and the
+    revert), or later, at the end of the last request arrived before then that the node
+    served.
 
     A hang or a partition holds its users and releases them at once: the node's first
     seconds back go to that backlog, and users who arrive meanwhile queue behind it, so
     their latency is the fault's. Only requests the node answered count: one it never
     answered (cut, timed out, cancelled at the run's end) ended without taking its time.
     """
+    fault_over = max(t_recovered, t_revert if t_revert is not None else t_recovered)
     served = (r.t_end for r in requests if r.status == "ok" and arrival(r) < fault_over)
     return max([fault_over, *served])
 
@@ -329,8 +332,7 @@ def measure(
         return t_effect <= arrival(r) <= loss_end or r.t_invoke < t_effect <= r.t_end
 
     lost = [r for r in requests if r.status != "ok" and in_span(r)]
-    fault_end = after_window_start(
-        requests, max(loss_end, t_revert if t_revert is not None else t_effect))
+    fault_end = after_window_start(requests, loss_end, t_revert)
     slow = [r for r in requests if r.status == "ok" and r not in lost
             and t_effect <= arrival(r) <= fault_end
             and _slowed(r, t_recovered, ttft_objective_s)]

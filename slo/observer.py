@@ -77,6 +77,7 @@ from faultkit.model.timestamps import utc_clock
 from faultkit.probes.health import ProbeResult, probe
 from slo.alertmanager import Alertmanager, AmAlert, Silence
 from slo.errors import AlertmanagerUnavailable, PrometheusError
+from slo.labels import names_node
 from slo.profiles import node_selector
 from slo.prom import Alert, Prometheus
 
@@ -88,13 +89,6 @@ PROMETHEUS_GAP_S = UP_LOOKBACK_S - 2.0
 #: how often Alertmanager is looked at (s): its stage ("held by Alertmanager") is dated to
 #: within this, and a lane's looks stay few beside its Prometheus looks
 ALERTMANAGER_EVERY_S = 0.5
-
-
-def names_node(labels: Mapping[str, str], node: Node) -> bool:
-    """An alert's labels name ``node`` (``node=<name>``) or its Prometheus job: the one
-    rule for which alerts — in Prometheus, Alertmanager or a page — are the node's."""
-    job = node.prometheus.job if node.prometheus else None
-    return labels.get("node") == node.name or (job is not None and labels.get("job") == job)
 
 
 def rule_durations(groups: Sequence[Mapping[str, Any]], node: Node) -> dict[str, float]:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from faultkit.model.events import EventKind
 from faultkit.model.records import Event
 from slo.carried import carried_over_alerts
+from slo.labels import names_node
 
 if TYPE_CHECKING:  # the pager's module serves pages too (aiohttp): not imported to read them
     from faultkit.inventory import Node
@@ -78,11 +79,9 @@ class Paging:
 
 def page_events(notifications: Sequence[Notification], node: Node) -> list[Event]:
     """One ``paged`` event per notification that names ``node`` (its first alert that
-    does, :func:`slo.observer.names_node`), at the moment the pager received it, with the
+    does, :func:`slo.labels.names_node`), at the moment the pager received it, with the
     notification as Alertmanager sent it — what :func:`page_of` reads, for an experiment
     and for a postmortem alike."""
-    from slo.observer import names_node  # the observer's own imports are heavier
-
     out: list[Event] = []
     for notification in notifications:
         payload = notification.payload

@@ -140,10 +140,10 @@ class Experiment(ExperimentState):
         return self.abort(reason)
 
     # ------------------------------------------------------------------ judging
-    def default_checks(self, *, ttft_after: bool = True) -> Checks:
-        """The node's SLOs as checks (detection, recovery, loss, error ratio, TTFT;
-        ``ttft_after=False``: no TTFT after the fault, :func:`slo.checks.checks_from_slo`)."""
-        return checks_from_slo(self.slo, ttft_after=ttft_after)
+    def default_checks(self) -> Checks:
+        """The node's SLOs as checks (detection, recovery, loss, error ratio, TTFT after the
+        fault: :func:`slo.checks.checks_from_slo`)."""
+        return checks_from_slo(self.slo)
 
     def latency_checks(self, window: str = "fault") -> Checks:
         """TTFT p95 and error ratio of ``window`` against the node's objectives

@@ -312,12 +312,11 @@ def _after_window_filled(state: ExperimentState, t_rec: float, now: float, hold:
     load = state.load
     if load is None or not load.sending():
         return True
-    t_revert = fault_time(state.events, state.effect_node, EventKind.REVERT_END)
-    fault_over = max(t_rec, t_revert or t_rec)
-    if now - fault_over >= hold + 1.0 + AFTER_MAX_EXTRA_S:
+    if now - t_rec >= hold + 1.0 + AFTER_MAX_EXTRA_S:
         return True
+    t_revert = fault_time(state.events, state.effect_node, EventKind.REVERT_END)
     requests = [r for r in load.records if r.kind != "probe"]
-    start = after_window_start(requests, fault_over)
+    start = after_window_start(requests, t_rec, t_revert)
     ended = sum(1 for r in requests if arrival(r) >= start)
     sent = sum(1 for t_invoke in load.in_flight().values() if t_invoke >= start)
     return ended + sent >= AFTER_MIN_REQUESTS

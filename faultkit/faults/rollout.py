@@ -265,9 +265,10 @@ class Rollout(Fault):
         timeout = self.params["restore_timeout_s"]
         if timeout is None and self.node.serving_config and self.inventory is not None:
             timeout = self.inventory.serving_config(self.node.serving_config).ready_timeout_s
-        t_deadline = time.monotonic() + float(timeout or 120.0)
+        timeout_s = float(timeout or 120.0)
+        t_deadline = time.monotonic() + timeout_s
         try:
-            await wait_ready(self.node, timeout_s=float(timeout or 120.0))
+            await wait_ready(self.node, timeout_s=timeout_s)
         except NodeNotReady as exc:
             raise FaultError(
                 f"rollback of {self.node.name!r} to its previous config did not become ready: "
@@ -284,11 +285,16 @@ class Rollout(Fault):
         if self.node.kind != "gateway":
             return
         async with httpx.AsyncClient() as http:
-            while True:
-                seen = await upstream_health(self.node, http)
-                if not seen.checked or not seen.unhealthy or time.monotonic() >= t_deadline:
-                    return
-                await asyncio.sleep(0.5)
+            async for attempt in AsyncRetrying(
+                stop=stop_after_delay(max(0.0, t_deadline - time.monotonic())),
+                wait=wait_fixed(0.5), retry_error_callback=lambda _: None,
+                retry=retry_if_result(lambda seen: seen.checked and bool(seen.unhealthy)),
+            ):
+                with attempt:
+                    seen = await upstream_health(self.node, http)
+                if attempt.retry_state.outcome is not None \
+                        and not attempt.retry_state.outcome.failed:
+                    attempt.retry_state.set_result(seen)
 
     # promote / revert -----------------------------------------------------------------
     def promote(self) -> None:

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from faultkit.model.events import EventKind
 from faultkit.model.gatefile import GateResult
+from faultkit.model.records import iter_jsonl
 from faultkit.model.runfiles import RunInfo
 from faultkit.rundir import RunDir
 
@@ -149,9 +150,12 @@ def run_figures(run: RunDir) -> dict[str, Any]:
     and ``peak_rps`` from the overload scenario's ``saturation`` event, when it ran."""
     data = run.read_object(run.measurement_json)
     peak: Any = None
-    with contextlib.suppress(OSError, ValueError):  # no timeline: no peak to compare
-        peak = next((e.data.get("served_rps") for e in run.timeline()
-                     if e.kind == EventKind.SATURATION), None)
+    # read line by line: a torn line, or one of another shape, is no saturation event; an
+    # unreadable timeline has no peak to compare (a missing one reads empty)
+    with contextlib.suppress(OSError):
+        peak = next((line["data"].get("served_rps") for line in iter_jsonl(run.timeline_jsonl)
+                     if isinstance(line, dict) and line.get("kind") == EventKind.SATURATION
+                     and isinstance(line.get("data"), dict)), None)
     return {"detection_s": data.get("detection_s"), "recovery_s": data.get("recovery_s"),
             "lost": data.get("lost_total"), "peak_rps": peak}
 

@@ -158,7 +158,8 @@ def read_junit(path: Path) -> list[ScenarioOutcome]:
             outcome, why = "ACCEPTED", "accepted known finding (no verdict.json)"
         if verdict is not None and outcome in ("FAIL", "INCONCLUSIVE", "ACCEPTED"):
             why = _reasons(verdict, outcome) or why
-        figures = _figures(Path(run_dir)) if run_dir and outcome != "SKIPPED" else {}
+        figures = (run_figures(RunDir(Path(run_dir))) if run_dir and outcome != "SKIPPED"
+                   else {})
         outcomes.append(
             ScenarioOutcome(
                 name=case.get("name", "?"), outcome=outcome, why=why, run_dir=run_dir, **figures
@@ -217,6 +218,3 @@ def _reasons(verdict: Verdict, outcome: ScenarioResult) -> str:
     return missing + (f" (also failed: {failed})" if failed and missing else "")
 
 
-def _figures(run_dir: Path) -> dict[str, Any]:
-    """The run's figures the gate compares (:func:`faultkit.gate.baseline.run_figures`)."""
-    return run_figures(RunDir(run_dir))

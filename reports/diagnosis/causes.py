@@ -27,6 +27,7 @@ from reports.diagnosis.base import (
 )
 from reports.evidence import ContainerFacts, fault_kind, fault_node
 from reports.load import RunData
+from reports.numbers import is_number
 from reports.outage import no_outage
 
 
@@ -258,7 +259,7 @@ def rule_slow_service(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
             or not m.slow_total or facts.deaths:
         return None
     target = data.run.slo.get("ttft_target")
-    if (isinstance(target, int | float) and not isinstance(target, bool) and m.requests_total
+    if (is_number(target) and m.requests_total
             and m.slow_total / m.requests_total <= 1 - target):
         return None
     return Diagnosis(

@@ -513,10 +513,10 @@ def test_gate_fails_a_config_whose_memory_grows_under_load(
     catalogue's own passing run of that test, with its figures.
 
     Only the soak and the kill run on the candidate (``-k``, passed through to pytest as a
-    user would): the soak is what must find a leak, and the kill gives the baseline
-    something to compare. With every scenario before it, the leak had filled the container
-    by the soak's turn, and the soak read INCONCLUSIVE (its baseline failing) instead of
-    finding it; the whole gate took 250-280 s, ≈ 100 s this way."""
+    user would): the soak is what must find a leak, on a container the scenarios before it
+    have not already filled (its steady state would then fail and the soak read
+    INCONCLUSIVE), and the kill gives the baseline something to compare (docs/ci.md has
+    the timings)."""
     since = time.time()
     code, md, data = _gate(tmp_path, on_node, config, "--soak-s", soak_s, "-k", "soak or kill",
                            baseline_dir=suite_run.runs_root)

@@ -11,6 +11,7 @@ from typing import Any
 
 from reports.load import load_run
 from reports.phases import recovery_phases, slowest
+from reports.server_estimate import SERVER_ESTIMATE
 from reports.summary import summary
 
 T0 = 1_767_268_800.0  # 2026-01-01 12:00:00 UTC: the fault's effect
@@ -26,6 +27,7 @@ def _ev(t: float, source: str, kind: str, **data: Any) -> dict[str, Any]:
 
 def _run(tmp_path: Path, timeline: list[dict[str, Any]], startup: list[tuple[float, str]],
          fault: str | None = "kill", recovered: float = 9.0) -> Path:
+    """A run directory; ``fault=None`` is a postmortem's (its loss the server's estimate)."""
     tmp_path.mkdir(exist_ok=True)
     (tmp_path / "run.json").write_text(json.dumps(
         {"scenario": "kill", "node": "n1", "t_start": T0 - 10, "t_end": T0 + 30,
@@ -39,7 +41,9 @@ def _run(tmp_path: Path, timeline: list[dict[str, Any]], startup: list[tuple[flo
          "effect_evidence": "docker_event", "t_detect": T0 + 1,
          "detect_signal": "alert", "detection_s": 1.0, "t_recovered": T0 + recovered,
          "recovery_s": recovered, "t_window_end": T0 + 30, "lost_total": 3,
-         "requests_total": 90}))
+         "requests_total": 90,
+         "server_cross_check": None if fault else {"estimate": SERVER_ESTIMATE, "lost": 3,
+                                                   "low": 2, "high": 4, "method": "m"}}))
     return tmp_path
 
 

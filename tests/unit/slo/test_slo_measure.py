@@ -141,6 +141,23 @@ def test_an_alert_already_pending_before_the_fault_is_not_its_detection() -> Non
     assert any("FaultkitErrorRatioHigh was already active 3.6 s before" in n for n in m.notes)
 
 
+def test_the_page_of_an_alert_carried_over_is_not_the_faults_page() -> None:
+    """measure() dates the page with the harness's act, so the carried alert's page at
+    +8.4 s (Alertmanager held it at +6.6 s) is not this fault's."""
+    timeline = sorted([
+        *_with_alert("FaultkitErrorRatioHigh", 1006.4, 10.0, 1006.5),
+        ev(1000.0, "harness", "am_route", url="http://127.0.0.1:19093", pager=True),
+        ev(1016.6, "observer", "am_alert", alertname="FaultkitErrorRatioHigh",
+           fingerprint="e1", state="active", starts_at=1016.4, silenced_by=[],
+           inhibited_by=[], labels={"node": NODE}),
+        ev(1018.4, "pager", "paged", status="firing", alertname="FaultkitErrorRatioHigh",
+           receiver="faultkit-pager", group_key="{}"),
+    ], key=lambda e: e.t)
+    m = measure(outage_ledger(), timeline, NODE)
+    assert m.paging is not None
+    assert m.paging.t_received is None and m.paging.t_paged is None
+
+
 def test_an_alert_the_harness_saw_only_after_it_acted_is_the_faults() -> None:
     """Made active by the evaluation under way at the fault, stamped just before it."""
     m = measure(outage_ledger(), _with_alert("FaultkitNodeDown", 1009.97, 1.0, 1010.4, up=False),

@@ -85,3 +85,36 @@ def test_the_window_starts_once_the_node_served_the_users_the_fault_held() -> No
     assert not _filled(FakeState(FakeLoad([*records, held])))  # 30 of them came after it
     never_answered = dataclasses.replace(held, status="fail", error_class="cancelled")
     assert _filled(FakeState(FakeLoad([*records, never_answered])))
+
+
+async def test_the_run_watches_on_until_its_after_window_is_filled() -> None:
+    """``_wait_recovered`` asks the after window: recovered and held 6.5 s ago, the load
+    still sending, too few requests since — the run watches to its deadline and notes it;
+    with enough, it ends at its first look."""
+    import time
+    from types import SimpleNamespace
+
+    from faultkit.experiment.lifecycle import _wait_recovered
+
+    now = time.time()
+    t_effect = now - 10.0
+    kill = {"docker_actions": ["die"], "required": "docker", "spans_outage": False}
+    events = [Event(t_effect - 0.1, "fault", EventKind.INJECT_START, "n",
+                    {"fault": "kill", "effect": kill}),
+              Event(t_effect, "harness", "docker_die", "n", {"exit_code": 137}),
+              Event(now - 6.5, "observer", EventKind.HEALTH_OK, "n", {"ok": True})]
+
+    def state(count: int) -> Any:
+        records = [_record(i, now - 6.4 + i * 0.01) for i in range(count)]
+        notes: list[str] = []
+        return SimpleNamespace(
+            load=FakeLoad(records), events=events, effect_node="n",
+            node=SimpleNamespace(name="n"), slo=SimpleNamespace(recovery_hold_s=HOLD),
+            notes=notes, note=lambda kind, **data: notes.append(kind))
+
+    few = state(AFTER_MIN_REQUESTS - 1)
+    await _wait_recovered(few, deadline_s=11.5)
+    assert few.notes == [EventKind.RECOVERY_DEADLINE]
+    enough = state(AFTER_MIN_REQUESTS)
+    await _wait_recovered(enough, deadline_s=60.0)
+    assert enough.notes == []

@@ -261,3 +261,21 @@ def test_a_run_without_a_timeline_has_no_peak_and_still_its_figures(tmp_path: Pa
 
     figures = run_figures(RunDir(write_run(tmp_path, "kill", recovery_s=0.5)))
     assert figures == {"detection_s": 1.3, "recovery_s": 0.5, "lost": 4, "peak_rps": None}
+
+
+def test_a_run_whose_timeline_is_malformed_has_no_peak_and_still_its_figures(
+        tmp_path: Path) -> None:
+    """An overload run whose timeline.jsonl holds lines of another shape and one cut
+    mid-line (a run killed while writing): its measurement's figures are still compared;
+    its peak is the one whole saturation event's, or not captured."""
+    from faultkit.gate.baseline import run_figures
+
+    run = RunDir(write_run(tmp_path, "overload", recovery_s=0.5))
+    broken = ['{"source": "harness"}', '[1, 2]', '{"kind": "saturation", "data": [1]}',
+              '{"t": 1.0, "source": "harness", "kind": "saturation", "node": "n", "data": {"ser']
+    run.timeline_jsonl.write_text("\n".join(broken))
+    figures = {"detection_s": 1.3, "recovery_s": 0.5, "lost": 4}
+    assert run_figures(run) == {**figures, "peak_rps": None}
+    whole = '{"t": 2.0, "source": "harness", "kind": "saturation", "data": {"served_rps": 37.1}}'
+    run.timeline_jsonl.write_text("\n".join([*broken[:3], whole]))
+    assert run_figures(run) == {**figures, "peak_rps": 37.1}

@@ -205,6 +205,27 @@ async def test_background_load_drain_lets_short_requests_finish(server: str) -> 
     assert all(r.status == "ok" for r in load.records)
 
 
+async def test_a_background_load_sends_until_stopped_or_its_profile_ends(server: str) -> None:
+    """``sending()`` is what the run's wait for its after window asks: false before the
+    start, once the generator is stopped, and once a profile of N requests has sent them."""
+    load = BackgroundLoad(Target("t", server, "ok"), LoadProfile(concurrency=1),
+                          drain_timeout_s=1)
+    assert not load.sending()
+    async with load:
+        await asyncio.sleep(0.05)
+        assert load.sending()
+        load.generator.stop()
+        assert load.generator.stopped and not load.sending()
+    few = BackgroundLoad(Target("t", server, "ok"), LoadProfile(concurrency=1, requests=2),
+                         drain_timeout_s=1)
+    async with few:
+        for _ in range(100):
+            if not few.sending():
+                break
+            await asyncio.sleep(0.02)
+        assert not few.sending() and not few.generator.stopped  # it ended, nobody stopped it
+
+
 async def test_background_load_exception_in_block_still_drains(server: str) -> None:
     profile = LoadProfile(concurrency=2, output_tokens=100)
     load = BackgroundLoad(Target("t", server, "slow,delay=0.05"), profile, drain_timeout_s=0.1)
