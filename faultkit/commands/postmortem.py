@@ -127,22 +127,23 @@ def postmortem(inventory_path: Path, node_names: tuple[str, ...], t_from: float,
             evidence = {node.name: read_evidence(
                 prom, node, t_from, end, scrape_interval_s=inventory.prometheus.scrape_interval_s)
                 for node in nodes}
+            for node in nodes:
+                assert node.prometheus is not None
+                up = evidence[node.name].up
+                if not up:
+                    raise BadInput(
+                        f"no up sample of job {node.prometheus.job!r} (node {node.name}) from "
+                        f"{utc(t_from)} to {utc(end)} at {url}: is the window right, and does "
+                        "that Prometheus scrape this job?")
+                refused = metrics_not_served(prom, node) if all(v == 0 for _, v in up) else None
+                if refused is not None:
+                    raise BadInput(
+                        f"node {node.name}'s metrics are not served ({refused}): its scrapes "
+                        "fail whether it serves or not, so no outage can be told from them — "
+                        "serve its metrics (llama.cpp: --metrics) or fix the job's "
+                        "metrics_path")
         except PrometheusUnavailable as exc:
             raise BadInput(str(exc)) from exc
-    for node in nodes:
-        assert node.prometheus is not None
-        if not evidence[node.name].up:
-            raise BadInput(f"no up sample of job {node.prometheus.job!r} (node {node.name}) "
-                           f"from {utc(t_from)} to {utc(end)} at {url}: is the window right, "
-                           "and does that Prometheus scrape this job?")
-        if all(v == 0 for _, v in evidence[node.name].up):
-            with Prometheus(url) as prom:
-                refused = metrics_not_served(prom, node)
-            if refused is not None:
-                raise BadInput(
-                    f"node {node.name}'s metrics are not served ({refused}): its scrapes fail "
-                    "whether it serves or not, so no outage can be told from them — serve "
-                    "its metrics (llama.cpp: --metrics) or fix the job's metrics_path")
     found = {node.name: find_incidents(evidence[node.name],
                                        hold_s=inventory.slo_for(node).recovery_hold_s)
              for node in nodes}

@@ -246,6 +246,26 @@ def test_a_node_whose_metrics_are_not_served_is_one_line_exit_2(tmp_path: Path) 
     assert not (tmp_path / "runs").exists()
 
 
+class TargetsGone(FakePrometheus):
+    """Answers the window's samples, then 404s ``/api/v1/targets`` (a Prometheus going
+    away between the reads)."""
+
+    def route(self, path: str, query: dict[str, list[str]]) -> Any:
+        return None if path == "/api/v1/targets" else super().route(path, query)
+
+
+def test_prometheus_failing_at_the_scrape_targets_is_one_line_exit_2(tmp_path: Path) -> None:
+    """A node down all window has its scrape targets asked why; Prometheus not answering
+    then is bad input like any other read of it, not a traceback."""
+    down = [(T0 + i, 0.0) for i in range(30)]
+    with TargetsGone(down) as prom:
+        line = one_error_line(run(tmp_path, prom.url, "--node", "n", "--from", str(T0),
+                                  "--to", str(T0 + 29)))
+    assert f"Prometheus unreachable at {prom.url}" in line
+    assert "HTTP 404 from /api/v1/targets" in line
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_node_down_all_window_for_want_of_a_connection_is_an_outage(tmp_path: Path) -> None:
     down = [(T0 + i, 0.0) for i in range(30)]
     with FakePrometheus(down, last_error='Get "http://127.0.0.1:9/metrics": dial tcp '
