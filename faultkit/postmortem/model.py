@@ -242,8 +242,9 @@ class EvidenceSummary:
 class Related:
     """An incident of another node of the same postmortem that overlapped one of this
     node's: ``incident`` (1-based) is this node's, ``node``/``other`` (1-based) the other's;
-    ``t_start``/``t_end`` the other's outage (its start's later side … its end's later
-    side, ``None`` when still failing); ``run`` the other's run directory."""
+    ``t_start``/``t_end`` the other's outage (its start's earlier side … its end's later
+    side, ``None`` when still failing: :func:`faultkit.postmortem.related.outage_span`);
+    ``run`` the other's run directory."""
 
     incident: int
     node: str

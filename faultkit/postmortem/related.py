@@ -28,10 +28,17 @@ class NodeIncidents:
 
 
 def outage_span(incident: Incident, t_to: float) -> tuple[float, float]:
-    """The widest ``(start, end)`` the incident's bounds allow (module docstring)."""
+    """The widest ``(start, end)`` the incident's bounds allow (module docstring); ``t_to``
+    is the window's end."""
     start = incident.start.after if incident.start.after is not None else incident.start.by
-    end = incident.end.by if incident.end is not None and incident.end.by is not None else t_to
-    return (start if start is not None else t_to), end
+    end = _end_by(incident)
+    return (start if start is not None else t_to), (t_to if end is None else end)
+
+
+def _end_by(incident: Incident) -> float | None:
+    """The end's later side (the first good scrape of the stretch that held); ``None``
+    while the incident was still failing at the window's end."""
+    return None if incident.end is None else incident.end.by
 
 
 def related_incidents(by_node: Mapping[str, NodeIncidents]) -> dict[str, tuple[Related, ...]]:
@@ -47,9 +54,7 @@ def related_incidents(by_node: Mapping[str, NodeIncidents]) -> dict[str, tuple[R
                 for j, other in enumerate(theirs.incidents, 1):
                     o_start, o_end = outage_span(other, theirs.t_to)
                     if o_start <= end and start <= o_end:
-                        still = other.end is None or other.end.by is None
-                        found.append(Related(i, other_name, j, o_start,
-                                             None if still else o_end,
+                        found.append(Related(i, other_name, j, o_start, _end_by(other),
                                              theirs.runs[j - 1] if j <= len(theirs.runs)
                                              else ""))
         out[name] = tuple(found)

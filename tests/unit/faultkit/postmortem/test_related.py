@@ -5,6 +5,8 @@ still failing) — so outages that may have overlapped are named together."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from faultkit.postmortem.model import Bound, Incident
 from faultkit.postmortem.related import NodeIncidents, outage_span, related_incidents
 
@@ -34,3 +36,17 @@ def test_overlapping_outages_name_each_other_and_apart_ones_do_not() -> None:
     assert [(r.incident, r.other, r.run) for r in related["up"]] == [
         (1, 1, "gw-1"), (3, 2, "gw-2")]
     assert related_incidents({"alone": upstream}) == {"alone": ()}
+
+
+def test_a_related_outage_is_its_widest_span_open_ended_while_still_failing() -> None:
+    """``Related.t_start`` is the other's start's earlier side (the last good scrape) and
+    ``t_end`` ``None`` while it was still failing — an end bound without its later side
+    (no good scrape after it) is still failing too — though the overlap is tested up to
+    the window's end."""
+    no_later_side = replace(incident(39.0, 40.0, (44.0, 45.0)), end=Bound(44.0, None))
+    mine = NodeIncidents([incident(9.0, 10.0, (90.0, 91.0))], ["a-1"], 100.0)
+    theirs = NodeIncidents([incident(19.0, 20.0, (24.0, 25.0)), incident(29.0, 30.0, None),
+                            no_later_side], ["b-1", "b-2", "b-3"], 100.0)
+    assert outage_span(no_later_side, 100.0) == (39.0, 100.0)
+    assert [(r.other, r.t_start, r.t_end) for r in related_incidents(
+        {"a": mine, "b": theirs})["a"]] == [(1, 19.0, 25.0), (2, 29.0, None), (3, 39.0, None)]
