@@ -7,9 +7,9 @@ before anything happened.
 Contract:
 
 - :meth:`NodeEvidence.container_state` / :meth:`NodeEvidence.log_tail` — the container's
-  state and the last 80 lines of its log since the run began, for ``container.json``;
-  ``None`` / ``""`` for a node without a container, the error (redacted) when Docker
-  cannot say.
+  state and the last :data:`~faultkit.model.runfiles.LOG_TAIL_LINES` lines of its log since
+  the run began, for ``container.json``; ``None`` / ``""`` for a node without a container,
+  the error (redacted) when Docker cannot say.
 - :meth:`NodeEvidence.docker_clock` — the Docker host's clock against this machine's, or
   ``None`` (logged) when it cannot be read.
 - :func:`container_timeline` — Docker's own container events of the given nodes over the
@@ -31,7 +31,7 @@ from faultkit.errors import FaultkitError
 from faultkit.inventory import Inventory, Node, config_hash
 from faultkit.load import LoadProfile
 from faultkit.model.records import Event
-from faultkit.model.runfiles import STARTUP_LOG_LINES
+from faultkit.model.runfiles import LOG_TAIL_LINES, startup_lines
 from faultkit.probes.clockread import ClockReading
 from faultkit.rundir import RunInfo
 
@@ -39,9 +39,6 @@ __all__ = ["NodeEvidence", "container_timeline", "first_run_info", "harness_vers
 
 #: the runner's logger (faultkit.experiment.lifecycle writes to it too)
 log = logging.getLogger("faultkit.experiment")
-
-#: lines of the container's log kept in ``container.json``
-LOG_TAIL_LINES = 80
 
 
 @dataclass(frozen=True)
@@ -95,11 +92,12 @@ class NodeEvidence:
 
 
     def startup_log(self) -> str:
-        """The first :data:`STARTUP_LOG_LINES` lines the container wrote since its last start,
-        when it started during the run, each with Docker's own timestamp (RFC 3339, UTC),
-        secrets redacted; empty otherwise. The recovery phases of a restarted engine (weights
-        loaded, engine ready) are dated from them, and a tail would have lost them under
-        load behind per-request lines."""
+        """The first :data:`~faultkit.model.runfiles.STARTUP_LOG_LINES` lines the container
+        wrote since its last start, when it started during the run, each with Docker's own
+        timestamp (RFC 3339, UTC), secrets redacted; empty otherwise
+        (:func:`~faultkit.model.runfiles.startup_lines`). The recovery phases of a
+        restarted engine (weights loaded, engine ready) are dated from them, and a tail
+        would have lost them under load behind per-request lines."""
         if self.node.docker is None:
             return ""
         host = docker_host(self.node.docker.host)
@@ -107,9 +105,9 @@ class NodeEvidence:
             started = host.state(self.node.docker.container).started_at
             if started is None or started < self.since:
                 return ""
-            lines = host.logs(self.node.docker.container, tail="all", since=started,
-                              timestamps=True).splitlines()[:STARTUP_LOG_LINES]
-            return str(self.redact("\n".join(lines)))
+            answer = host.logs(self.node.docker.container, tail="all", since=started,
+                               timestamps=True)
+            return str(self.redact(startup_lines(answer, started)))
         except FaultkitError as exc:
             return f"(logs unavailable: {self.redact(str(exc))})"
 

@@ -7,6 +7,8 @@ and its writers take.
 whatever was written, old formats and torn runs included: a missing or wrongly typed value
 reads as ``None`` and the object as written stays in ``fields``. A file that is not a JSON
 object at all raises :class:`UnreadableRunFile` (from ``RunDir.read_object``).
+:func:`startup_lines` cuts ``container.json``'s ``startup_log`` from Docker's log, for the
+runner and the postmortem alike.
 docs/run-directory.md describes every file.
 """
 
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from faultkit.model.jsonvalues import as_written, flag, number, object_of, stamp, text, whole
+from faultkit.model.timestamps import parse_rfc3339
 
 
 class UnreadableRunFile(ValueError):
@@ -101,9 +104,42 @@ class ContainerSnapshot:
         )
 
 
+#: the container log's last lines kept (``log_tail``)
+LOG_TAIL_LINES = 80
 #: the start-up lines kept of a container that started again inside a run's window (vLLM
 #: prints ~100): what the recovery phases are dated from (docs/definitions.md)
 STARTUP_LOG_LINES = 300
+
+
+def stamped_lines(stamped_log: str, since: float, until: float | None = None, *,
+                  keep_stamps: bool = True) -> list[str]:
+    """The lines of a ``docker logs --timestamps`` answer that Docker stamped inside
+    [``since``, ``until``] (epoch seconds; no upper bound without ``until``), oldest first,
+    their stamps removed unless ``keep_stamps``. A piece without a stamp of its own — the
+    rest of a line split at a carriage return (a progress bar) — goes with its line."""
+    out: list[str] = []
+    inside = False
+    for line in stamped_log.splitlines():
+        stamp_text, _, rest = line.partition(" ")
+        try:
+            t = parse_rfc3339(stamp_text)
+        except ValueError:
+            t = None
+        if t is None:
+            if inside:
+                out.append(line)
+            continue
+        inside = since <= t and (until is None or t <= until)
+        if inside:
+            out.append(line if keep_stamps else rest)
+    return out
+
+
+def startup_lines(stamped_log: str, started: float, until: float | None = None) -> str:
+    """``startup_log`` from a ``docker logs --timestamps`` answer: the first
+    :data:`STARTUP_LOG_LINES` lines the container wrote from its last start ``started``
+    (to ``until``), each with Docker's own stamp (RFC 3339, UTC), one per line."""
+    return "\n".join(stamped_lines(stamped_log, started, until)[:STARTUP_LOG_LINES])
 
 
 @dataclass(frozen=True, slots=True)

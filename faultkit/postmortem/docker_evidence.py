@@ -21,16 +21,13 @@ from faultkit.errors import FaultkitError
 from faultkit.inventory import Inventory, Node
 from faultkit.model.events import EventKind
 from faultkit.model.records import Event
-from faultkit.model.runfiles import STARTUP_LOG_LINES
-from faultkit.model.timestamps import parse_rfc3339
+from faultkit.model.runfiles import LOG_TAIL_LINES, stamped_lines, startup_lines
 from reports.text import known_secrets, redact_data
 
-__all__ = ["DOCKER_EVENTS_KEPT", "LOG_LINES", "DockerEvidence", "read_docker_evidence"]
+__all__ = ["DOCKER_EVENTS_KEPT", "DockerEvidence", "read_docker_evidence"]
 
 #: how many events the Docker daemon keeps for ``docker events --since`` (in memory)
 DOCKER_EVENTS_KEPT = 256
-#: the log lines kept from the window (its last ones)
-LOG_LINES = 80
 #: what a timeline event read from Docker names as its origin (``data["from"]``)
 FROM_DOCKER = "docker events"
 
@@ -58,19 +55,6 @@ class DockerEvidence:
     startup_log: str = ""
 
 
-def _window_lines(stamped: str, since: float, until: float, *, keep_stamps: bool = False
-                  ) -> list[str]:
-    """The lines of a ``docker logs --timestamps`` answer stamped inside ``[since, until]``,
-    their stamps removed unless ``keep_stamps``."""
-    out: list[str] = []
-    for line in stamped.splitlines():
-        stamp, _, rest = line.partition(" ")
-        t = parse_rfc3339(stamp)
-        if t is not None and since <= t <= until:
-            out.append(line if keep_stamps else rest)
-    return out
-
-
 def _last_start(events: tuple[Event, ...]) -> float | None:
     """When Docker last started the container in the window (None: it did not)."""
     return max((e.t for e in events if e.kind == EventKind.DOCKER_START), default=None)
@@ -85,7 +69,7 @@ def read_docker_evidence(node: Node, inventory: Inventory, since: float, until: 
     before the last good scrape (an engine says why it fails before its scrapes fail: a
     CUDA OOM is logged, then the process exits) to the recovery (what it said as it came
     back, not the requests it served after — a busy engine's request lines would push its
-    dying words out of the :data:`LOG_LINES` kept)."""
+    dying words out of the :data:`~faultkit.model.runfiles.LOG_TAIL_LINES` kept)."""
     if node.docker is None:
         return DockerEvidence(since, until, notes=(
             f"{node.name} has no docker container in the inventory: Docker's events, its "
@@ -126,12 +110,11 @@ def read_docker_evidence(node: Node, inventory: Inventory, since: float, until: 
         first = since if log_since is None else log_since
         last = until if log_until is None else min(until, log_until)
         answer = host.logs(container, tail="all", since=first, timestamps=True)
-        lines = _window_lines(answer, first, last)
-        log = str(redact("\n".join(lines[-LOG_LINES:])))
+        lines = stamped_lines(answer, first, last, keep_stamps=False)
+        log = str(redact("\n".join(lines[-LOG_TAIL_LINES:])))
         started = _last_start(events)
         if started is not None:
-            startup = str(redact("\n".join(_window_lines(
-                answer, started, until, keep_stamps=True)[:STARTUP_LOG_LINES])))
+            startup = str(redact(startup_lines(answer, started, until)))
     except FaultkitError as exc:
         log = None
         notes.append(f"the log of {where}: not readable ({redact(str(exc))})")

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from faultkit.inventory import Inventory, Node
+from faultkit.model.runfiles import LOG_TAIL_LINES
 from faultkit.postmortem import docker_evidence
-from faultkit.postmortem.docker_evidence import LOG_LINES, read_docker_evidence
+from faultkit.postmortem.docker_evidence import read_docker_evidence
 
 T = 1_796_600_000.0
 DYING = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.46 GiB."
@@ -65,13 +66,13 @@ def test_the_log_is_kept_from_before_the_last_good_scrape_up_to_the_recovery(
 def test_without_the_recovery_the_request_lines_push_the_dying_words_out(
     dying_node: tuple[Node, Inventory],
 ) -> None:
-    """What the recovery bound is for: the last LOG_LINES of the whole window are request
+    """What the recovery bound is for: the last LOG_TAIL_LINES of the whole window are request
     lines only."""
     n, inventory = dying_node
     found = read_docker_evidence(n, inventory, T, T + 12)
     assert found.log is not None
     lines = found.log.splitlines()
-    assert len(lines) == LOG_LINES and DYING not in lines
+    assert len(lines) == LOG_TAIL_LINES and DYING not in lines
 
 
 def test_without_the_lead_the_words_before_the_last_good_scrape_are_lost(
@@ -109,3 +110,26 @@ def test_the_start_up_lines_after_the_last_start_are_kept_with_their_stamps(
     assert lines[0] == f"{stamp(T + 3.5)} INFO: Application startup complete."
     assert DYING not in found.startup_log  # said before the start
     assert len(lines) == 1 + 80  # the request lines after it too, up to the window's end
+
+
+class ProgressBarHost(RestartedHost):
+    """The restarted container drew a progress bar as it loaded: one Docker line with
+    carriage returns in it, whose later pieces carry no stamp."""
+
+    def logs(self, _container: str, **_kw: Any) -> str:
+        return "\n".join([f"{stamp(T - 0.5)} {DYING}",
+                          f"{stamp(T + 2.0)} Loading 50%\rLoading 100%",
+                          f"{stamp(T + 3.5)} INFO: Application startup complete."])
+
+
+def test_a_progress_bar_is_kept_with_its_line_not_read_as_a_stamp(
+    dying_node: tuple[Node, Inventory], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    n, inventory = dying_node
+    monkeypatch.setattr(docker_evidence, "docker_host", lambda _url: ProgressBarHost())
+    found = read_docker_evidence(n, inventory, T, T + 12, log_since=T - 10, log_until=T + 4)
+    assert found.log is not None
+    assert found.log.splitlines() == [
+        DYING, "Loading 50%", "Loading 100%", "INFO: Application startup complete."]
+    assert found.startup_log.splitlines()[:2] == [f"{stamp(T + 2.0)} Loading 50%",
+                                                  "Loading 100%"]
