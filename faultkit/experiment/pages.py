@@ -10,18 +10,12 @@ where an objective asks for it, and missing evidence says so there.
 
 from __future__ import annotations
 
-import logging
-
-from faultkit.errors import PagerUnavailable
 from faultkit.experiment.state import ExperimentState
 from faultkit.model.events import EventKind
-from faultkit.pager import fetch_notifications
 from slo.alertmanager import Alertmanager
-from slo.paging import page_events
+from slo.pager_events import pager_events, route_data
 
 __all__ = ["collect_pages", "watch_alertmanager"]
-
-log = logging.getLogger(__name__)
 
 
 def watch_alertmanager(state: ExperimentState) -> Alertmanager | None:
@@ -31,23 +25,17 @@ def watch_alertmanager(state: ExperimentState) -> Alertmanager | None:
     if settings is None:
         return None
     alertmanager = Alertmanager(settings.url)
-    state.note(EventKind.AM_ROUTE, url=settings.url, pager=settings.pager_url is not None,
-               **alertmanager.route_or_error())
+    state.note(EventKind.AM_ROUTE, **route_data(settings, alertmanager))
     return alertmanager
 
 
 def collect_pages(state: ExperimentState, t_from: float, t_to: float) -> None:
     """Each page the pager received in [``t_from``, ``t_to``] naming the node, on the
     timeline at the moment it arrived (one ``paged`` event per notification, with the
-    notification as Alertmanager sent it)."""
+    notification as Alertmanager sent it), or a ``pager_down`` note when the pager does
+    not answer (:func:`slo.pager_events.pager_events`)."""
     settings = state.inventory.alertmanager
-    if settings is None or settings.pager_url is None:
+    if settings is None:
         return
-    try:
-        notifications = fetch_notifications(settings.pager_url, t_from, t_to)
-    except PagerUnavailable as exc:
-        log.warning("%s", exc)
-        state.note(EventKind.PAGER_DOWN, detail=str(exc))
-        return
-    for event in page_events(notifications, state.node):
+    for event in pager_events(settings, state.node, t_from, t_to, source="harness"):
         state.emit(event)

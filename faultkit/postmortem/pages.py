@@ -18,20 +18,15 @@ event saying so.
 
 from __future__ import annotations
 
-import logging
 import time
 
-from faultkit.errors import PagerUnavailable
 from faultkit.inventory import Inventory, Node
 from faultkit.model.events import EventKind
 from faultkit.model.records import Event
-from faultkit.pager import fetch_notifications
 from slo.alertmanager import Alertmanager
-from slo.paging import page_events
+from slo.pager_events import pager_events, route_data
 
 __all__ = ["read_paging"]
-
-log = logging.getLogger("faultkit.postmortem")
 
 
 def read_paging(inventory: Inventory, node: Node, t_from: float, t_to: float) -> list[Event]:
@@ -41,18 +36,9 @@ def read_paging(inventory: Inventory, node: Node, t_from: float, t_to: float) ->
         return []
     alertmanager = Alertmanager(settings.url)
     try:
-        route = alertmanager.route_or_error()
+        route = route_data(settings, alertmanager)
     finally:
         alertmanager.close()
-    events = [Event(t_from, "observer", EventKind.AM_ROUTE, node.name,
-                    {"url": settings.url, "pager": settings.pager_url is not None, **route,
-                     "from_history": True, "read_at": time.time()})]
-    if settings.pager_url is None:
-        return events
-    try:
-        notifications = fetch_notifications(settings.pager_url, t_from, t_to)
-    except PagerUnavailable as exc:
-        log.warning("%s", exc)
-        return [*events, Event(t_to, "observer", EventKind.PAGER_DOWN, node.name,
-                               {"detail": str(exc)})]
-    return [*events, *page_events(notifications, node)]
+    return [Event(t_from, "observer", EventKind.AM_ROUTE, node.name,
+                  {**route, "from_history": True, "read_at": time.time()}),
+            *pager_events(settings, node, t_from, t_to, source="observer", t_down=t_to)]

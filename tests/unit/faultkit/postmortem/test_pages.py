@@ -8,57 +8,23 @@ read)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from faultkit.inventory import parse_inventory
 from faultkit.model.events import EventKind
 from faultkit.postmortem.pages import read_paging
-from tests.unit.json_server import JsonServer
-
-ROUTE = "route: {receiver: pager, group_wait: 2s, group_interval: 1m}\nreceivers: [{name: pager}]\n"
-FIRING = {"receiver": "pager", "groupKey": "g", "status": "firing", "alerts": [
-    {"status": "firing", "labels": {"alertname": "FaultkitNodeDown", "node": "n"}}]}
-OTHER = {"receiver": "pager", "groupKey": "h", "status": "firing", "alerts": [
-    {"status": "firing", "labels": {"alertname": "FaultkitNodeDown", "node": "m"}}]}
-
-
-class Fakes:
-    """Alertmanager and the pager on one loopback port; ``asked`` holds each pager query."""
-
-    def __init__(self) -> None:
-        self.notifications = [{"t_received": 105.0, "payload": FIRING},
-                              {"t_received": 106.0, "payload": OTHER}]
-        self.asked: list[dict[str, list[str]]] = []
-        self.server = JsonServer(self.route)
-        self.url = self.server.url
-
-    def route(self, path: str, query: dict[str, list[str]]) -> Any:
-        if path == "/api/v2/status":
-            return {"config": {"original": ROUTE}}
-        if path == "/notifications":
-            self.asked.append(query)
-            return self.notifications
-        return None
+from tests.unit.paging_fakes import PagingFakes, inventory_with
 
 
 @pytest.fixture
-def fakes() -> Iterator[Fakes]:
-    served = Fakes()
+def fakes() -> Iterator[PagingFakes]:
+    served = PagingFakes()
     with served.server:
         yield served
 
 
-def _inventory(alertmanager: str) -> Any:
-    return parse_inventory(f"""
-{alertmanager}
-nodes: [{{name: n, engine: vllm, base_url: "http://127.0.0.1:9", model: m, prometheus: {{job: n}}}}]
-""")
-
-
-def test_the_route_and_the_pages_naming_the_node(fakes: Fakes) -> None:
-    inv = _inventory(f"alertmanager: {{url: '{fakes.url}', pager_url: '{fakes.url}'}}")
+def test_the_route_and_the_pages_naming_the_node(fakes: PagingFakes) -> None:
+    inv = inventory_with(f"alertmanager: {{url: '{fakes.url}', pager_url: '{fakes.url}'}}")
     events = read_paging(inv, inv.node("n"), 100.0, 200.0)
     route, page = events
     assert route.kind == EventKind.AM_ROUTE and route.t == 100.0
@@ -70,19 +36,19 @@ def test_the_route_and_the_pages_naming_the_node(fakes: Fakes) -> None:
     assert float(asked["since"][0]) == 100.0 and float(asked["until"][0]) == 200.0
 
 
-def test_a_pager_that_does_not_answer_is_an_event_not_a_failure(fakes: Fakes) -> None:
-    inv = _inventory(f"alertmanager: {{url: '{fakes.url}', pager_url: 'http://127.0.0.1:9'}}")
+def test_a_pager_that_does_not_answer_is_an_event_not_a_failure(fakes: PagingFakes) -> None:
+    inv = inventory_with(f"alertmanager: {{url: '{fakes.url}', pager_url: 'http://127.0.0.1:9'}}")
     route, down = read_paging(inv, inv.node("n"), 100.0, 200.0)
     assert route.kind == EventKind.AM_ROUTE
     assert down.kind == EventKind.PAGER_DOWN and down.t == 200.0 and down.data["detail"]
 
 
-def test_no_pager_the_route_only_and_no_alertmanager_nothing(fakes: Fakes) -> None:
-    inv = _inventory(f"alertmanager: {{url: '{fakes.url}'}}")
+def test_no_pager_the_route_only_and_no_alertmanager_nothing(fakes: PagingFakes) -> None:
+    inv = inventory_with(f"alertmanager: {{url: '{fakes.url}'}}")
     [route] = read_paging(inv, inv.node("n"), 100.0, 200.0)
     assert route.data["pager"] is False and fakes.asked == []
-    unreachable = _inventory("alertmanager: {url: 'http://127.0.0.1:9'}")
+    unreachable = inventory_with("alertmanager: {url: 'http://127.0.0.1:9'}")
     [route] = read_paging(unreachable, unreachable.node("n"), 100.0, 200.0)
     assert "error" in route.data
-    bare = _inventory("")
+    bare = inventory_with("")
     assert read_paging(bare, bare.node("n"), 100.0, 200.0) == []
