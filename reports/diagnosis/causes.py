@@ -29,6 +29,7 @@ from reports.evidence import ContainerFacts, fault_kind, fault_node
 from reports.load import RunData
 from reports.numbers import is_number
 from reports.outage import no_outage
+from slo.types import Measurement
 
 
 def rule_not_applied(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
@@ -258,9 +259,7 @@ def rule_slow_service(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
     if spec is None or spec.implementation is not None or m is None or m.lost_total \
             or not m.slow_total or facts.deaths:
         return None
-    target = data.run.slo.get("ttft_target")
-    if (is_number(target) and m.requests_total
-            and m.slow_total / m.requests_total <= 1 - target):
+    if _slow_within_allowance(data, m):
         return None
     return Diagnosis(
         "slow_service",
@@ -271,6 +270,14 @@ def rule_slow_service(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
          "no docker_die in the run's window",
          "the action's own checks passed: the slowness is not shown to be its doing"),
     )
+
+
+def _slow_within_allowance(data: RunData, m: Measurement) -> bool:
+    """No more users were answered too slowly than the TTFT objective allows
+    (``slo.ttft_target``: 0.95 lets 5 % be slow)."""
+    target = data.run.slo.get("ttft_target")
+    return bool(is_number(target) and m.requests_total
+                and m.slow_total / m.requests_total <= 1 - target)
 
 
 def rule_request_fault(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
@@ -333,19 +340,28 @@ def rule_failed_check(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
 
 
 def rule_served_through(data: RunData, facts: ContainerFacts) -> Diagnosis | None:
-    """No incident: the node served through it (no loss, no signal, steady at the end)."""
+    """No incident: the node served through it (no loss, no signal, steady at the end) —
+    also when only the harness's readiness probe failed meanwhile (a busy engine's
+    ``/health`` timing out) while no user was lost and no more were slow than the TTFT
+    objective allows: the users' service is the incident, and it held."""
     kind = fault_kind(data)
     m = data.measurement
     if m is None or kind is None:
         return None
-    if not (no_outage(kind, m) or (m.lost_total == 0 and m.t_detect is None
-                                   and m.t_recovered is not None and not facts.deaths
-                                   and (m.recovery_s or 0.0) == 0.0)):
+    quiet = (m.lost_total == 0 and m.t_detect is None and m.t_recovered is not None
+             and not facts.deaths)
+    probe_only = quiet and bool(m.recovery_s) and _slow_within_allowance(data, m)
+    if not (no_outage(kind, m) or (quiet and not m.recovery_s) or probe_only):
         return None
     evidence = [
         f"run.json fault.kind = {kind}",
         f"measurement.json lost_total = 0 of {m.requests_total}, t_detect = null",
     ]
+    if probe_only:
+        evidence.append(
+            f"measurement.json slow_total = {m.slow_total}, within the TTFT objective's "
+            f"allowance; only the harness's readiness probe failed, for "
+            f"{m.recovery_s:.1f} s (recovery_s)")
     if facts.policy_restarts is not None:
         evidence.append(f"container.json restart_count unchanged: "
                         f"{facts.policy_restarts} restarts in the run")

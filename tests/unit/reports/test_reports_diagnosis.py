@@ -508,3 +508,24 @@ def test_slow_users_are_a_cause_only_beyond_what_the_ttft_objective_allows(
                  slo={"ttft_s": 2.5, "ttft_target": 0.95},
                  container={"before": _state(), "after": _state()})
     assert _keys(d)[0] == cause
+
+
+@pytest.mark.parametrize(("slow", "cause"), [(2, "served_through"), (20, "slow_service")])
+def test_a_readiness_probe_that_timed_out_while_users_were_served_is_no_incident(
+    tmp_path: Path, slow: int, cause: str
+) -> None:
+    """Malformed requests kept a CPU vLLM so busy that one /health probe timed out (the run
+    reads recovery 4.1 s), yet no user was lost, monitoring saw nothing, and 2 of 175 were
+    slow — within the 5 % the objective allows: the node served through it. Beyond the
+    allowance, the slowness is the finding."""
+    m = _measurement(t_detect=None, detect_signal=None, detection_s=None, lost_total=0,
+                     requests_total=175, slow_total=slow, effect_evidence="act",
+                     t_recovered=T0 + 4.1, recovery_s=4.1)
+    d = make_run(tmp_path, fault="bad_input", measurement=m,
+                 slo={"ttft_s": 2.5, "ttft_target": 0.95},
+                 container={"before": _state(), "after": _state()})
+    diags = diagnose(load_run(d))
+    assert diags[0].key == cause
+    if cause == "served_through":
+        assert any("only the harness's readiness probe failed, for 4.1 s" in e
+                   for e in diags[0].evidence)
