@@ -65,7 +65,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 import httpx
@@ -77,7 +77,7 @@ from faultkit.model.timestamps import utc_clock
 from faultkit.probes.health import ProbeResult, probe
 from slo.alertmanager import Alertmanager, AmAlert, Silence
 from slo.errors import AlertmanagerUnavailable, PrometheusError
-from slo.labels import names_node
+from slo.labels import names_node, rule_durations
 from slo.profiles import node_selector
 from slo.prom import Alert, Prometheus
 
@@ -89,27 +89,6 @@ PROMETHEUS_GAP_S = UP_LOOKBACK_S - 2.0
 #: how often Alertmanager is looked at (s): its stage ("held by Alertmanager") is dated to
 #: within this, and a lane's looks stay few beside its Prometheus looks
 ALERTMANAGER_EVERY_S = 0.5
-
-
-def rule_durations(groups: Sequence[Mapping[str, Any]], node: Node) -> dict[str, float]:
-    """Each alerting rule's ``for:`` (seconds) by alert name, as it applies to ``node``.
-
-    Rules often share a name across nodes, one per node with its own ``for:`` (``faultkit
-    rules`` writes them so): the rule whose labels name ``node`` holds, else one that names
-    no node or job; another node's rule never dates this node's alerts.
-    """
-    durations: dict[str, float] = {}
-    own: set[str] = set()
-    for group in groups:
-        for rule in group.get("rules", ()):
-            name, labels = rule["name"], rule.get("labels") or {}
-            duration = float(rule.get("duration", 0))
-            if names_node(labels, node):
-                durations[name] = duration
-                own.add(name)
-            elif name not in own and not {"node", "job"} & labels.keys():
-                durations.setdefault(name, duration)
-    return durations
 
 
 class EventSink(Protocol):

@@ -10,7 +10,8 @@ from aiohttp import web
 from faultkit.inventory import Node
 from faultkit.model.records import Event
 from slo.errors import PrometheusUnavailable
-from slo.observer import Observer, rule_durations
+from slo.labels import rule_durations
+from slo.observer import Observer
 from slo.prom import Alert, Series
 
 
