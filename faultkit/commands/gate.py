@@ -36,8 +36,17 @@ from faultkit.experiment.speculation import speculation_check
 from faultkit.faults import make_fault
 from faultkit.faults.rollout import Rollout
 from faultkit.gate.baseline import judge_against_baseline
-from faultkit.gate.decision import config_diff, decide, merge_junit, read_junit
+from faultkit.gate.decision import (
+    NotRun,
+    config_diff,
+    decide,
+    merge_junit,
+    not_run,
+    read_junit,
+)
+from faultkit.gate.feed import collected_names
 from faultkit.gate.load import gate_load_profile
+from faultkit.gate.order import ScenarioOrder, gate_order
 from faultkit.gate.plan import dry_run as plan_dry_run
 from faultkit.gate.plan import print_split
 from faultkit.gate.pool import (
@@ -72,9 +81,12 @@ async def _run_gate(
     promote: bool,
     pytest_args: tuple[str, ...],
     baseline_dir: Path,
+    order: ScenarioOrder,
+    stop_at_first: bool,
 ) -> GateResult:
     """The gate on ``nodes`` (the gate's node first, then its ``--pool``), each with its
-    steady-state phase."""
+    steady-state phase; its scenarios in ``order``, stopping at the first that does not
+    pass when ``stop_at_first`` (each pool node at its own)."""
     timeline = JsonlWriter(GateDir(out).timeline_jsonl)
     pooled = len(nodes) > 1
     pool = [
@@ -92,6 +104,7 @@ async def _run_gate(
         config_diff=config_diff(inventory, node.serving_config, config),
         junit_xml=str(GateDir(out).junit_xml),
         started_at=time.time(),
+        order={**order.to_json(), "stop_at_first": stop_at_first},
     )
     if not steady.checked:
         _say("steady state not checked (--steady-s 0)")
@@ -122,7 +135,9 @@ async def _run_gate(
         if collecting is None:
             first.scenarios = []
             lanes = [(first, GateDir(out).junit_xml, out)]
-            _say(f"{config} is serving; running the gate scenarios")
+            _say(f"{config} is serving; running the gate scenarios, {order.why()}"
+                 + ("; stopping at the first that does not pass (--full: all)"
+                    if stop_at_first else ""))
         else:
             collected = await collecting
             soak_s = soak_seconds(pytest_args, DEFAULT_SOAK_S)
@@ -148,13 +163,17 @@ async def _run_gate(
                 scenario_argv(inventory, m.node, config, out, junit, pytest_args),
                 lane_out,
                 gate_progress(m.node.name) if pooled else None,
-                only=[t.rsplit("::", 1)[-1] for t in m.scenarios] if pooled else None)
+                only=[t.rsplit("::", 1)[-1] for t in m.scenarios] if pooled else None,
+                first=order.first)
             for m, junit, lane_out in lanes))
         if collecting is not None:
             merge_junit([junit for _m, junit, _o in lanes], GateDir(out).junit_xml)
         outcomes = read_junit(GateDir(out).junit_xml)
         result.scenarios = [o.to_json() for o in outcomes]
-        decision = decide(outcomes, combined_exit(codes), config)
+        left = [n for (_m, junit, lane_out), code in zip(lanes, codes, strict=True)
+                for n in _left_in_lane(lane_out, junit, code, stop_at_first)]
+        result.not_run = [n.to_json() for n in left]
+        decision = decide(outcomes, combined_exit(codes), config, left)
         result.decision, result.why = decision.decision, decision.why
         result.not_passed, result.accepted = list(decision.not_passed), list(decision.accepted)
         judge_against_baseline(result, baseline_dir, say=_say,
@@ -200,6 +219,14 @@ def _drop(task: asyncio.Future[Any]) -> None:
         task.cancel()
     elif not task.cancelled():
         task.exception()
+
+
+def _left_in_lane(lane_out: Path, junit: Path, code: int, stop_at_first: bool
+                  ) -> list[NotRun]:
+    """The scenarios one scenario run collected and never ran (its feed's list against its
+    own JUnit file)."""
+    collected = collected_names(GateDir(lane_out).feed_jsonl) or []
+    return not_run(collected, read_junit(junit), code, stop_at_first=stop_at_first)
 
 
 def _on(member: PoolNode, why: str, pooled: bool) -> str:
@@ -282,6 +309,12 @@ DEFAULT_SOAK_S = 60.0
     "split among the nodes and run side by side, each once (docs/definitions.md, 'The gate "
     "across a pool')",
 )
+@click.option(
+    "--full",
+    is_flag=True,
+    help="run every gate scenario even after one did not pass (default: stop at the first, "
+    "whose FAIL already decides the gate; gate.md lists the scenarios not run)",
+)
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def gate(
     inventory_path: Path,
@@ -294,6 +327,7 @@ def gate(
     soak_s: float,
     baseline_dir: Path | None,
     pool_names: tuple[str, ...],
+    full: bool,
     pytest_args: tuple[str, ...],
 ) -> None:
     """Gate CONFIG on NODE: roll it out, check its steady state, run the `gate` scenarios,
@@ -303,10 +337,11 @@ def gate(
     """
     from reports.render import render_gate
 
-    pytest_args = ("--soak-s", f"{soak_s:g}", *pytest_args)  # a later --soak-s overrides
+    pytest_args, stop_at_first = scenario_args(pytest_args, soak_s=soak_s, full=full)
     inventory = load_inventory(inventory_path)
     node = inventory.node(node_name)
     inventory.serving_config(config)  # unknown config: a clear error before anything happens
+    order = gate_order(inventory, node, config)
     if not node.allows("rollout"):
         raise click.UsageError(
             f"node {node_name!r} does not allow the rollout fault "
@@ -332,7 +367,7 @@ def gate(
                                   compare_capabilities=True))
     if dry_run:
         codes = [plan_dry_run(inventory, member, config, pytest_args, steady_s, phase.profile,
-                              pool=members)
+                              pool=members, order=order, stop_at_first=stop_at_first)
                  for member, phase in zip(members, phases, strict=True)]
         if pool_names:
             codes.append(print_split(inventory, members, config, pytest_args,
@@ -345,7 +380,7 @@ def gate(
     try:
         result, signum = asyncio.run(until_interrupted(
             _run_gate(inventory, list(zip(members, phases, strict=True)), config, out,
-                      promote, pytest_args, baseline_dir or out_dir)))
+                      promote, pytest_args, baseline_dir or out_dir, order, stop_at_first)))
     except FaultRefused:
         raise  # bad input, nothing was done: exit 2 (faultkit.cli), not a failed gate
     except FaultkitError as exc:
@@ -363,6 +398,16 @@ def gate(
     where = ", ".join(m.name for m in members)
     click.echo(f"gate {verdict} — {config} on {where}; report: {md}")
     sys.exit(0 if result.passed else 1)
+
+
+def scenario_args(pytest_args: Sequence[str], *, soak_s: float, full: bool
+                  ) -> tuple[tuple[str, ...], bool]:
+    """The scenario run's pytest arguments — ``-x`` unless ``full`` (first, so a user's
+    ``--maxfail`` after ``--`` wins), the soak's length (a later ``--soak-s`` overrides),
+    then the user's — and whether the run stops at its first scenario that does not pass
+    (also when the user's own arguments say so)."""
+    stops = not full or any(a in ("-x", "--exitfirst", "--maxfail=1") for a in pytest_args)
+    return (*(() if full else ("-x",)), "--soak-s", f"{soak_s:g}", *pytest_args), stops
 
 
 def _on_node(name: str) -> Callable[[str], None]:

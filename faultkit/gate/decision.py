@@ -24,8 +24,8 @@ from faultkit.rundir import RunDir, UnreadableRunFile
 from slo.types import read_verdict
 from slo.verdict import Verdict
 
-__all__ = ["GateDecision", "ScenarioOutcome", "ScenarioResult", "config_diff", "decide",
-           "merge_junit", "read_junit"]
+__all__ = ["GateDecision", "NotRun", "ScenarioOutcome", "ScenarioResult", "config_diff",
+           "decide", "merge_junit", "not_run", "read_junit"]
 
 
 #: a gate scenario's result: its verdict, or SKIPPED (did not run: no evidence at all)
@@ -82,7 +82,37 @@ class GateDecision:
     accepted: tuple[str, ...] = ()
 
 
-def decide(outcomes: Sequence[ScenarioOutcome], pytest_exit: int, config: str) -> GateDecision:
+@dataclass(frozen=True)
+class NotRun:
+    """A gate scenario the run collected and never ran, and why."""
+
+    name: str
+    why: str
+
+    def line(self) -> str:
+        return f"{self.name}: not run — {self.why}"
+
+    def to_json(self) -> dict[str, str]:
+        return {**asdict(self), "line": self.line()}
+
+
+def not_run(collected: Sequence[str], outcomes: Sequence[ScenarioOutcome], pytest_exit: int,
+            *, stop_at_first: bool) -> list[NotRun]:
+    """The scenarios of ``collected`` (the run's own list, in its order) with no outcome:
+    those after the first that did not pass when the gate stops there
+    (``stop_at_first``), or those an early end of pytest left."""
+    ran = {o.name for o in outcomes}
+    failed = next((o.name for o in outcomes if not o.passed), None)
+    if stop_at_first and failed is not None:
+        why = (f"the decision was FAIL at {failed}; the gate stops at its first scenario "
+               "that does not pass (--full runs them all)")
+    else:
+        why = f"the scenario run ended before it (pytest exit {pytest_exit})"
+    return [NotRun(name, why) for name in collected if name not in ran]
+
+
+def decide(outcomes: Sequence[ScenarioOutcome], pytest_exit: int, config: str,
+           left: Sequence[NotRun] = ()) -> GateDecision:
     """The gate's decision from its scenarios' outcomes and pytest's exit code.
 
     Pass only if pytest ran cleanly (exit 0), at least one scenario ran and every scenario
@@ -90,7 +120,8 @@ def decide(outcomes: Sequence[ScenarioOutcome], pytest_exit: int, config: str) -
     listed on their own line (:meth:`ScenarioOutcome.line`); so does pytest exiting with a
     failure no scenario accounts for (an error outside the scenarios). ACCEPTED scenarios
     (known findings of the node, unexpired) do not fail it; they are listed in ``accepted``
-    and counted in ``why``.
+    and counted in ``why``. Scenarios ``left`` unrun (:func:`not_run`) are counted in
+    ``why`` too: a FAIL on 1 of 2 ran scenarios says the other 6 did not run.
     """
     not_passed = tuple(o.line() for o in outcomes if not o.passed)
     accepted = tuple(o.line() for o in outcomes if o.outcome == "ACCEPTED")
@@ -103,8 +134,14 @@ def decide(outcomes: Sequence[ScenarioOutcome], pytest_exit: int, config: str) -
             for kind in ("FAIL", "INCONCLUSIVE", "SKIPPED")
             if (n := sum(o.outcome == kind for o in outcomes))
         )
-        why = f"{counts} of {len(outcomes)} gate scenarios: " + "; ".join(not_passed)
+        unrun = f", {len(left)} not run" if left else ""
+        why = (f"{counts} of {len(outcomes)} gate scenarios{unrun}: "
+               + "; ".join(not_passed))
         return GateDecision("fail", why[:800], not_passed, accepted)
+    if left:
+        why = (f"all {len(outcomes)} gate scenarios that ran passed, but {len(left)} did not "
+               f"run (pytest exit {pytest_exit})")
+        return GateDecision("fail", why, tuple(n.line() for n in left), accepted)
     if pytest_exit != 0:
         why = (f"pytest exited {pytest_exit} although all {len(outcomes)} scenarios passed "
                "(an error outside the scenarios; see junit.xml)")

@@ -17,6 +17,10 @@ in ``$FAULTKIT_GATE_ONLY`` (a JSON list of test names, ``test_kill[sim-vllm-h2]`
 plugin deselects every other collected scenario, as ``-m gate`` does, before the
 ``collected`` event.
 
+``$FAULTKIT_GATE_ORDER`` (a JSON list of scenario functions, ``test_limits``) moves those
+scenarios ahead in that order — the gate's risk-first order (:mod:`.order`) — and the
+``collected`` event lists them in the order they run.
+
 The gate's side: :func:`watching` follows the file while pytest runs and
 :class:`FeedState` prints the list and each result once.
 """
@@ -33,10 +37,12 @@ from typing import IO, Any
 
 import pytest
 
+from faultkit.gate.order import first_rank
 from faultkit.runtime.progress import Progress
 
 FEED_ENV = "FAULTKIT_GATE_FEED"
 ONLY_ENV = "FAULTKIT_GATE_ONLY"
+ORDER_ENV = "FAULTKIT_GATE_ORDER"
 
 
 class _Feed:
@@ -90,17 +96,40 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_Feed(path, config), "faultkit-gate-feed")
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep only the scenarios ``$FAULTKIT_GATE_ONLY`` names (when it is set)."""
+    """Keep only the scenarios ``$FAULTKIT_GATE_ONLY`` names (when it is set), then move
+    the scenario functions ``$FAULTKIT_GATE_ORDER`` lists ahead, in its order (the gate's
+    risk-first order, :mod:`.order`); the rest keep the catalogue's order."""
     raw = os.environ.get(ONLY_ENV)
-    if raw is None:
-        return
-    wanted = set(json.loads(raw))
-    kept = [item for item in items if item.name in wanted]
-    dropped = [item for item in items if item.name not in wanted]
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = kept
+    if raw is not None:
+        wanted = set(json.loads(raw))
+        kept = [item for item in items if item.name in wanted]
+        dropped = [item for item in items if item.name not in wanted]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = kept
+    first = os.environ.get(ORDER_ENV)
+    if first is not None:
+        key = first_rank(json.loads(first))
+        items[:] = sorted(items, key=lambda item: key(item.name))
+
+
+def collected_names(feed: Path) -> list[str] | None:
+    """The scenario names the feed's ``collected`` event lists, in the order they run;
+    ``None`` when the run wrote none (it ended before its collection did)."""
+    try:
+        text = feed.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for raw in text.splitlines():
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("event") == "collected":
+            return [str(n) for n in event.get("names") or ()]
+    return None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -9,6 +9,8 @@ durations of the earlier gates under ``--out``).
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -22,7 +24,9 @@ from faultkit.faults import make_fault
 from faultkit.faults.admission import existing_journal
 from faultkit.gate.capability import KV_RATIO_MIN
 from faultkit.gate.decision import config_diff
+from faultkit.gate.feed import ORDER_ENV
 from faultkit.gate.load import describe_profile
+from faultkit.gate.order import ScenarioOrder
 from faultkit.gate.pool import (
     collect_gate_scenarios,
     expected_share_s,
@@ -39,11 +43,12 @@ __all__ = ["dry_run", "print_split"]
 
 
 def dry_run(inventory: Inventory, node: Node, config: str, pytest_args: tuple[str, ...],
-            steady_s: float, profile: LoadProfile, *, pool: Sequence[Node] = ()) -> int:
+            steady_s: float, profile: LoadProfile, *, order: ScenarioOrder,
+            stop_at_first: bool, pool: Sequence[Node] = ()) -> int:
     """Print what the gate would do on ``node``; the scenarios run under the plugin's
-    ``--dry-run``, which prints each fault plan and acts on nothing. Returns pytest's exit
-    code. A node BLOCKED by a fault left applied refuses the plan, as it would refuse the
-    rollout."""
+    ``--dry-run``, which prints each fault plan, in the gate's ``order``, and acts on
+    nothing. Returns pytest's exit code. A node BLOCKED by a fault left applied refuses the
+    plan, as it would refuse the rollout."""
     plan = make_fault("rollout", node, inventory=inventory, dry_run=True, config=config)
     plan.refuse_if_blocked(existing_journal())
     steady = (f"steady state ({steady_s:g} s, {describe_profile(profile)}) of each config, "
@@ -67,10 +72,13 @@ def dry_run(inventory: Inventory, node: Node, config: str, pytest_args: tuple[st
                    f"({', '.join(WORKLOADS)}) for {check.seconds:g} s on each config; the "
                    f"gate fails if {node.name}'s {node.workload} workload is served slower")
     click.echo(f"scenarios: {scenarios_dir()}")
+    click.echo(f"order: {order.why()}" + ("; the gate stops at the first scenario that does "
+                                          "not pass (--full: all)" if stop_at_first else ""))
     with tempfile.TemporaryDirectory(prefix="faultkit-gate-dry-run-") as scratch:
         argv = scenario_argv(inventory, node, config, Path(scratch), None,
                              ["-rs", "--dry-run", *pytest_args])
-        return subprocess.run(argv, check=False).returncode
+        env = {**os.environ, ORDER_ENV: json.dumps(list(order.first))}
+        return subprocess.run(argv, check=False, env=env).returncode
 
 
 def print_split(inventory: Inventory, pool: Sequence[Node], config: str,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import click
 
-from faultkit.gate.feed import FEED_ENV, ONLY_ENV, FeedState, watching
+from faultkit.gate.feed import FEED_ENV, ONLY_ENV, ORDER_ENV, FeedState, watching
 from faultkit.inventory import Inventory, Node
 from faultkit.rundir import GateDir
 from faultkit.runtime.progress import Progress
@@ -80,7 +80,7 @@ def gate_progress(node: str | None = None) -> Progress:
 
 async def run_scenarios(
     argv: Sequence[str], out: Path, progress: Progress | None = None,
-    *, only: Sequence[str] | None = None,
+    *, only: Sequence[str] | None = None, first: Sequence[str] = (),
 ) -> int:
     """Run the scenario pytest ``argv``; show its scenarios and each one's result as it ends.
 
@@ -90,7 +90,8 @@ async def run_scenarios(
     ``out/pytest.log``; otherwise pytest writes to stdout as it always did and the list and
     results are plain lines on stderr. ``only`` (a pool node's share: test names) keeps
     just those scenarios, and pytest's output goes to ``out/pytest.log`` whatever the
-    terminal. Returns pytest's exit code.
+    terminal. ``first`` (scenario functions) run ahead of the others, in that order
+    (the risk-first order, :mod:`.order`). Returns pytest's exit code.
     """
     progress = progress or gate_progress()
     feed = GateDir(out).feed_jsonl
@@ -98,6 +99,8 @@ async def run_scenarios(
     env = {**os.environ, FEED_ENV: str(feed)}
     if only is not None:
         env[ONLY_ENV] = json.dumps(list(only))
+    if first:
+        env[ORDER_ENV] = json.dumps(list(first))
     state = FeedState(progress)
     if only is not None and not progress.live:
         log = GateDir(out).pytest_log

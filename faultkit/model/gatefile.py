@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from faultkit.model.jsonvalues import lines, number, object_of, text
+from faultkit.model.jsonvalues import lines, number, object_of, objects_of, text
 
 __all__ = ["GateResult"]
 
@@ -33,6 +33,12 @@ class GateResult:
     not_passed: list[str] = field(default_factory=list)
     accepted: list[str] = field(default_factory=list)
     scenarios: list[dict[str, Any]] = field(default_factory=list)
+    #: the order the scenarios ran in (``faultkit.gate.order.ScenarioOrder.to_json()``) and
+    #: whether the gate stopped at its first scenario that did not pass:
+    #: ``{"first", "touched", "unknown", "why", "stop_at_first"}``
+    order: dict[str, Any] | None = None
+    #: the scenarios collected and never run, and why (``NotRun.to_json()``: name, why, line)
+    not_run: list[dict[str, Any]] = field(default_factory=list)
     rollout: dict[str, Any] = field(default_factory=dict)
     steady_state: dict[str, Any] | None = None
     #: the current config's earlier runs of the gate scenarios and the candidate's figure
@@ -80,13 +86,13 @@ class GateResult:
             why=text(data.get("why")),
             not_passed=lines(data.get("not_passed")),
             accepted=lines(data.get("accepted")),
-            scenarios=[s for s in data.get("scenarios") or [] if isinstance(s, dict)]
-            if isinstance(data.get("scenarios"), list) else [],
+            scenarios=objects_of(data.get("scenarios")),
+            order=object_of(data.get("order")) or None,
+            not_run=objects_of(data.get("not_run")),
             rollout=object_of(data.get("rollout")),
             steady_state=steady if isinstance(steady, dict) else None,
             baseline=object_of(data.get("baseline")) or None,
-            pool=[p for p in data.get("pool") or [] if isinstance(p, dict)]
-            if isinstance(data.get("pool"), list) else [],
+            pool=objects_of(data.get("pool")),
             promoted=data.get("promoted") is True,
             rolled_back=data.get("rolled_back") is True,
             junit_xml=text(data.get("junit_xml")),

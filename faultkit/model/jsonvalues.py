@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["as_written", "flag", "lines", "number", "object_of", "stamp", "text", "whole"]
+__all__ = ["as_written", "flag", "lines", "number", "object_of", "objects_of", "stamp", "text",
+           "whole"]
 
 
 def whole(value: Any) -> int | None:
@@ -54,6 +55,11 @@ def as_written(value: Any) -> float | None:
 
 def object_of(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def objects_of(value: Any) -> list[dict[str, Any]]:
+    """The JSON objects of a list (other items dropped); empty for anything but a list."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
 def lines(value: Any) -> list[str]:

@@ -13,6 +13,7 @@ in ``conftest.py``), plus targeted runs for a known-bad config and the gate.
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 import subprocess
 import time
 from pathlib import Path
@@ -427,12 +428,13 @@ def test_the_soak_fails_a_leaking_config_with_its_projection(lab: Lab, tmp_path:
 
 
 def _gate(
-    tmp_path: Path, node: str, config: str, *pytest_args: str, baseline_dir: Path | None = None
+    tmp_path: Path, node: str, config: str, *pytest_args: str, baseline_dir: Path | None = None,
+    gate_args: tuple[str, ...] = (),
 ) -> tuple[int, str, dict[str, Any]]:
     baseline = ("--baseline-dir", str(baseline_dir)) if baseline_dir else ()
     result = run_cli(
         "gate", "--node", node, "--config", config, "--out", str(tmp_path),
-        "--steady-s", GATE_STEADY_S, *baseline, "--", *pytest_args, timeout=1800,
+        "--steady-s", GATE_STEADY_S, *baseline, *gate_args, "--", *pytest_args, timeout=1800,
     )
     gates = sorted(tmp_path.glob(f"gate-*-{node}-{config}"))
     assert gates, result.stdout + result.stderr
@@ -444,10 +446,12 @@ def _gate(
 
 
 def test_gate_fails_the_oom_prone_config_and_rolls_back(lab: Lab, tmp_path: Path) -> None:
-    """Stopped at its first failing scenario (pytest's ``-x``, passed through as a user
-    would): a FAIL is settled by then, the rollback and the report still happen, and CI
-    does not pay for the scenarios after it."""
-    code, md, data = _gate(tmp_path, "sim-vllm", "sim-vllm-bad-oom", "-x")
+    """The config differs from the good one in its memory utilization and chunked prefill
+    (the inventory's YAML), so the memory scenarios run first, and the gate stops at its
+    first failing scenario (its default): a FAIL is settled by then, the rollback and the
+    report still happen, and the scenarios after it are listed as not run — JUnit, pytest's
+    own record, holds that one scenario and the runs directory that one run."""
+    code, md, data = _gate(tmp_path, "sim-vllm", "sim-vllm-bad-oom")
     assert code == 1, md
     assert data["decision"] == "fail" and data["rolled_back"] is True
     # the first gate scenario to meet the cliff: test_limits' 50 % step (2,048 tokens) is
@@ -455,6 +459,17 @@ def test_gate_fails_the_oom_prone_config_and_rolls_back(lab: Lab, tmp_path: Path
     why = str(data["why"])
     assert "test_limits[sim-vllm]: FAIL" in why and "inside the limit" in why, why
     assert "FAIL" in md
+    gate_dir = sorted(tmp_path.glob("gate-*-sim-vllm-sim-vllm-bad-oom"))[-1]
+    cases = [c.get("name") for c in ET.parse(gate_dir / "junit.xml").getroot().iter("testcase")]
+    assert cases == ["test_limits[sim-vllm]"], cases
+    assert len(list((gate_dir / "runs").glob("*/run.json"))) == 1
+    left = {n["name"]: n["why"] for n in data["not_run"]}
+    assert {name.split("[")[0] for name in left} == {
+        "test_bad_input", "test_engine_death", "test_engine_stall", "test_kill", "test_oom",
+        "test_partition", "test_soak"}, left
+    assert all(w.startswith("the decision was FAIL at test_limits[sim-vllm]")
+               for w in left.values()), left
+    assert "Not run (" in md
     assert serving_config_label(lab.inventory, "sim-vllm") == "sim-vllm-good"
 
 
@@ -516,10 +531,11 @@ def test_gate_fails_a_config_whose_memory_grows_under_load(
     user would): the soak is what must find a leak, on a container the scenarios before it
     have not already filled (its steady state would then fail and the soak read
     INCONCLUSIVE), and the kill gives the baseline something to compare (docs/ci.md has
-    the timings)."""
+    the timings) — ``--full``, since the gate would otherwise stop at the soak's FAIL, which
+    runs first where the diff touches memory."""
     since = time.time()
     code, md, data = _gate(tmp_path, on_node, config, "--soak-s", soak_s, "-k", "soak or kill",
-                           baseline_dir=suite_run.runs_root)
+                           baseline_dir=suite_run.runs_root, gate_args=("--full",))
     assert code == 1, md
     steady = data["steady_state"]
     assert steady["candidate"]["verdict"]["passed"], "a leak serves well at first"

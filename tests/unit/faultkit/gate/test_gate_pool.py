@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from faultkit.cli import cli
 from faultkit.gate.decision import merge_junit, read_junit
+from faultkit.gate.order import ScenarioOrder
 from faultkit.gate.pool import (
     SCENARIO_S,
     SOAK_OVERHEAD_S,
@@ -275,7 +276,7 @@ class _PoolWorld:
         return self.collected[argv[argv.index("--node") + 1]]
 
     async def run_scenarios(self, argv: list[str], out: Path, _progress: object = None, *,
-                            only: list[str] | None = None) -> int:
+                            only: list[str] | None = None, first: object = ()) -> int:
         node = argv[argv.index("--node") + 1]
         self.shares[node] = list(only or [])
         cases = "".join(f'<testcase name="{name}"/>' for name in only or [])
@@ -303,7 +304,7 @@ async def test_a_pool_node_with_no_share_runs_nothing_and_the_gate_still_passes(
                               runs_dir=out / "steady")) for n in nodes]
     out.mkdir()
     result = await gate._run_gate(inventory, phases, "sim-vllm-good", out, False, (),
-                                  tmp_path / "no-earlier-runs")
+                                  tmp_path / "no-earlier-runs", ScenarioOrder(), True)
     assert world.shares == {"sim-vllm": ["test_kill[sim-vllm]"]}
     assert result.decision == "pass", result.why
     assert [s["name"] for s in result.scenarios] == ["test_kill[sim-vllm]"]

@@ -11,6 +11,7 @@ import pytest
 
 from faultkit.commands import gate
 from faultkit.gate import steady as gate_steady
+from faultkit.gate.order import ScenarioOrder
 from faultkit.gate.steady import SteadyPhase, SteadyState
 from faultkit.inventory import Inventory, load_inventory
 from faultkit.load.profile import BACKGROUND_PROFILE
@@ -81,7 +82,7 @@ class World:
         return SteadyState(config, self.windows[config])
 
     async def run_scenarios(self, _argv: object, out: Path, _progress: object = None, *,
-                            only: object = None) -> int:
+                            only: object = None, first: object = ()) -> int:
         self.log.append("scenarios")
         GateDir(out).junit_xml.write_text(JUNIT_ONE_PASS)
         return 0
@@ -91,7 +92,7 @@ class World:
         steady = SteadyPhase(node, self.inventory, seconds, BACKGROUND_PROFILE,
                              say=lambda _line: None, runs_dir=self.out / "steady")
         result = await gate._run_gate(self.inventory, [(node, steady)], "cand", self.out, False,
-                                      (), self.out / "no-earlier-runs")
+                                      (), self.out / "no-earlier-runs", ScenarioOrder(), True)
         return result.to_json()  # what gate.json holds
 
 

@@ -1,0 +1,238 @@
+"""The gate's risk-first scenario order and its stop at the first scenario that does not
+pass: which changes move which scenarios ahead (faultkit.gate.order), the scenario run's
+reordering (the feed plugin's hook), the scenarios left unrun and how gate.json, the
+decision and gate.md say so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from faultkit.commands import gate
+from faultkit.gate import feed
+from faultkit.gate.decision import ScenarioOutcome, decide, not_run
+from faultkit.gate.order import (
+    ScenarioOrder,
+    config_changes,
+    gate_order,
+    ordered,
+    scenario_order,
+)
+from faultkit.gate.steady import SteadyPhase
+from faultkit.inventory import load_inventory
+from faultkit.inventory.settings import ServingConfig
+from faultkit.load.profile import BACKGROUND_PROFILE
+from faultkit.model.gatefile import GateResult
+from faultkit.rundir import GateDir
+from reports.render import render_gate
+from tests.paths import REPO
+from tests.unit.faultkit.gate.test_gate_steady_wiring import World
+
+LAB = REPO / "testbed" / "inventory.yaml"
+CATALOGUE = ["test_bad_input[n]", "test_engine_death[n]", "test_engine_stall[n]",
+             "test_kill[n]", "test_limits[n]", "test_oom[n]", "test_partition[n-refuse]",
+             "test_soak[n]"]
+
+
+def config(*command: str, **fields: Any) -> ServingConfig:
+    return ServingConfig(image=fields.pop("image", "img"), command=list(command), **fields)
+
+
+# --------------------------------------------------------------------------- what a diff touches
+
+
+def test_context_and_memory_flags_put_limits_oom_and_soak_first() -> None:
+    """The testbed's OOM-prone config differs from the good one in its memory utilization
+    and chunked prefill (the inventory's own YAML): limits, oom and soak run first."""
+    inventory = load_inventory(LAB)
+    order = gate_order(inventory, inventory.node("sim-vllm"), "sim-vllm-bad-oom")
+    assert order.first == ("test_limits", "test_oom", "test_soak")
+    assert set(order.touched["context, KV cache, batching or memory"]) == {
+        "--gpu-memory-utilization", "--enable-chunked-prefill", "--no-enable-chunked-prefill"}
+    assert not order.unknown
+    assert "--gpu-memory-utilization" in order.why() and order.why().startswith(
+        "test_limits, test_oom, test_soak first")
+
+
+def test_a_model_change_puts_the_kill_and_the_engine_death_after_the_memory_scenarios() -> None:
+    """llama-bad-model points -m elsewhere and drops --cache-ram 0: both areas, in the
+    table's order; single-dash flags keep their spelling."""
+    inventory = load_inventory(LAB)
+    order = gate_order(inventory, inventory.node("llama"), "llama-bad-model")
+    assert order.first == ("test_limits", "test_oom", "test_soak", "test_kill",
+                           "test_engine_death")
+    assert order.touched["what starts and how it restarts"] == ("-m",)
+
+
+def test_an_unknown_change_keeps_the_catalogues_order_and_says_why() -> None:
+    before = config("python3", "-m", "engine", "--port", "8000")
+    after = config("python3", "-m", "engine", "--port", "8000", "--leak-bytes", "262144",
+                   env={"EXTRA": "1"})
+    order = scenario_order(config_changes(before, after))
+    assert order.first == () and order.unknown == ("--leak-bytes", "env EXTRA")
+    assert order.why() == ("the catalogue's order: no change of the diff has a known risk "
+                           "(--leak-bytes, env EXTRA)")
+    assert ordered(CATALOGUE, order.first) == CATALOGUE
+
+
+def test_configs_that_serve_alike_change_nothing() -> None:
+    """The description and the harness's own fields are not how the node serves."""
+    before = config("srv", "--port", "1", description="a", ready_timeout_s=30)
+    after = config("srv", "--port", "1", description="b", ready_timeout_s=60)
+    assert config_changes(before, after) == []
+    assert scenario_order([]).why() == (
+        "the catalogue's order: the configs do not differ in how they serve")
+
+
+def test_flags_are_compared_by_value_whatever_their_spelling() -> None:
+    """``--flag=value`` and ``--flag value`` are one flag; a negative number is a value, not
+    a flag; ``python -m module`` is the entrypoint, not a ``-m`` flag."""
+    before = config("python3", "-m", "engine", "--port=8000", "--offset", "-1", "--fast")
+    after = config("python3", "-m", "engine", "--port", "8001", "--offset", "-1", "--fast")
+    assert config_changes(before, after) == ["--port"]
+    assert scenario_order(["--port"]).first == ("test_partition",)
+    moved = config("python3", "-m", "other", "--port=8000", "--offset", "-1", "--fast")
+    assert config_changes(before, moved) == ["entrypoint"]
+
+
+def test_container_fields_fall_in_their_areas() -> None:
+    before = config("srv", memory="256m", restart="on-failure")
+    after = config("srv", memory="128m", restart="no", image="img2")
+    order = scenario_order(config_changes(before, after))
+    assert order.touched == {"context, KV cache, batching or memory": ("memory",),
+                             "what starts and how it restarts": ("image", "restart")}
+    assert order.first == ("test_limits", "test_oom", "test_soak", "test_kill",
+                           "test_engine_death")
+
+
+def test_an_unknown_current_config_counts_every_flag_as_changed() -> None:
+    changes = config_changes(None, config("srv", "-c", "512", "--metrics"))
+    assert changes == ["entrypoint", "-c", "--metrics"]
+
+
+def test_ordered_moves_the_first_ahead_and_keeps_the_rest_in_order() -> None:
+    first = ("test_limits", "test_oom", "test_soak")
+    assert ordered(CATALOGUE, first) == [
+        "test_limits[n]", "test_oom[n]", "test_soak[n]", "test_bad_input[n]",
+        "test_engine_death[n]", "test_engine_stall[n]", "test_kill[n]",
+        "test_partition[n-refuse]"]
+
+
+# --------------------------------------------------------------------------- the scenario run
+
+
+def _items(names: list[str]) -> list[Any]:
+    return [SimpleNamespace(name=name) for name in names]
+
+
+def test_the_feed_plugin_runs_the_first_scenarios_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(feed.ONLY_ENV, raising=False)
+    monkeypatch.setenv(feed.ORDER_ENV, json.dumps(["test_soak", "test_kill"]))
+    items = _items(CATALOGUE)
+    feed.pytest_collection_modifyitems(SimpleNamespace(), items)  # type: ignore[arg-type]
+    assert [i.name for i in items][:3] == ["test_soak[n]", "test_kill[n]", "test_bad_input[n]"]
+    assert sorted(i.name for i in items) == sorted(CATALOGUE)
+
+
+def test_a_pool_share_is_kept_and_ordered(monkeypatch: pytest.MonkeyPatch) -> None:
+    deselected: list[Any] = []
+    config_ = SimpleNamespace(hook=SimpleNamespace(
+        pytest_deselected=lambda items: deselected.extend(items)))
+    monkeypatch.setenv(feed.ONLY_ENV, json.dumps(["test_kill[n]", "test_oom[n]"]))
+    monkeypatch.setenv(feed.ORDER_ENV, json.dumps(["test_oom"]))
+    items = _items(CATALOGUE)
+    feed.pytest_collection_modifyitems(config_, items)  # type: ignore[arg-type]
+    assert [i.name for i in items] == ["test_oom[n]", "test_kill[n]"]
+    assert len(deselected) == len(CATALOGUE) - 2
+
+
+def test_the_feed_file_gives_the_collected_list(tmp_path: Path) -> None:
+    path = tmp_path / "feed.jsonl"
+    assert feed.collected_names(path) is None
+    path.write_text('not json\n{"event": "collected", "names": ["a", "b"]}\n'
+                    '{"event": "result", "name": "a"}\n{"event": "coll')
+    assert feed.collected_names(path) == ["a", "b"]
+
+
+def test_the_scenario_run_stops_at_its_first_failure_unless_full() -> None:
+    args, stops = gate.scenario_args(("-k", "kill"), soak_s=30.0, full=False)
+    assert args == ("-x", "--soak-s", "30", "-k", "kill") and stops
+    args, stops = gate.scenario_args((), soak_s=60.0, full=True)
+    assert args == ("--soak-s", "60") and not stops
+    assert gate.scenario_args(("-x",), soak_s=60.0, full=True)[1], "the user's own -x stops it"
+
+
+# --------------------------------------------------------------------------- what was not run
+
+
+def outcome(name: str, result: str = "PASS") -> ScenarioOutcome:
+    return ScenarioOutcome(name=name, outcome=result, why="why",  # type: ignore[arg-type]
+                           run_dir=None)
+
+
+def test_the_scenarios_after_the_first_failure_are_listed_with_why() -> None:
+    ran = [outcome("test_limits[n]", "FAIL")]
+    left = not_run(["test_limits[n]", "test_oom[n]", "test_soak[n]"], ran, 1,
+                   stop_at_first=True)
+    assert [n.name for n in left] == ["test_oom[n]", "test_soak[n]"]
+    assert left[0].line() == ("test_oom[n]: not run — the decision was FAIL at test_limits[n]; "
+                              "the gate stops at its first scenario that does not pass "
+                              "(--full runs them all)")
+    decision = decide(ran, 1, "cand", left)
+    assert decision.decision == "fail"
+    assert decision.why.startswith("1 FAIL of 1 gate scenarios, 2 not run: test_limits[n]")
+
+
+def test_a_run_that_ended_early_fails_even_when_what_ran_passed() -> None:
+    """Nothing failed, so no stop explains the scenarios left: a pass on part of the
+    catalogue is no pass."""
+    ran = [outcome("test_kill[n]")]
+    left = not_run(["test_kill[n]", "test_oom[n]"], ran, 2, stop_at_first=True)
+    assert left[0].why == "the scenario run ended before it (pytest exit 2)"
+    decision = decide(ran, 0, "cand", left)
+    assert decision.decision == "fail" and "1 did not run" in decision.why
+    assert decision.not_passed == (left[0].line(),)
+
+
+async def test_gate_json_and_gate_md_carry_the_order_and_what_did_not_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Through ``_run_gate``: the order reaches the scenario run; the run's own list (its
+    feed) against its JUnit file gives the scenarios not run; gate.json and gate.md say so."""
+    world = World(monkeypatch, tmp_path)
+    seen: dict[str, Any] = {}
+
+    async def run_scenarios(_argv: object, out: Path, _progress: object = None, *,
+                            only: object = None, first: tuple[str, ...] = ()) -> int:
+        seen["first"] = first
+        GateDir(out).feed_jsonl.write_text(json.dumps(
+            {"event": "collected", "names": ["test_oom[n]", "test_kill[n]", "test_soak[n]"]})
+            + "\n")
+        GateDir(out).junit_xml.write_text(
+            '<testsuite><testcase name="test_oom[n]"><failure message="engine died"/>'
+            "</testcase></testsuite>")
+        return 1
+
+    monkeypatch.setattr(gate, "run_scenarios", run_scenarios)
+    order = scenario_order(["--max-model-len"])
+    node = world.inventory.node("n")
+    steady = SteadyPhase(node, world.inventory, 0.0, BACKGROUND_PROFILE,
+                         say=lambda _line: None, runs_dir=world.out / "steady")
+    result = await gate._run_gate(world.inventory, [(node, steady)], "cand", world.out,
+                                  False, (), world.out / "none", order, True)
+    assert seen["first"] == ("test_limits", "test_oom", "test_soak")
+    assert [n["name"] for n in result.not_run] == ["test_kill[n]", "test_soak[n]"]
+    assert result.decision == "fail" and "2 not run" in str(result.why)
+    assert result.order is not None and result.order["stop_at_first"] is True
+    md = render_gate(GateResult.from_json(result.to_json()), world.out / "gate.md").read_text()
+    md = md.replace("\\", "")  # the Markdown escapes of _ [ ] ( )
+    assert "Order: test_limits, test_oom, test_soak first: the diff touches" in md
+    assert "Not run (2):" in md and "test_soak[n]: not run — the decision was FAIL" in md
+
+
+def test_an_order_with_nothing_moved_is_the_catalogues() -> None:
+    assert ScenarioOrder().to_json()["first"] == []
