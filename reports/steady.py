@@ -81,14 +81,24 @@ def _interval(value: object) -> tuple[float, float] | None:
 
 def _side(data: object) -> dict[str, Any]:
     """One side (current or candidate): config, whether it was measured, its one-line
-    result (the verdict's summary, or why it was not measured)."""
+    result (the verdict's summary, or why it was not measured), and why it was measured
+    twice (``rerun``: a borderline first window; ``None`` otherwise)."""
     side = data if isinstance(data, dict) else {}
     measured = side.get("measured") is True
     result = side.get("summary") if measured else side.get("why")
+    rerun = side.get("rerun")
+    why = rerun.get("why") if isinstance(rerun, dict) else None
+    first = rerun.get("first_window") if isinstance(rerun, dict) else None
+    slis = first.get("slis") if isinstance(first, dict) else None
+    alone = slis.get("ttft_p95_s") if isinstance(slis, dict) else None
     return {
         "config": side.get("config"),
         "measured": measured,
         "result": result if isinstance(result, str) and result else "not recorded",
+        #: a borderline first window measured again: why, and its TTFT p95 alone
+        "rerun": (f"{why} (the first window alone: TTFT p95 "
+                  f"{alone:.3f} s)" if is_number(alone) else why)
+        if isinstance(why, str) and why else None,
     }
 
 

@@ -61,7 +61,6 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from faultkit.load.stats import percentile
 from faultkit.model.events import EventKind
 from faultkit.model.kinds import spec_of
 from faultkit.model.records import CLIENT_SIDE, Event, RequestRecord, is_clean_rejection
@@ -76,7 +75,7 @@ from slo.effect import (
 )
 from slo.gaps import evidence_gaps, late_gap, sent_late
 from slo.paging import page_of
-from slo.samples import arrival, user_ttft, window_samples
+from slo.samples import arrival, samples_slis, user_ttft, window_samples
 from slo.types import Measurement, WindowSLIs
 
 #: events on the observer's readiness track
@@ -229,30 +228,7 @@ def window_slis(requests: Sequence[RequestRecord], start: float, end: float) -> 
     not send on time shows in them. Latencies are over successful requests;
     ``output_tokens_per_s`` = their output tokens / window length.
     """
-    w = window_samples(requests, start, end)
-    chosen, good, ttft, user, tpot, e2e = w.chosen, w.good, w.ttft, w.user_ttft, w.tpot, w.e2e
-    tokens = sum(r.output_tokens or 0 for r in good)
-    span = end - start
-    return WindowSLIs(
-        start=start,
-        end=end,
-        requests=len(chosen),
-        ok=len(good),
-        failed=len(chosen) - len(good),
-        error_ratio=(len(chosen) - len(good)) / len(chosen) if chosen else None,
-        ttft_p50_s=percentile(ttft, 50),
-        ttft_p95_s=percentile(ttft, 95),
-        ttft_p99_s=percentile(ttft, 99),
-        user_ttft_p50_s=percentile(user, 50),
-        user_ttft_p95_s=percentile(user, 95),
-        user_ttft_p99_s=percentile(user, 99),
-        tpot_p50_s=percentile(tpot, 50),
-        tpot_p95_s=percentile(tpot, 95),
-        e2e_p50_s=percentile(e2e, 50),
-        e2e_p95_s=percentile(e2e, 95),
-        e2e_p99_s=percentile(e2e, 99),
-        output_tokens_per_s=tokens / span if span > 0 and good else None,
-    )
+    return samples_slis(window_samples(requests, start, end), start, end)
 
 
 # --------------------------------------------------------------------------- inconclusive

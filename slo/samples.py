@@ -7,10 +7,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from faultkit.load.stats import e2e_s, tpot_s, ttft_s
+from faultkit.load.stats import e2e_s, percentile, tpot_s, ttft_s
 from faultkit.model.records import RequestRecord
+from faultkit.model.windows import WindowSLIs
 
-__all__ = ["WindowSamples", "arrival", "user_ttft", "window_samples"]
+__all__ = ["WindowSamples", "arrival", "pooled_samples", "samples_slis", "user_ttft",
+           "window_samples"]
 
 
 def arrival(r: RequestRecord) -> float:
@@ -48,3 +50,40 @@ def window_samples(requests: Sequence[RequestRecord], start: float, end: float
         user_ttft=tuple(t for r in good if (t := user_ttft(r)) is not None),
         tpot=tuple(t for r in good if (t := tpot_s(r)) is not None),
         e2e=tuple(e2e_s(r) for r in good))
+
+
+def pooled_samples(parts: Sequence[WindowSamples]) -> WindowSamples:
+    """Several windows' samples as one body of evidence (a borderline window measured
+    again: docs/definitions.md, "Uncertainty")."""
+    return WindowSamples(*(tuple(v for part in parts for v in getattr(part, name))
+                           for name in ("chosen", "good", "ttft", "user_ttft", "tpot", "e2e")))
+
+
+def samples_slis(w: WindowSamples, start: float, end: float, span: float | None = None
+                 ) -> WindowSLIs:
+    """The SLIs of a window's samples (:func:`slo.measure.window_slis`), or of several
+    windows' pooled (:func:`pooled_samples`: ``start`` of the first, ``end`` of the last,
+    and ``span`` the seconds they cover together, which ``output_tokens_per_s`` is over)."""
+    chosen, good, ttft, user, tpot, e2e = w.chosen, w.good, w.ttft, w.user_ttft, w.tpot, w.e2e
+    tokens = sum(r.output_tokens or 0 for r in good)
+    span = end - start if span is None else span
+    return WindowSLIs(
+        start=start,
+        end=end,
+        requests=len(chosen),
+        ok=len(good),
+        failed=len(chosen) - len(good),
+        error_ratio=(len(chosen) - len(good)) / len(chosen) if chosen else None,
+        ttft_p50_s=percentile(ttft, 50),
+        ttft_p95_s=percentile(ttft, 95),
+        ttft_p99_s=percentile(ttft, 99),
+        user_ttft_p50_s=percentile(user, 50),
+        user_ttft_p95_s=percentile(user, 95),
+        user_ttft_p99_s=percentile(user, 99),
+        tpot_p50_s=percentile(tpot, 50),
+        tpot_p95_s=percentile(tpot, 95),
+        e2e_p50_s=percentile(e2e, 50),
+        e2e_p95_s=percentile(e2e, 95),
+        e2e_p99_s=percentile(e2e, 99),
+        output_tokens_per_s=tokens / span if span > 0 and good else None,
+    )

@@ -21,7 +21,7 @@ The judge and the comparison are pure (:mod:`.steady_judge`); :func:`run_steady_
 :class:`SteadyPhase` act. Figures are client-side
 (:class:`~faultkit.model.windows.WindowSLIs` of the requests that *arrived* in the window,
 ``slo.measure.window_slis``), each judged one with its 95 % interval
-(:func:`window_intervals`).
+(:func:`samples_intervals`).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from faultkit.gate.steady_judge import (
     LATENCY_SLACK_S,
     THROUGHPUT_RATIO_MIN,
     FigureChange,
+    borderline_checks,
     compare_steady_states,
     judge_steady_state,
 )
@@ -59,9 +60,9 @@ from faultkit.model.records import RequestRecord
 from faultkit.model.windows import WindowSLIs
 from faultkit.probes.health import probe
 from faultkit.rundir import RunDir
-from slo.measure import window_slis
-from slo.samples import window_samples
+from slo.samples import WindowSamples, pooled_samples, samples_slis, window_samples
 from slo.uncertainty import Interval, percentile_interval, wilson_interval
+from slo.verdict import Verdict
 
 __all__ = [
     "DEFAULT_STEADY_S",
@@ -84,10 +85,17 @@ class SteadyState:
     #: open-loop sends later than the generator's lateness bound (the client fell behind)
     late_sends: int = 0
     gaps: tuple[str, ...] = ()
-    #: 95 % intervals of the judged figures, by WindowSLIs field (:func:`window_intervals`)
+    #: 95 % intervals of the judged figures, by WindowSLIs field (:func:`samples_intervals`)
     intervals: Mapping[str, Interval] = field(default_factory=dict)
     #: the steady-state run's directory (its ledger, timeline, series, container evidence)
     run_dir: Path | None = None
+    #: the requests behind the figures (kept in memory for pooling, not written)
+    samples: WindowSamples | None = field(default=None, repr=False, compare=False)
+    #: the seconds of load the figures cover (two windows pooled: both)
+    span_s: float | None = None
+    #: a borderline window measured again: the first window alone, and why it was rerun
+    first_window: SteadyState | None = None
+    rerun_why: str = ""
 
     def line(self) -> str:
         """``301 requests, TTFT p95 0.081 s, E2E p95 0.520 s, error ratio 0.000, 240.0
@@ -103,18 +111,42 @@ class SteadyState:
                 f"{fmt(s.output_tokens_per_s, '{:.1f}')} output tokens/s")
 
     def to_json(self) -> dict[str, Any]:
-        return {"config": self.config, "measured": True, "slis": self.slis.to_json(),
-                "late_sends": self.late_sends, "gaps": list(self.gaps),
-                "intervals": {k: list(v) for k, v in self.intervals.items()},
-                "run_dir": None if self.run_dir is None else str(self.run_dir)}
+        out = {"config": self.config, "measured": True, "slis": self.slis.to_json(),
+               "late_sends": self.late_sends, "gaps": list(self.gaps),
+               "intervals": {k: list(v) for k, v in self.intervals.items()},
+               "run_dir": None if self.run_dir is None else str(self.run_dir)}
+        if self.first_window is not None:
+            out["rerun"] = {"why": self.rerun_why, "first_window": self.first_window.to_json()}
+        return out
+
+    @classmethod
+    def of_window(cls, config: str | None, records: Sequence[RequestRecord], start: float,
+                  end: float, *, late_sends: int = 0, gaps: Sequence[str] = (),
+                  run_dir: Path | None = None) -> SteadyState:
+        """The steady state of the requests that arrived in ``[start, end)``."""
+        samples = window_samples(records, start, end)
+        return cls(config, samples_slis(samples, start, end), late_sends, tuple(gaps),
+                   samples_intervals(samples), run_dir, samples, end - start)
+
+    def pooled_with(self, second: SteadyState, why: str) -> SteadyState:
+        """This window and ``second`` of the same config as one body of evidence: the SLIs
+        and intervals of both windows' requests, both windows' gaps and late sends;
+        ``run_dir`` is the second's (the first is in ``first_window``)."""
+        if self.samples is None or second.samples is None:
+            raise ValueError("a steady state without its samples cannot be pooled")
+        samples = pooled_samples((self.samples, second.samples))
+        span = (self.span_s or 0.0) + (second.span_s or 0.0)
+        return SteadyState(
+            self.config, samples_slis(samples, self.slis.start, second.slis.end, span),
+            self.late_sends + second.late_sends, (*self.gaps, *second.gaps),
+            samples_intervals(samples), second.run_dir, samples, span,
+            first_window=self, rerun_why=why)
 
 
-def window_intervals(records: Sequence[RequestRecord], start: float, end: float
-                     ) -> dict[str, Interval]:
-    """95 % intervals of a window's judged figures (:mod:`slo.uncertainty`): the bootstrap
-    for the TTFT and E2E p95s, Wilson's for the error ratio; a figure without requests has
-    none."""
-    w = window_samples(records, start, end)
+def samples_intervals(w: WindowSamples) -> dict[str, Interval]:
+    """95 % intervals of the judged figures of a window's samples (:mod:`slo.uncertainty`):
+    the bootstrap for the TTFT and E2E p95s, Wilson's for the error ratio; a figure without
+    requests has none."""
     found = {"ttft_p95_s": percentile_interval(w.ttft, 95),
              "e2e_p95_s": percentile_interval(w.e2e, 95),
              "error_ratio": wilson_interval(len(w.chosen) - len(w.good), len(w.chosen))}
@@ -140,16 +172,16 @@ async def run_steady_state(
         run = RunDir.create(runs_dir, f"{STEADY_SCENARIO}-{side}", node.name)
     except OSError as exc:
         now = time.time()
-        return SteadyState(config, window_slis((), now, now + seconds), gaps=(
+        nothing = window_samples((), now, now + seconds)
+        return SteadyState(config, samples_slis(nothing, now, now + seconds), gaps=(
             f"the steady-state run's directory cannot be created under {runs_dir} "
             f"({exc.strerror or exc}); no load was sent",))
     state = ExperimentState(scenario=STEADY_SCENARIO, case=side, node=node,
                             inventory=inventory, run=run, load_profile=profile)
     window = await run_steady(state, seconds)
-    slis = window_slis(window.records, window.start, window.end)
-    return SteadyState(config, slis, window.late_sends, window.gaps,
-                       window_intervals(window.records, window.start, window.end),
-                       run_dir=state.run.path)
+    return SteadyState.of_window(config, window.records, window.start, window.end,
+                                 late_sends=window.late_sends, gaps=window.gaps,
+                                 run_dir=state.run.path)
 
 
 class SteadyPhase:
@@ -245,10 +277,22 @@ class SteadyPhase:
         self.candidate = await run_steady_state(self.node, self.inventory, self.runs_dir,
                                                 self.seconds, self.profile, side="candidate",
                                                 config=config)
-        verdict = judge_steady_state(self.candidate.slis, self.slo, self.candidate.gaps,
-                                     self.candidate.intervals)
+        verdict = self._judge(self.candidate)
         self.say(f"steady state of {config} (candidate): {self.candidate.line()} — "
                  f"{verdict.summary()}")
+        if borderline := borderline_checks(verdict, self.candidate.slis, self.slo,
+                                           self.candidate.intervals):
+            rerun_why = (f"{', '.join(borderline)} borderline in the first window (its 95 % "
+                         "interval holds the objective): judged on both windows' requests")
+            self.say(f"steady state of {config} (candidate): {rerun_why}; a second "
+                     f"{self.seconds:g} s window")
+            second = await run_steady_state(self.node, self.inventory, self.runs_dir,
+                                            self.seconds, self.profile,
+                                            side="candidate-rerun", config=config)
+            self.candidate = self.candidate.pooled_with(second, rerun_why)
+            verdict = self._judge(self.candidate)
+            self.say(f"steady state of {config} (candidate, both windows): "
+                     f"{self.candidate.line()} — {verdict.summary()}")
         if verdict.passed:
             await self._read_capabilities("candidate")
             if why := self.capability_why(config):
@@ -263,6 +307,9 @@ class SteadyPhase:
         missing = "; ".join(verdict.missing_evidence)
         return (f"{config} could not be judged before any fault (steady state INCONCLUSIVE "
                 f"— missing evidence: {missing})")
+
+    def _judge(self, state: SteadyState) -> Verdict:
+        return judge_steady_state(state.slis, self.slo, state.gaps, state.intervals)
 
     def comparison(self) -> tuple[FigureChange, ...]:
         """Candidate vs current (empty until the candidate was measured)."""
@@ -317,5 +364,5 @@ class SteadyPhase:
     def _side(self, state: SteadyState | None, why: str) -> dict[str, Any]:
         if state is None:
             return {"measured": False, "why": why}
-        verdict = judge_steady_state(state.slis, self.slo, state.gaps, state.intervals)
+        verdict = self._judge(state)
         return {**state.to_json(), "verdict": verdict.to_json(), "summary": verdict.summary()}

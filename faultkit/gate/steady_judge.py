@@ -24,6 +24,7 @@ __all__ = [
     "MIN_STEADY_REQUESTS",
     "THROUGHPUT_RATIO_MIN",
     "FigureChange",
+    "borderline_checks",
     "compare_steady_states",
     "judge_steady_state",
 ]
@@ -87,6 +88,30 @@ def judge_steady_state(
               _borderline(_ttft_check(slis, ttft_p95), found.get("ttft_p95_s"),
                           ttft_p95.limit, "{:.3f} s"))
     return Verdict(checks=checks, inconclusive=tuple(reasons))
+
+
+def borderline_checks(verdict: Verdict, slis: WindowSLIs, slo: SLOSettings,
+                      intervals: Mapping[str, Interval]) -> tuple[str, ...]:
+    """The judged SLO checks of a steady-state ``verdict`` that another window could
+    decide: those whose 95 % interval holds the objective (the same test
+    :func:`judge_steady_state` words in their ``why``). None when the window was
+    INCONCLUSIVE — missing evidence is not made up by measuring again. An error ratio with
+    no failure is not among them: "0 of N failed" is the best a window of N requests can
+    show, and its interval only says N is small (0 of 300 reaches 0.0126; a 1 % objective
+    needs about 380 requests), which a longer ``--steady-s`` answers, not chance."""
+    if verdict.outcome == "INCONCLUSIVE":
+        return ()
+    limits = dict(_judged(slo))
+    return tuple(c.name for c in verdict.checks if not c.inconclusive and c.name in limits
+                 and straddles(intervals.get(limits[c.name][0]), limits[c.name][1])
+                 and not (c.name == "steady_error_ratio" and slis.failed == 0))
+
+
+def _judged(slo: SLOSettings) -> tuple[tuple[str, tuple[str, float]], ...]:
+    """Each judged check's name, with the SLI its interval is of and its objective's limit."""
+    error_ratio, ttft_p95 = window_objectives(slo)
+    return (("steady_error_ratio", ("error_ratio", error_ratio.limit)),
+            ("steady_ttft_p95", ("ttft_p95_s", ttft_p95.limit)))
 
 
 def _borderline(result: CheckResult, interval: Interval | None, limit: float,

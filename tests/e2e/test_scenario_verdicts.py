@@ -13,9 +13,9 @@ in ``conftest.py``), plus targeted runs for a known-bad config and the gate.
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
 import subprocess
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
