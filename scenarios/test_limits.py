@@ -9,6 +9,13 @@ limit must be answered in full and the one over it cleanly rejected (4xx), and t
 must not crash nor its users notice. The cliff sits exactly at the configured maximum, so
 a config whose memory holds short prompts but not long ones fails here, whatever its
 ``max_model_len`` is.
+
+Adapting to the node's own limit, the probe alone would pass a candidate that serves a
+shorter context per request than the config it replaces. With ``--current-context-limit
+TOKENS`` (the limit of the config the node served before this candidate) the check
+``current_limit_served`` compares the two: when the current config's limit is the
+larger, one prompt sized to it (minus the output, as the 100 % step) goes out after the
+others and must be answered in full, as the current config answers it.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import pytest
 
 from faultkit import Experiment, Node
 from faultkit.probes.context import ProbeNotPossible, ProbeResult, prepare_probe, run_probe
+from faultkit.probes.limits import context_limit_regression
 from scenarios._expect import node_not_crashed
 from slo.checks import Checks, check, lost_at_most
 from slo.kvcache import KvCapacity, kv_capacity
@@ -42,12 +50,44 @@ def steps_answered(probe: list[ProbeResult], within: bool) -> Checks:
             return CheckResult(name=name, passed=False, expected=expected,
                                observed="no probe result", why="the probe did not run",
                                inconclusive=True)
-        steps = [s for s in probe[0].steps if s.step.within is within]
+        steps = [s for s in probe[0].steps
+                 if s.step.within is within and s.step.current_limit is None]
         problems = [p for s in steps for p in s.problems]
         observed = "; ".join(f"{s.step.name}: {s.outcomes or 'none'}" for s in steps)
         return CheckResult(name=name, passed=bool(steps) and not problems, expected=expected,
                            observed=observed or "no step ran",
                            why=problems[0] if problems else "as expected")
+
+    return check(fn)
+
+
+def current_limit_served(probe: list[ProbeResult], candidate: int, current: int) -> Checks:
+    """The candidate serves a prompt at the current config's context limit (``current``
+    tokens per request) as that config does: answered in full. A candidate whose own limit
+    (``candidate``) is at least as large passes without a request; one that rejects or
+    fails the prompt FAILs with :func:`~faultkit.probes.limits.context_limit_regression`."""
+    name = "current_limit_served"
+    expected = (f"a prompt at the current config's context limit ({current:,} tokens) "
+                "answered in full")
+
+    def fn(m: Measurement) -> CheckResult:
+        if candidate >= current:
+            return CheckResult(name=name, passed=True, expected=expected,
+                               observed=f"the candidate's limit {candidate:,} ≥ the current "
+                                        f"config's {current:,}", why="as expected")
+        steps = [s for s in probe[0].steps if s.step.current_limit is not None] if probe else []
+        if not steps:
+            return CheckResult(name=name, passed=False, expected=expected,
+                               observed="no probe result" if not probe else "no step ran",
+                               why="the probe did not send the prompt at the current "
+                                   "config's limit", inconclusive=True)
+        step = steps[0]
+        observed = ("; ".join(step.problems) if step.problems else
+                    f"{step.step.name} step (~{step.step.planned_tokens} prompt tokens): "
+                    f"answered in full")
+        return CheckResult(name=name, passed=step.passed, expected=expected, observed=observed,
+                           why="as expected" if step.passed
+                           else context_limit_regression(candidate, current))
 
     return check(fn)
 
@@ -102,9 +142,12 @@ def kv_cache_holds(stated: list[tuple[KvCapacity | None, str]], limit_tokens: in
 @pytest.mark.gate
 @pytest.mark.fault("context_limits")
 @pytest.mark.node_kind("engine")
-async def test_limits(experiment: Experiment, node: Node) -> None:
+async def test_limits(experiment: Experiment, node: Node,
+                      faultkit_current_context_limit: int | None) -> None:
+    current = faultkit_current_context_limit
     try:
-        plan = await prepare_probe(node, concurrency=node.max_concurrency)
+        plan = await prepare_probe(node, concurrency=node.max_concurrency,
+                                   current_limit=current)
     except ProbeNotPossible as exc:
         raise experiment.not_judgeable(str(exc)) from None
     probe: list[ProbeResult] = []
@@ -137,10 +180,13 @@ async def test_limits(experiment: Experiment, node: Node) -> None:
         "context_limits", action,
         describe=f"prompts sized to the context limit {plan.limit.tokens} "
                  f"({plan.limit.source}): {steps}",
-        params={"context_limit": plan.limit.tokens, "concurrency": plan.concurrency},
+        params={"context_limit": plan.limit.tokens, "concurrency": plan.concurrency,
+                **({"current_context_limit": current} if current is not None else {})},
     )
     checks = (steps_answered(probe, within=True) & steps_answered(probe, within=False)
               & node_not_crashed(experiment) & lost_at_most(0))
+    if current is not None:
+        checks = checks & current_limit_served(probe, plan.limit.tokens, current)
     if counts_preemptions:  # llama.cpp has no such counter
         checks = checks & no_preemption(counted, plan.concurrency)
     if states_kv_cache:  # vLLM (and the simulator's vLLM personality)

@@ -28,7 +28,7 @@ import httpx
 
 from faultkit.errors import FaultkitError
 from faultkit.inventory import Node
-from faultkit.probes.limits import read_context_limit
+from faultkit.probes.limits import context_limit_regression, read_context_limit
 from slo.kvcache import kv_capacity
 from slo.prom import Prometheus
 
@@ -78,8 +78,7 @@ def capability_regressions(current: Capabilities, candidate: Capabilities) -> li
     found = []
     before, after = current.context_tokens, candidate.context_tokens
     if before is not None and after is not None and after < before:
-        found.append(f"context limit per request {after:,} tokens vs {before:,} on the "
-                     f"current config: prompts between them would be rejected")
+        found.append(context_limit_regression(after, before))
     kv_before, kv_after = current.kv_cache_tokens, candidate.kv_cache_tokens
     if kv_before and kv_after is not None and kv_after < KV_RATIO_MIN * kv_before:
         limit = before or after

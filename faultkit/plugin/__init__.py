@@ -70,6 +70,9 @@ from faultkit.plugin.collection import (
 from faultkit.plugin.collection import sweep_left_faults as sweep_left_faults
 from faultkit.plugin.fixtures import candidate_serving_config as candidate_serving_config
 from faultkit.plugin.fixtures import experiment as experiment
+from faultkit.plugin.fixtures import (
+    faultkit_current_context_limit as faultkit_current_context_limit,
+)
 from faultkit.plugin.fixtures import faultkit_inventory as faultkit_inventory
 from faultkit.plugin.fixtures import faultkit_live as faultkit_live
 from faultkit.plugin.fixtures import faultkit_settings as faultkit_settings

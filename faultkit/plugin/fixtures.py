@@ -8,6 +8,8 @@ Contract:
   node with ``--serving-config``, Prometheus overridden by ``--prometheus-url``); the runs
   directory, created.
 - ``faultkit_soak_s``: how long a ``soak`` scenario soaks (the settings' ``soak_s``).
+- ``faultkit_current_context_limit``: the context limit per request (tokens) of the config
+  the node served before this candidate (the settings' ``current_context_limit``), or None.
 - ``load_profile``: the ``load_profile`` marker, else ``--load-profile``, else the
   background profile; a bad profile is a :class:`pytest.UsageError`.
 - ``faultkit_live``: the test's :class:`~faultkit.experiment.live.LiveStatus`, attached to the
@@ -71,6 +73,15 @@ def faultkit_soak_s(faultkit_settings: Settings) -> float | None:
     """How long a ``soak`` scenario soaks, in seconds (``--soak-s``, ``$FAULTKIT_SOAK_S``,
     ini); ``None`` when none was given, and the ``soak`` scenarios are then deselected."""
     return faultkit_settings.soak_s
+
+
+@pytest.fixture
+def faultkit_current_context_limit(faultkit_settings: Settings) -> int | None:
+    """The context limit per request, in tokens, of the config the node served before this
+    candidate (``--current-context-limit``, ``$FAULTKIT_CURRENT_CONTEXT_LIMIT``, ini; the
+    gate gives it); ``None`` when none was given. ``test_limits`` judges the candidate
+    against it (``current_limit_served``)."""
+    return faultkit_settings.current_context_limit
 
 
 @pytest.fixture

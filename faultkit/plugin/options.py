@@ -4,7 +4,8 @@ Contract:
 
 - :func:`pytest_addoption` adds the ``faultkit`` option group: ``--inventory``,
   ``--node``, ``--prometheus-url``, ``--runs-dir``, ``--load-profile``,
-  ``--serving-config``, ``--soak-s`` (each with a ``faultkit_*`` ini key of the same name),
+  ``--serving-config``, ``--soak-s``, ``--current-context-limit`` (each with a
+  ``faultkit_*`` ini key of the same name),
   ``--dry-run`` and ``--faultkit-live`` (ini ``faultkit_dry_run``, ``faultkit_live``),
   and the ``faultkit`` ini flag (this rootdir's tests use faultkit). How they resolve
   against the environment is :mod:`faultkit.plugin.settings`.
@@ -48,6 +49,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             "soak_s",
             "run the soak scenarios (marked soak: test_soak) for this long, e.g. 60 or 10m "
             "(without it they are deselected; faultkit gate gives it)",
+        ),
+        (
+            "--current-context-limit",
+            "current_context_limit",
+            "TOKENS: the context limit per request of the config the node served before this "
+            "candidate; test_limits also sends a prompt at it when it is above the candidate's "
+            "own limit, which must be answered in full",
         ),
     )
     for flag, name, help_text in options:
@@ -116,6 +124,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.stash[USED_KEY] = used_by_configuration(config)
     check_soak_duration(config)
+    check_current_context_limit(config)
 
 
 def check_soak_duration(config: pytest.Config) -> None:
@@ -126,3 +135,13 @@ def check_soak_duration(config: pytest.Config) -> None:
     from faultkit.plugin.settings import soak_seconds
 
     soak_seconds(config, os.environ)
+
+
+def check_current_context_limit(config: pytest.Config) -> None:
+    """A bad ``--current-context-limit`` (or ``$FAULTKIT_CURRENT_CONTEXT_LIMIT``, ini) is
+    one usage error at start-up, as a bad ``--soak-s`` is."""
+    import os
+
+    from faultkit.plugin.settings import current_context_limit
+
+    current_context_limit(config, os.environ)

@@ -25,6 +25,9 @@ class Settings:
     live: str = "auto"
     #: how long ``test_soak`` soaks (s); None: the ``soak`` scenarios are deselected
     soak_s: float | None = None
+    #: the context limit per request (tokens) of the config the node served before this
+    #: candidate; None: not given (``test_limits`` then judges the node's own limit only)
+    current_context_limit: int | None = None
 
 
 #: the values ``--faultkit-live`` / ``$FAULTKIT_LIVE`` / ini ``faultkit_live`` accept
@@ -65,6 +68,7 @@ def resolve_settings(config: pytest.Config, env: Mapping[str, str]) -> Settings:
             f"{live_source}: {live!r} is not a live mode (one of: {', '.join(LIVE_MODES)})"
         )
     soak_s = soak_seconds(config, env)
+    current_limit = current_context_limit(config, env)
     # the entry points' default, the same as the CLI's
     from faultkit.commands.input import default_inventory
 
@@ -82,6 +86,7 @@ def resolve_settings(config: pytest.Config, env: Mapping[str, str]) -> Settings:
         dry_run=_truthy(dry),
         live=live,
         soak_s=soak_s,
+        current_context_limit=current_limit,
     )
 
 
@@ -108,3 +113,18 @@ def _seconds(value: object, source: str) -> float:
         raise pytest.UsageError(f"{source}: a soak lasts more than 0 s and at most a day "
                                 f"(got {value!r})")
     return seconds
+
+
+def current_context_limit(config: pytest.Config, env: Mapping[str, str]) -> int | None:
+    """The current config's context limit per request given (``--current-context-limit``,
+    ``$FAULTKIT_CURRENT_CONTEXT_LIMIT``, ini), in tokens; None if none; anything but a
+    whole number above 0 is a :class:`pytest.UsageError`."""
+    value, source = _pick(config, env, "current_context_limit")
+    if value in (None, ""):
+        return None
+    text = str(value).strip()
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise pytest.UsageError(
+            f"{source}: {value!r} is not a context limit: give the tokens one request may hold "
+            "on the node's current config, a whole number above 0 (e.g. 4096)")
+    return int(text)

@@ -1,5 +1,7 @@
 """The context-limit probe: prompts at 50 %, 90 % and 100 % of a node's own limit, at the
-node's concurrency, then one just over it (``scenarios/test_limits.py``).
+node's concurrency, then one just over it (``scenarios/test_limits.py``) — and, when the
+config the node served before this candidate had a larger limit (``current_limit``), one
+prompt at that limit.
 
 Two halves, so that a scenario can refuse to judge before its load starts:
 
@@ -12,6 +14,10 @@ Two halves, so that a scenario can refuse to judge before its load starts:
   after step. A within-limit prompt must be answered in full (``ok``); the over-limit one
   must be a clean 4xx (an OpenAI-style error body). Anything else — a 5xx, a reset, a
   stream cut short, a 4xx inside the limit, an over-limit prompt served — is a finding.
+  The prompt at the current config's limit is judged as the current config would answer
+  it: in full. Over the node's own limit it is rejected — a finding that reads "rejected"
+  when the rejection is clean, not as a crash; the over-limit step is still judged
+  against the node's own limit.
 
 The requests are the harness's own, not users': they are kept out of the run's ledger
 (the background load's users are) and reported step by step in the fault result.
@@ -65,12 +71,14 @@ class ProbeNotPossible(FaultkitError):
 
 @dataclass(frozen=True, slots=True)
 class ProbePlan:
-    """What :func:`run_probe` will send: the limit, the token fit and the steps."""
+    """What :func:`run_probe` will send: the limit, the token fit and the steps;
+    ``current_limit`` is the current config's context limit when one was given."""
 
     limit: ContextLimit
     fit: PromptFit
     concurrency: int
     steps: tuple[ProbeStep, ...]
+    current_limit: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +116,7 @@ class ProbeResult:
         limit, fit = self.plan.limit, self.plan.fit
         return {
             "context_limit": limit.tokens, "limit_source": limit.source,
+            "current_context_limit": self.plan.current_limit,
             "slots": limit.slots, "concurrency": self.plan.concurrency,
             "output_tokens": PROBE_OUTPUT_TOKENS,
             "tokens_per_word": round(fit.per_word, 4), "template_tokens": round(fit.overhead, 2),
@@ -153,9 +162,11 @@ async def calibrate(node: Node, limit: ContextLimit) -> PromptFit:
 
 async def prepare_probe(
     node: Node, *, concurrency: int | None = None,
-    fractions: Sequence[float] = DEFAULT_FRACTIONS,
+    fractions: Sequence[float] = DEFAULT_FRACTIONS, current_limit: int | None = None,
 ) -> ProbePlan:
-    """Read the limit, calibrate the prompt length on the node, plan the steps."""
+    """Read the limit, calibrate the prompt length on the node, plan the steps
+    (:func:`~faultkit.probes.limits.plan_steps`; ``current_limit``: the context limit per
+    request of the config the node served before this candidate, tokens)."""
     try:
         async with httpx.AsyncClient() as client:
             limit = await read_context_limit(node, client)
@@ -165,18 +176,23 @@ async def prepare_probe(
     n = concurrency or limit.slots or DEFAULT_CONCURRENCY
     try:
         steps = plan_steps(limit, fit, output_tokens=PROBE_OUTPUT_TOKENS, concurrency=n,
-                           fractions=fractions)
+                           fractions=fractions, current_limit=current_limit)
     except ValueError as exc:
         raise ProbeNotPossible(f"node {node.name}: {exc}") from exc
     async with httpx.AsyncClient() as client:
         counter = await token_counter(node, client)
         if counter is not None:
-            room = limit.tokens - PROBE_OUTPUT_TOKENS
-            steps = [await exact_step(s, counter, fit,
-                                      math.floor(room * s.fraction) if s.within
-                                      else limit.tokens + over_margin(limit.tokens))
-                     for s in steps]
-    return ProbePlan(limit, fit, n, tuple(steps))
+            steps = [await exact_step(s, counter, fit, _target(s, limit)) for s in steps]
+    return ProbePlan(limit, fit, n, tuple(steps), current_limit)
+
+
+def _target(step: ProbeStep, limit: ContextLimit) -> int:
+    """The prompt tokens a step aims at: its fraction of the room under its limit (the
+    node's own, or the current config's), or just over the node's own limit."""
+    if not step.within:
+        return limit.tokens + over_margin(limit.tokens)
+    bound = step.current_limit if step.current_limit is not None else limit.tokens
+    return math.floor((bound - PROBE_OUTPUT_TOKENS) * step.fraction)
 
 
 #: how many word counts :func:`exact_step` may try before it settles for the best so far
@@ -230,16 +246,24 @@ async def run_probe(node: Node, plan: ProbePlan) -> ProbeResult:
 def judge_step(step: ProbeStep, records: Sequence[RequestRecord], limit: ContextLimit
                ) -> StepResult:
     """A within-limit step passes when every prompt was answered in full; the over-limit
-    step when its prompt got a 4xx with an OpenAI-style error body."""
+    step when its prompt got a 4xx with an OpenAI-style error body; the step at the
+    current config's limit when its prompt was answered in full, as that config answers
+    it (a clean 4xx reads "rejected")."""
     outcomes = Counter("ok" if r.status == "ok" else (r.error_class or r.status) for r in records)
     statuses = Counter(str(r.http_status) for r in records if r.http_status is not None)
     seen = tuple(r.prompt_tokens for r in records if r.prompt_tokens is not None)
     where = f"{step.name} step (~{step.planned_tokens} prompt tokens, limit {limit.tokens})"
+    if step.current_limit is not None:
+        where = (f"{step.name} step (~{step.planned_tokens} prompt tokens, the current "
+                 f"config's limit {step.current_limit}, the node's {limit.tokens})")
     problems: list[str] = []
     if len(records) != step.requests:
         problems.append(f"{where}: {len(records)} of {step.requests} requests accounted for")
     for r in records:
-        if step.within and r.status != "ok":
+        if step.current_limit is not None and r.status != "ok":
+            answer = f"rejected ({_describe(r)})" if _clean_4xx(r) else _describe(r)
+            problems.append(f"{where}: a prompt the current config answers was {answer}")
+        elif step.within and r.status != "ok":
             problems.append(f"{where}: a prompt inside the limit was {_describe(r)}")
         elif not step.within and not _clean_4xx(r):
             problems.append(f"{where}: a prompt over the limit was {_describe(r)} "

@@ -13,6 +13,11 @@ number of *tokens*, but it can only write words (:func:`faultkit.load.prompts.sy
 :func:`fit_prompt_tokens` fits how the node's own tokenizer and chat template count them,
 from the ``usage.prompt_tokens`` of a few calibration requests; :func:`plan_steps` turns a
 limit and that fit into the probe's steps (docs/definitions.md, "Context limit").
+
+:func:`context_limit_regression` is the one sentence that says a candidate config serves a
+shorter context per request than the config it replaces: the limits probe's
+``current_limit_served`` check and the gate's capability comparison
+(:mod:`faultkit.gate.capability`) both write it.
 """
 
 from __future__ import annotations
@@ -237,7 +242,12 @@ class ProbeStep:
     ``seed``, request indices 0..requests-1), planned to hold ``planned_tokens`` prompt
     tokens — the longest of them for a within-limit step, exactly when ``exact`` (counted
     by the node's own tokenizer), else by the fit; ``within`` says whether prompt + output
-    fits the limit (must be answered) or not (must be a clean 4xx)."""
+    fits the limit (must be answered) or not (must be a clean 4xx).
+
+    ``current_limit`` is set on the one step sized to the *current* config's context limit
+    (the config the node served before this candidate) instead of the node's own, which
+    is smaller: ``within`` is then True of that limit — the current config answers such a
+    prompt in full, and so must the candidate."""
 
     name: str
     fraction: float
@@ -247,11 +257,13 @@ class ProbeStep:
     within: bool
     seed: int = 0
     exact: bool = False
+    current_limit: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "fraction": self.fraction, "words": self.words,
                 "planned_tokens": self.planned_tokens, "requests": self.requests,
-                "within": self.within, "seed": self.seed, "exact": self.exact}
+                "within": self.within, "seed": self.seed, "exact": self.exact,
+                "current_limit": self.current_limit}
 
     def replace(self, **changes: Any) -> ProbeStep:
         return dataclasses.replace(self, **changes)
@@ -270,9 +282,12 @@ def plan_steps(
     output_tokens: int,
     concurrency: int,
     fractions: Sequence[float] = DEFAULT_FRACTIONS,
+    current_limit: int | None = None,
 ) -> list[ProbeStep]:
     """The probe's steps: each fraction of ``limit − output`` at ``concurrency`` prompts at
-    once, then one prompt just over the limit.
+    once, then one prompt just over the limit — and, when ``current_limit`` (the current
+    config's context limit) is larger than ``limit``, one prompt sized to
+    ``current_limit − output`` as the 100 % step is (:data:`CURRENT_STEP`), last.
 
     A within-limit prompt is planned the fit's margin (:meth:`PromptFit.margin`) under its
     bound, so the 100 % step is the longest prompt the fit can promise to fit; the
@@ -287,9 +302,7 @@ def plan_steps(
                          f"context of {limit.tokens}")
     steps: list[ProbeStep] = []
     for i, fraction in enumerate(fractions):
-        target = math.floor(room * fraction)
-        words = fit.words_for(target)
-        words = fit.words_for(target - fit.margin(words))
+        words = _words_within(fit, math.floor(room * fraction))
         steps.append(ProbeStep(f"{round(fraction * 100)}%", fraction, words,
                                round(fit.tokens_for(words)), concurrency, within=True,
                                seed=STEP_SEED + i))
@@ -299,7 +312,29 @@ def plan_steps(
     steps.append(ProbeStep("over", round(over / limit.tokens, 3), words,
                            round(fit.tokens_for(words)), 1, within=False,
                            seed=STEP_SEED + len(fractions)))
+    if current_limit is not None and current_limit > limit.tokens:
+        words = _words_within(fit, current_limit - output_tokens)
+        steps.append(ProbeStep(CURRENT_STEP, 1.0, words, round(fit.tokens_for(words)), 1,
+                               within=True, seed=STEP_SEED + len(fractions) + 1,
+                               current_limit=current_limit))
     return steps
+
+
+def _words_within(fit: PromptFit, target: int) -> int:
+    """The most words whose prompt the fit promises, margin included, at or under ``target``."""
+    return fit.words_for(target - fit.margin(fit.words_for(target)))
+
+
+#: the name of the step sized to the current config's context limit (:func:`plan_steps`)
+CURRENT_STEP = "current"
+
+
+def context_limit_regression(candidate: int, current: int) -> str:
+    """Why a candidate whose context limit per request (``candidate`` tokens) is below the
+    current config's (``current``) serves less than it: every prompt between the two is
+    refused after the promotion."""
+    return (f"context limit per request {candidate:,} tokens vs {current:,} on the current "
+            "config: prompts between them would be rejected")
 
 
 #: the prompt seed of the probe's first step (each step has its own: no shared prefix)

@@ -175,6 +175,9 @@ def test_a_limits_run_shows_its_probe_steps(tmp_path: Path) -> None:
          "prompt_tokens_seen": None,
          "problems": ["over step (~1040 prompt tokens, limit 1024): a prompt over the limit "
                       "was HTTP 500, http_5xx (expected a clean 4xx)"]},
+        {"name": "current", "fraction": 1.0, "words": 1020, "planned_tokens": 2040,
+         "requests": 1, "within": True, "current_limit": 2048, "outcomes": {"http_4xx": 1},
+         "http_statuses": {"400": 1}, "prompt_tokens_seen": None, "problems": []},
     ]
     result = {"context_limit": 1024, "limit_source": "/v1/models max_model_len",
               "concurrency": 2, "output_tokens": 8, "tokens_per_word": 2.0,
@@ -189,6 +192,8 @@ def test_a_limits_run_shows_its_probe_steps(tmp_path: Path) -> None:
     assert "| 50% | 508 | 507–509 | 2 |" in section
     assert "| over | 1040 | — | 1 |" in section and "a clean 4xx |" in section
     assert "was HTTP 500" in section
+    assert ("| current | 2040 | — | 1 | `{\"http_4xx\": 1}` | `{\"400\": 1}` | answered in full, "
+            "as the current config's limit of 2048 tokens allows |") in section, section
 
 
 def test_a_soak_run_shows_its_memory_projection(tmp_path: Path) -> None:

@@ -406,3 +406,87 @@ def test_the_limits_probe_fails_a_kv_cache_smaller_than_the_concurrency(
                                      "1024-token limit, fewer than the node's 4")
     (unread,) = kv_cache_holds([], 1024, 4)(m).checks
     assert unread.inconclusive and not unread.passed
+
+
+# ------------------------------------------------- the current config's larger limit
+
+@pytest.mark.parametrize("current", [None, 512, 1024])
+def test_no_current_step_unless_the_current_limit_is_larger(current: int | None) -> None:
+    limit, fit = ContextLimit(1024, "x"), PromptFit(per_word=1.0, overhead=10.0, spread=0.0)
+    plain = plan_steps(limit, fit, output_tokens=8, concurrency=3)
+    assert plan_steps(limit, fit, output_tokens=8, concurrency=3, current_limit=current) == plain
+
+
+def test_a_larger_current_limit_adds_one_prompt_sized_as_the_100_step_last() -> None:
+    limit, fit = ContextLimit(1024, "x"), PromptFit(per_word=1.0, overhead=10.0, spread=0.0)
+    plain = plan_steps(limit, fit, output_tokens=8, concurrency=3)
+    steps = plan_steps(limit, fit, output_tokens=8, concurrency=3, current_limit=2048)
+    assert steps[:-1] == plain  # the node's own steps, the over step included, unchanged
+    (current,) = steps[len(plain):]
+    assert (current.name, current.requests, current.within, current.current_limit) == (
+        "current", 1, True, 2048)
+    # the 100 % step of a node whose own limit were 2048: same words, planned tokens
+    full = plan_steps(ContextLimit(2048, "x"), fit, output_tokens=8, concurrency=3)[2]
+    assert (current.words, current.planned_tokens) == (full.words, full.planned_tokens)
+    assert 1024 < current.planned_tokens <= 2048 - 8
+    assert current.seed not in {s.seed for s in plain}  # a prompt of its own
+    assert current.to_json()["current_limit"] == 2048
+
+
+CURRENT = ProbeStep("current", 1.0, 2000, 2040, 1, within=True, current_limit=2048)
+
+
+@pytest.mark.parametrize(("answer", "passed", "reads"), [
+    (record(), True, None),
+    (record("fail", 400, "http_4xx", body=True), False, "was rejected (HTTP 400"),
+    (record("fail", 500, "http_5xx", body=True), False, "was HTTP 500"),
+    (record("fail", None, "reset"), False, "was no answer, reset"),
+])
+def test_the_prompt_at_the_current_limit_must_be_answered_in_full(
+    answer: RequestRecord, passed: bool, reads: str | None
+) -> None:
+    result = judge_step(CURRENT, [answer], LIMIT)
+    assert result.passed is passed
+    if reads is not None:
+        (problem,) = result.problems
+        assert problem.startswith("current step (~2040 prompt tokens, the current config's "
+                                  "limit 2048, the node's 1024): a prompt the current "
+                                  "config answers "), problem
+        assert reads in problem, problem
+        assert ("rejected" in problem) is (answer.http_status == 400), problem
+
+
+async def test_a_simulated_node_rejects_the_current_configs_prompt_with_a_4xx(
+    tmp_path: Path,
+) -> None:
+    """The testbed's KNOWN BAD sim-vllm-small-ctx (2,048 tokens where sim-vllm-good serves
+    4,096): its own steps pass, and the prompt at 4,096 is refused with a clean 400 — read
+    as a rejection by the candidate, not a crash."""
+    async with running_node(tmp_path, max_model_len=2048, zero_latency=True) as sim:
+        target = node("sim", base_url=sim.url, model="sim-model")
+        plan = await prepare_probe(target, current_limit=4096)
+        result = await run_probe(target, plan)
+        truth = sim.truth_events()
+    assert [s.name for s in plan.steps] == ["50%", "90%", "100%", "over", "current"]
+    current = plan.steps[-1]
+    assert current.exact and 0.97 * (4096 - 8) <= current.planned_tokens <= 4096 - 8
+    own, last = result.steps[:-1], result.steps[-1]
+    assert [p for s in own for p in s.problems] == []  # over judged against 2,048: passed
+    assert (last.outcomes, last.statuses) == ({"http_4xx": 1}, {"400": 1})
+    (problem,) = last.problems
+    assert "was rejected (HTTP 400" in problem, problem
+    # the simulator's own account: it refused the prompt as over its context, and lived
+    refused = events_named(truth, "rejected", lambda e: e["id"].startswith("limits-current-"))
+    assert [e["status"] for e in refused] == [400], refused
+    assert "maximum model length of 2048" in refused[0]["reason"]
+    assert result.to_json()["current_context_limit"] == 4096
+
+
+async def test_a_current_limit_no_larger_than_the_nodes_sends_nothing_more(
+    tmp_path: Path,
+) -> None:
+    async with running_node(tmp_path, max_model_len=2048, zero_latency=True) as sim:
+        target = node("sim", base_url=sim.url, model="sim-model")
+        plan = await prepare_probe(target, current_limit=2048)
+    assert [s.name for s in plan.steps] == ["50%", "90%", "100%", "over"]
+    assert plan.current_limit == 2048
