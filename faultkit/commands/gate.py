@@ -114,10 +114,13 @@ async def _run_gate(
     try:
         # before the rollout's try: nothing to roll back yet
         await gathered(*(m.steady.measure_current(m.node.serving_config) for m in pool))
+        current_limits = await gathered(*(m.steady.current_context_limit() for m in pool))
     except BaseException:
         if collecting is not None:
             collecting.cancel()
         raise
+    lane_args = {m.node.name: _with_current_limit(pytest_args, limit)
+                 for m, limit in zip(pool, current_limits, strict=True)}
     for member in pool:
         _say(f"rolling {config!r} onto {member.node.name} ({member.rollout.describe()})")
     try:
@@ -160,7 +163,7 @@ async def _run_gate(
                                       for m in pool))
         codes = await asyncio.gather(*(
             run_scenarios(
-                scenario_argv(inventory, m.node, config, out, junit, pytest_args),
+                scenario_argv(inventory, m.node, config, out, junit, lane_args[m.node.name]),
                 lane_out,
                 gate_progress(m.node.name) if pooled else None,
                 only=[t.rsplit("::", 1)[-1] for t in m.scenarios] if pooled else None,
@@ -219,6 +222,13 @@ def _drop(task: asyncio.Future[Any]) -> None:
         task.cancel()
     elif not task.cancelled():
         task.exception()
+
+
+def _with_current_limit(pytest_args: tuple[str, ...], limit: int | None) -> tuple[str, ...]:
+    """The scenario run's arguments with the current config's context limit for the limits
+    probe (first: a user's own ``--current-context-limit`` after ``--`` wins)."""
+    return pytest_args if limit is None else ("--current-context-limit", str(limit),
+                                              *pytest_args)
 
 
 def _left_in_lane(lane_out: Path, junit: Path, code: int, stop_at_first: bool

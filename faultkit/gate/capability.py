@@ -32,7 +32,8 @@ from faultkit.probes.limits import context_limit_regression, read_context_limit
 from slo.kvcache import kv_capacity
 from slo.prom import Prometheus
 
-__all__ = ["KV_RATIO_MIN", "Capabilities", "capability_regressions", "read_capabilities"]
+__all__ = ["KV_RATIO_MIN", "Capabilities", "capability_regressions", "context_limit_now",
+           "read_capabilities"]
 
 #: a KV cache below this share of the current config's is a regression: a 10 % band, so
 #: that a rounding of the engine's memory profiling does not fail a config
@@ -55,13 +56,7 @@ class Capabilities:
 async def read_capabilities(node: Node, prometheus_url: str) -> Capabilities:
     """The serving config's capabilities on ``node`` now: its context limit from the engine
     (or the inventory), its KV cache from Prometheus' latest scrape of it."""
-    try:
-        async with httpx.AsyncClient() as client:
-            limit = await read_context_limit(node, client)
-        context: int | None = limit.tokens
-        context_source = limit.source
-    except (FaultkitError, httpx.HTTPError) as exc:
-        context, context_source = None, f"not read: {exc}"
+    context, context_source = await context_limit_now(node)
 
     def kv() -> tuple[int | None, str]:
         with Prometheus(prometheus_url) as prom:
@@ -70,6 +65,18 @@ async def read_capabilities(node: Node, prometheus_url: str) -> Capabilities:
 
     kv_tokens, kv_source = await asyncio.to_thread(kv)
     return Capabilities(context, context_source, kv_tokens, kv_source)
+
+
+async def context_limit_now(node: Node) -> tuple[int | None, str]:
+    """The context limit per request ``node`` serves now and where it was read (``None``:
+    not read, and why) — also what the gate gives the limits probe as the current
+    config's limit (its ``--current-context-limit``)."""
+    try:
+        async with httpx.AsyncClient() as client:
+            limit = await read_context_limit(node, client)
+    except (FaultkitError, httpx.HTTPError) as exc:
+        return None, f"not read: {exc}"
+    return limit.tokens, limit.source
 
 
 def capability_regressions(current: Capabilities, candidate: Capabilities) -> list[str]:

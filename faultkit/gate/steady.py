@@ -41,6 +41,7 @@ from faultkit.gate.capability import (
     KV_RATIO_MIN,
     Capabilities,
     capability_regressions,
+    context_limit_now,
     read_capabilities,
 )
 from faultkit.gate.load import describe_profile
@@ -253,6 +254,19 @@ class SteadyPhase:
         kv = (f"{found.kv_cache_tokens:,} tokens" if found.kv_cache_tokens is not None
               else found.kv_source)
         self.say(f"capabilities, {side}: context limit per request {context}; KV cache {kv}")
+
+    async def current_context_limit(self) -> int | None:
+        """The current config's context limit per request, for the limits probe: as read
+        beside its steady state, else read now (call it before the rollout); ``None`` when
+        the engine did not say."""
+        found = self.capabilities.get("current")
+        if found is not None:
+            return found.context_tokens
+        tokens, source = await context_limit_now(self.node)
+        if tokens is None:
+            self.say(f"the current config's context limit per request: {source}; the limits "
+                     "probe will not send it")
+        return tokens
 
     def capability_why(self, config: str) -> str | None:
         """The gate's ``why`` when the candidate serves less than the current config

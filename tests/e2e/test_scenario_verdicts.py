@@ -13,6 +13,7 @@ in ``conftest.py``), plus targeted runs for a known-bad config and the gate.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 import xml.etree.ElementTree as ET
@@ -470,6 +471,35 @@ def test_gate_fails_the_oom_prone_config_and_rolls_back(lab: Lab, tmp_path: Path
     assert all(w.startswith("the decision was FAIL at test_limits[sim-vllm]")
                for w in left.values()), left
     assert "Not run (" in md
+    assert serving_config_label(lab.inventory, "sim-vllm") == "sim-vllm-good"
+
+
+def test_gate_fails_a_shorter_context_than_the_current_configs_at_the_limits_probe(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """sim-vllm-small-ctx serves 2,048 tokens per request where sim-vllm-good serves 4,096.
+    With the steady state off (no capability comparison) the limits probe is the line that
+    catches it: the gate gives it the current config's limit, the candidate rejects that
+    prompt, and test_limits FAILs with the comparison. The simulator's own truth file must
+    hold that rejection: a 400 for a prompt of more than 3,000 tokens against 2,048."""
+    from testbed.truth_sources import truth_events
+
+    since = time.time()
+    result = run_cli("gate", "--node", "sim-vllm", "--config", "sim-vllm-small-ctx",
+                     "--out", str(tmp_path), "--steady-s", "0", "--", "-k", "limits",
+                     timeout=900)
+    gates = sorted(tmp_path.glob("gate-*-sim-vllm-sim-vllm-small-ctx"))
+    assert gates and result.returncode == 1, result.stdout + result.stderr[-3000:]
+    data = json.loads((gates[-1] / "gate.json").read_text())
+    why = str(data["why"])
+    assert "test_limits[sim-vllm]: FAIL" in why and "current_limit_served" in why, why
+    assert ("context limit per request 2,048 tokens vs 4,096 on the current config: prompts "
+            "between them would be rejected") in why, why
+    rejected = [e for e in truth_events(lab.inventory.node("sim-vllm"), since)
+                if e.get("event") == "rejected" and e.get("status") == 400]
+    sizes = [max((int(n) for n in re.findall(r"\d+", str(e.get("reason")))), default=0)
+             for e in rejected]
+    assert any(size > 3000 for size in sizes), rejected
     assert serving_config_label(lab.inventory, "sim-vllm") == "sim-vllm-good"
 
 

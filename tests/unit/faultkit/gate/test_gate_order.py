@@ -206,9 +206,9 @@ async def test_gate_json_and_gate_md_carry_the_order_and_what_did_not_run(
     world = World(monkeypatch, tmp_path)
     seen: dict[str, Any] = {}
 
-    async def run_scenarios(_argv: object, out: Path, _progress: object = None, *,
+    async def run_scenarios(argv: list[str], out: Path, _progress: object = None, *,
                             only: object = None, first: tuple[str, ...] = ()) -> int:
-        seen["first"] = first
+        seen["first"], seen["argv"] = first, argv
         GateDir(out).feed_jsonl.write_text(json.dumps(
             {"event": "collected", "names": ["test_oom[n]", "test_kill[n]", "test_soak[n]"]})
             + "\n")
@@ -225,6 +225,7 @@ async def test_gate_json_and_gate_md_carry_the_order_and_what_did_not_run(
     result = await gate._run_gate(world.inventory, [(node, steady)], "cand", world.out,
                                   False, (), world.out / "none", order, True)
     assert seen["first"] == ("test_limits", "test_oom", "test_soak")
+    assert "--current-context-limit" not in seen["argv"], "the engine did not say"
     assert [n["name"] for n in result.not_run] == ["test_kill[n]", "test_soak[n]"]
     assert result.decision == "fail" and "2 not run" in str(result.why)
     assert result.order is not None and result.order["stop_at_first"] is True
@@ -236,3 +237,31 @@ async def test_gate_json_and_gate_md_carry_the_order_and_what_did_not_run(
 
 def test_an_order_with_nothing_moved_is_the_catalogues() -> None:
     assert ScenarioOrder().to_json()["first"] == []
+
+
+async def test_the_limits_probe_gets_the_current_configs_context_limit(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Read before the rollout (the steady state off), given to the scenario run."""
+    world = World(monkeypatch, tmp_path)
+    world.context = 4096
+    argvs: list[list[str]] = []
+
+    async def run_scenarios(argv: list[str], out: Path, _progress: object = None, *,
+                            only: object = None, first: tuple[str, ...] = ()) -> int:
+        argvs.append(argv)
+        GateDir(out).junit_xml.write_text('<testsuite><testcase name="test_limits[n]"/>'
+                                          "</testsuite>")
+        return 0
+
+    monkeypatch.setattr(gate, "run_scenarios", run_scenarios)
+    node = world.inventory.node("n")
+    steady = SteadyPhase(node, world.inventory, 0.0, BACKGROUND_PROFILE,
+                         say=lambda _line: None, runs_dir=world.out / "steady")
+    result = await gate._run_gate(world.inventory, [(node, steady)], "cand", world.out,
+                                  False, ("-k", "limits"), world.out / "none", ScenarioOrder(),
+                                  True)
+    assert result.decision == "pass", result.why
+    (argv,) = argvs
+    at = argv.index("--current-context-limit")
+    assert argv[at + 1] == "4096" and argv.index("-k") > at, argv

@@ -272,6 +272,11 @@ class _PoolWorld:
         monkeypatch.setattr(gate_steady, "probe", probe)
         monkeypatch.setattr(gate_steady, "run_steady_state", steady)
 
+        async def context_limit_now(_node: object) -> tuple[int | None, str]:
+            return None, "not read: a fake engine"
+
+        monkeypatch.setattr(gate_steady, "context_limit_now", context_limit_now)
+
     async def collect(self, argv: list[str]) -> list[str]:
         return self.collected[argv[argv.index("--node") + 1]]
 

@@ -69,6 +69,12 @@ class World:
         monkeypatch.setattr(gate, "run_scenarios", self.run_scenarios)
         monkeypatch.setattr(gate_steady, "probe", self.probe)
         monkeypatch.setattr(gate_steady, "run_steady_state", self.run_steady_state)
+        #: the current config's context limit the engine states (None: it does not say)
+        self.context: int | None = None
+        monkeypatch.setattr(gate_steady, "context_limit_now", self.context_limit_now)
+
+    async def context_limit_now(self, _node: object) -> tuple[int | None, str]:
+        return self.context, "the fake engine" if self.context else "not read: refused"
 
     async def probe(self, *_a: object, **_kw: object) -> ProbeResult:
         return ProbeResult(0.0, self.ready, 200 if self.ready else None,
