@@ -159,20 +159,21 @@ def capability_view(data: object) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         return None
 
-    def cell(side: object, figure: str, source: str) -> str:
+    def cell(side: object, figure: str, source: str, unit: str) -> str:
         values = side if isinstance(side, dict) else {}
         value = values.get(figure)
         if is_number(value):
-            return f"{value:,.0f} tokens"
+            return f"{value:,.0f}{unit}"
         why = values.get(source)
         return why if isinstance(why, str) and why else "not read"
 
     rows = [{"label": label,
-             "current": cell(data.get("current"), figure, source),
-             "candidate": cell(data.get("candidate"), figure, source)}
-            for label, figure, source in (
-                ("context limit per request", "context_tokens", "context_source"),
-                ("KV cache", "kv_cache_tokens", "kv_source"))]
+             "current": cell(data.get("current"), figure, source, unit),
+             "candidate": cell(data.get("candidate"), figure, source, unit)}
+            for label, figure, source, unit in (
+                ("context limit per request", "context_tokens", "context_source", " tokens"),
+                ("KV cache", "kv_cache_tokens", "kv_source", " tokens"),
+                ("sequences at once", "sequences", "sequences_source", ""))]
     regressions = [r for r in data.get("regressions") or () if isinstance(r, str)]
     ratio = data.get("kv_ratio_min")
     return {"rows": rows, "regressions": regressions,

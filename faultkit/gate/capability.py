@@ -14,7 +14,9 @@ figures:
   every prompt between the two limits is refused after the promotion;
 - **KV cache** (the engine's own statement to Prometheus: vLLM's ``cache_config_info``):
   below :data:`KV_RATIO_MIN` of the current's FAILs, with how many sequences of the
-  current context limit each holds.
+  current context limit each holds;
+- **sequences at once**, where the engine serves a fixed number (llama.cpp's
+  ``total_slots`` in ``/props``): any drop FAILs — the users beyond it queue.
 
 A figure an engine does not state is shown as not read and judged on neither side.
 """
@@ -28,7 +30,7 @@ import httpx
 
 from faultkit.errors import FaultkitError
 from faultkit.inventory import Node
-from faultkit.probes.limits import context_limit_regression, read_context_limit
+from faultkit.probes.limits import ContextLimit, context_limit_regression, read_context_limit
 from slo.kvcache import kv_capacity
 from slo.prom import Prometheus
 
@@ -48,6 +50,9 @@ class Capabilities:
     context_source: str
     kv_cache_tokens: int | None
     kv_source: str
+    #: sequences served at once, where the engine states a fixed number (llama.cpp's slots)
+    sequences: int | None = None
+    sequences_source: str = "not stated by the engine"
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -56,7 +61,12 @@ class Capabilities:
 async def read_capabilities(node: Node, prometheus_url: str) -> Capabilities:
     """The serving config's capabilities on ``node`` now: its context limit from the engine
     (or the inventory), its KV cache from Prometheus' latest scrape of it."""
-    context, context_source = await context_limit_now(node)
+    limit = await _read_limit(node)
+    context, context_source = ((limit.tokens, limit.source) if isinstance(limit, ContextLimit)
+                               else (None, limit))
+    # the inventory's override states the node's need, not the config's capability
+    sequences = (limit.slots if isinstance(limit, ContextLimit) and node.context_limit is None
+                 else None)
 
     def kv() -> tuple[int | None, str]:
         with Prometheus(prometheus_url) as prom:
@@ -64,19 +74,26 @@ async def read_capabilities(node: Node, prometheus_url: str) -> Capabilities:
         return (capacity.tokens, capacity.source) if capacity else (None, f"not read: {detail}")
 
     kv_tokens, kv_source = await asyncio.to_thread(kv)
-    return Capabilities(context, context_source, kv_tokens, kv_source)
+    return Capabilities(context, context_source, kv_tokens, kv_source, sequences,
+                        f"{context_source}: total_slots" if sequences is not None
+                        else "not stated by the engine")
 
 
 async def context_limit_now(node: Node) -> tuple[int | None, str]:
     """The context limit per request ``node`` serves now and where it was read (``None``:
     not read, and why) — also what the gate gives the limits probe as the current
     config's limit (its ``--current-context-limit``)."""
+    limit = await _read_limit(node)
+    return (limit.tokens, limit.source) if isinstance(limit, ContextLimit) else (None, limit)
+
+
+async def _read_limit(node: Node) -> ContextLimit | str:
+    """The node's context limit as the engine (or the inventory) states it, or why not."""
     try:
         async with httpx.AsyncClient() as client:
-            limit = await read_context_limit(node, client)
+            return await read_context_limit(node, client)
     except (FaultkitError, httpx.HTTPError) as exc:
-        return None, f"not read: {exc}"
-    return limit.tokens, limit.source
+        return f"not read: {exc}"
 
 
 def capability_regressions(current: Capabilities, candidate: Capabilities) -> list[str]:
@@ -93,4 +110,8 @@ def capability_regressions(current: Capabilities, candidate: Capabilities) -> li
                 f"{limit:,}-token limit at once" if limit else "")
         found.append(f"KV cache {kv_after:,} tokens vs {kv_before:,} on the current config "
                      f"(×{kv_after / kv_before:.2f}, below ×{KV_RATIO_MIN:g}){held}")
+    seq_before, seq_after = current.sequences, candidate.sequences
+    if seq_before is not None and seq_after is not None and seq_after < seq_before:
+        found.append(f"sequences at once {seq_after} vs {seq_before} on the current config: "
+                     f"users beyond {seq_after} at a time would queue")
     return found

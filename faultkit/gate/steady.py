@@ -282,9 +282,11 @@ class SteadyPhase:
         return capability_regressions(current, candidate) if current and candidate else []
 
     async def check_candidate(self, config: str) -> str | None:
-        """Measure the candidate (serving, before any fault) and judge it on the node's
-        SLOs. Returns the gate's ``why`` when it breaches one or cannot be judged (the gate
-        fails and stops), ``None`` when it passed or the phase is disabled."""
+        """Measure the candidate (serving, before any fault), compare its capabilities
+        with the current config's and judge it on the node's SLOs — a second window pooled
+        with the first where an SLO check is borderline. Returns the gate's ``why`` when it
+        serves less, breaches an SLO or cannot be judged (the gate fails and stops),
+        ``None`` when it passed or the phase is disabled."""
         if not self.checked:
             return None
         self._start(f"{config} (candidate)")
@@ -294,6 +296,9 @@ class SteadyPhase:
         verdict = self._judge(self.candidate)
         self.say(f"steady state of {config} (candidate): {self.candidate.line()} — "
                  f"{verdict.summary()}")
+        await self._read_capabilities("candidate")
+        if less := self.capability_why(config):
+            return less  # a sure FAIL, whatever the window's SLOs: gate.json keeps both
         if borderline := borderline_checks(verdict, self.candidate.slis, self.slo,
                                            self.candidate.intervals):
             rerun_why = (f"{', '.join(borderline)} borderline in the first window (its 95 % "
@@ -308,9 +313,6 @@ class SteadyPhase:
             self.say(f"steady state of {config} (candidate, both windows): "
                      f"{self.candidate.line()} — {verdict.summary()}")
         if verdict.passed:
-            await self._read_capabilities("candidate")
-            if why := self.capability_why(config):
-                return why
             if self.speculation is None:
                 return None
             await self.speculation.measure("candidate")

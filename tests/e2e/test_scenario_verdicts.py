@@ -474,6 +474,29 @@ def test_gate_fails_the_oom_prone_config_and_rolls_back(lab: Lab, tmp_path: Path
     assert serving_config_label(lab.inventory, "sim-vllm") == "sim-vllm-good"
 
 
+def test_gate_fails_a_config_serving_fewer_sequences_at_once(lab: Lab, tmp_path: Path) -> None:
+    """llama-bad-slots serves one slot of 256 tokens where llama-good serves two (``-np``
+    in the inventory's commands, what this test's lab configured): the same context per
+    request, so only the sequences at once tell them apart. The gate FAILs before any
+    scenario with the comparison — whatever its one slot made of the steady state's
+    latency — and says so in gate.md."""
+    inventory = lab.inventory
+    for config, slots in (("llama-good", "2"), ("llama-bad-slots", "1")):
+        command = inventory.serving_config(config).command
+        assert command[command.index("-np") + 1] == slots, (config, command)
+    code, md, data = _gate(tmp_path, "llama", "llama-bad-slots")
+    assert code == 1, md
+    why = str(data["why"])
+    assert ("llama-bad-slots serves less than the current config: sequences at once 1 vs 2 "
+            "on the current config") in why, why
+    capabilities = data["steady_state"]["capabilities"]
+    assert capabilities["current"]["context_tokens"] == 256 == \
+        capabilities["candidate"]["context_tokens"], capabilities
+    assert data["scenarios"] == [] and data["rolled_back"] is True
+    assert "| sequences at once | 2 | 1 |" in md
+    assert serving_config_label(inventory, "llama") == "llama-good"
+
+
 def test_gate_fails_a_shorter_context_than_the_current_configs_at_the_limits_probe(
     lab: Lab, tmp_path: Path
 ) -> None:

@@ -17,6 +17,7 @@ from faultkit.inventory import Inventory, Node
 from faultkit.load.profile import BACKGROUND_PROFILE
 from faultkit.rundir import GateResult
 from reports import render_gate
+from reports.steady import capability_view
 from tests.unit.simnode_helpers import running_node
 
 SRC = "/v1/models max_model_len"
@@ -88,3 +89,38 @@ async def test_the_context_limit_is_read_from_the_engine_and_a_missing_kv_says_w
         found = await read_capabilities(node, "http://127.0.0.1:9")  # no Prometheus there
     assert found.context_tokens == 2048 and "max_model_len" in found.context_source
     assert found.kv_cache_tokens is None and found.kv_source.startswith("not read: ")
+
+
+def test_fewer_sequences_at_once_fail() -> None:
+    """llama.cpp serves a fixed number of slots: one fewer queues the users beyond it."""
+    two, one = (Capabilities(256, "/props", None, "not read", n, "/props: total_slots")
+                for n in (2, 1))
+    assert capability_regressions(one, two) == []  # more slots: fine
+    (why,) = capability_regressions(two, one)
+    assert why == ("sequences at once 1 vs 2 on the current config: users beyond 1 at a time "
+                   "would queue")
+
+
+async def test_llama_cpp_states_its_slots_and_the_inventory_override_does_not(
+    tmp_path: Path,
+) -> None:
+    """The slots come from llama-server's /props (a loopback stand-in answering as it
+    does); a node whose context_limit the inventory overrides states no capability of
+    the config, so its sequences are not compared."""
+    from tests.unit.json_server import JsonServer
+
+    props = {"default_generation_settings": {"n_ctx": 256}, "total_slots": 2}
+    with JsonServer(lambda path, _q: props if path == "/props" else None) as server:
+        node = Node(name="n", engine="llamacpp", base_url=server.url, model="m")
+        found = await read_capabilities(node, "http://127.0.0.1:9")
+        overridden = Node(name="n", engine="llamacpp", base_url=server.url, model="m",
+                          context_limit=256, max_concurrency=4)
+        declared = await read_capabilities(overridden, "http://127.0.0.1:9")
+    assert (found.context_tokens, found.sequences) == (256, 2)
+    assert found.sequences_source.endswith("total_slots")
+    assert declared.sequences is None and declared.sequences_source == "not stated by the engine"
+    md_rows = capability_view({"current": found.to_json(), "candidate": declared.to_json(),
+                               "regressions": []})
+    assert md_rows is not None
+    assert {"label": "sequences at once", "current": "2",
+            "candidate": "not stated by the engine"} in md_rows["rows"]
