@@ -167,14 +167,17 @@ async def _run_gate(
                 lane_out,
                 gate_progress(m.node.name) if pooled else None,
                 only=[t.rsplit("::", 1)[-1] for t in m.scenarios] if pooled else None,
-                first=order.first)
+                first=order.first,
+                stop_file=out / POOL_STOP_FILE if pooled and stop_at_first else None)
             for m, junit, lane_out in lanes))
         if collecting is not None:
             merge_junit([junit for _m, junit, _o in lanes], GateDir(out).junit_xml)
         outcomes = read_junit(GateDir(out).junit_xml)
         result.scenarios = [o.to_json() for o in outcomes]
+        stopped_at = (next((o.name for o in outcomes if not o.passed), None)
+                      if stop_at_first else None)
         left = [n for (_m, junit, lane_out), code in zip(lanes, codes, strict=True)
-                for n in _left_in_lane(lane_out, junit, code, stop_at_first)]
+                for n in _left_in_lane(lane_out, junit, code, stopped_at)]
         result.not_run = [n.to_json() for n in left]
         decision = decide(outcomes, combined_exit(codes), config, left)
         result.decision, result.why = decision.decision, decision.why
@@ -224,6 +227,10 @@ def _drop(task: asyncio.Future[Any]) -> None:
         task.exception()
 
 
+#: the file a pool's scenario runs share to stop together at the first that does not pass
+POOL_STOP_FILE = "pool-stop"
+
+
 def _with_current_limit(pytest_args: tuple[str, ...], limit: int | None) -> tuple[str, ...]:
     """The scenario run's arguments with the current config's context limit for the limits
     probe (first: a user's own ``--current-context-limit`` after ``--`` wins)."""
@@ -231,12 +238,12 @@ def _with_current_limit(pytest_args: tuple[str, ...], limit: int | None) -> tupl
                                               *pytest_args)
 
 
-def _left_in_lane(lane_out: Path, junit: Path, code: int, stop_at_first: bool
+def _left_in_lane(lane_out: Path, junit: Path, code: int, stopped_at: str | None
                   ) -> list[NotRun]:
     """The scenarios one scenario run collected and never ran (its feed's list against its
     own JUnit file)."""
     collected = collected_names(GateDir(lane_out).feed_jsonl) or []
-    return not_run(collected, read_junit(junit), code, stop_at_first=stop_at_first)
+    return not_run(collected, read_junit(junit), code, stopped_at=stopped_at)
 
 
 def _on(member: PoolNode, why: str, pooled: bool) -> str:

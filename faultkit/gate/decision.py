@@ -97,14 +97,14 @@ class NotRun:
 
 
 def not_run(collected: Sequence[str], outcomes: Sequence[ScenarioOutcome], pytest_exit: int,
-            *, stop_at_first: bool) -> list[NotRun]:
-    """The scenarios of ``collected`` (the run's own list, in its order) with no outcome:
-    those after the first that did not pass when the gate stops there
-    (``stop_at_first``), or those an early end of pytest left."""
+            *, stopped_at: str | None) -> list[NotRun]:
+    """The scenarios of ``collected`` (one run's own list, in its order) with no outcome:
+    those the gate did not run once ``stopped_at`` (the first scenario that did not pass —
+    in this run, or on another node of a pool) decided it, else those an early end of
+    pytest left."""
     ran = {o.name for o in outcomes}
-    failed = next((o.name for o in outcomes if not o.passed), None)
-    if stop_at_first and failed is not None:
-        why = (f"the decision was FAIL at {failed}; the gate stops at its first scenario "
+    if stopped_at is not None:
+        why = (f"the decision was FAIL at {stopped_at}; the gate stops at its first scenario "
                "that does not pass (--full runs them all)")
     else:
         why = f"the scenario run ended before it (pytest exit {pytest_exit})"

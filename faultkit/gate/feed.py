@@ -21,6 +21,10 @@ plugin deselects every other collected scenario, as ``-m gate`` does, before the
 scenarios ahead in that order — the gate's risk-first order (:mod:`.order`) — and the
 ``collected`` event lists them in the order they run.
 
+``$FAULTKIT_GATE_STOP_FILE`` (a gate across a pool that stops at its first failure) is
+written by the first scenario of any node's run that does not pass; every other run ends
+after the scenario it has in hand (:meth:`_Feed._stop_with_the_pool`).
+
 The gate's side: :func:`watching` follows the file while pytest runs and
 :class:`FeedState` prints the list and each result once.
 """
@@ -43,6 +47,7 @@ from faultkit.runtime.progress import Progress
 FEED_ENV = "FAULTKIT_GATE_FEED"
 ONLY_ENV = "FAULTKIT_GATE_ONLY"
 ORDER_ENV = "FAULTKIT_GATE_ORDER"
+STOP_ENV = "FAULTKIT_GATE_STOP_FILE"
 
 
 class _Feed:
@@ -50,6 +55,9 @@ class _Feed:
         self.config = config
         self.fh: IO[str] = open(path, "a", encoding="utf-8")  # noqa: SIM115 (session-long)
         self.reports: dict[str, list[pytest.TestReport]] = {}
+        self.session: pytest.Session | None = None
+        stop = os.environ.get(STOP_ENV)
+        self.stop_file = Path(stop) if stop else None
 
     def write(self, data: dict[str, Any]) -> None:
         self.fh.write(json.dumps(data) + "\n")
@@ -57,6 +65,7 @@ class _Feed:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.session = session
         self.write({"event": "collected", "names": [item.name for item in session.items]})
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -76,15 +85,30 @@ class _Feed:
         )
         if isinstance(word, tuple):
             word = word[0]
+        name = nodeid.rsplit("::", 1)[-1]
         self.write(
             {
                 "event": "result",
-                "name": nodeid.rsplit("::", 1)[-1],
+                "name": name,
                 "word": str(word or category).upper(),
                 "passed": category == "passed",
                 "duration_s": round(sum(r.duration for r in reports), 3),
             }
         )
+        self._stop_with_the_pool(name, category == "passed")
+
+    def _stop_with_the_pool(self, name: str, passed: bool) -> None:
+        """A pool node's run (``$FAULTKIT_GATE_STOP_FILE``, shared by the pool's runs):
+        a scenario that did not pass writes the file; once it exists, every run ends after
+        its scenario in hand — as ``-x`` ends its own (exit 1), none cut short."""
+        if self.stop_file is None:
+            return
+        if not passed and not self.stop_file.exists():
+            self.stop_file.write_text(name, encoding="utf-8")
+        if self.stop_file.exists() and self.session is not None and passed:
+            failed = self.stop_file.read_text(encoding="utf-8", errors="replace").strip()
+            self.session.shouldfail = (f"{failed or 'a scenario'} did not pass on another "
+                                       "node of the pool: the gate's decision is FAIL")
 
     def close(self) -> None:
         self.fh.close()

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import click
 
-from faultkit.gate.feed import FEED_ENV, ONLY_ENV, ORDER_ENV, FeedState, watching
+from faultkit.gate.feed import FEED_ENV, ONLY_ENV, ORDER_ENV, STOP_ENV, FeedState, watching
 from faultkit.inventory import Inventory, Node
 from faultkit.rundir import GateDir
 from faultkit.runtime.progress import Progress
@@ -81,6 +81,7 @@ def gate_progress(node: str | None = None) -> Progress:
 async def run_scenarios(
     argv: Sequence[str], out: Path, progress: Progress | None = None,
     *, only: Sequence[str] | None = None, first: Sequence[str] = (),
+    stop_file: Path | None = None,
 ) -> int:
     """Run the scenario pytest ``argv``; show its scenarios and each one's result as it ends.
 
@@ -91,7 +92,9 @@ async def run_scenarios(
     results are plain lines on stderr. ``only`` (a pool node's share: test names) keeps
     just those scenarios, and pytest's output goes to ``out/pytest.log`` whatever the
     terminal. ``first`` (scenario functions) run ahead of the others, in that order
-    (the risk-first order, :mod:`.order`). Returns pytest's exit code.
+    (the risk-first order, :mod:`.order`); ``stop_file``, shared by a pool's runs, ends
+    this one after its scenario in hand once another's did not pass. Returns pytest's
+    exit code.
     """
     progress = progress or gate_progress()
     feed = GateDir(out).feed_jsonl
@@ -101,6 +104,8 @@ async def run_scenarios(
         env[ONLY_ENV] = json.dumps(list(only))
     if first:
         env[ORDER_ENV] = json.dumps(list(first))
+    if stop_file is not None:
+        env[STOP_ENV] = str(stop_file)
     state = FeedState(progress)
     if only is not None and not progress.live:
         log = GateDir(out).pytest_log

@@ -5,7 +5,11 @@ decision and gate.md say so."""
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
+import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -14,7 +18,7 @@ import pytest
 
 from faultkit.commands import gate
 from faultkit.gate import feed
-from faultkit.gate.decision import ScenarioOutcome, decide, not_run
+from faultkit.gate.decision import ScenarioOutcome, decide, not_run, read_junit
 from faultkit.gate.order import (
     ScenarioOrder,
     config_changes,
@@ -22,12 +26,14 @@ from faultkit.gate.order import (
     ordered,
     scenario_order,
 )
+from faultkit.gate.scenarios import run_scenarios
 from faultkit.gate.steady import SteadyPhase
 from faultkit.inventory import load_inventory
 from faultkit.inventory.settings import ServingConfig
 from faultkit.load.profile import BACKGROUND_PROFILE
 from faultkit.model.gatefile import GateResult
 from faultkit.rundir import GateDir
+from faultkit.runtime.progress import Progress
 from reports.render import render_gate
 from tests.paths import REPO
 from tests.unit.faultkit.gate.test_gate_steady_wiring import World
@@ -177,7 +183,7 @@ def outcome(name: str, result: str = "PASS") -> ScenarioOutcome:
 def test_the_scenarios_after_the_first_failure_are_listed_with_why() -> None:
     ran = [outcome("test_limits[n]", "FAIL")]
     left = not_run(["test_limits[n]", "test_oom[n]", "test_soak[n]"], ran, 1,
-                   stop_at_first=True)
+                   stopped_at="test_limits[n]")
     assert [n.name for n in left] == ["test_oom[n]", "test_soak[n]"]
     assert left[0].line() == ("test_oom[n]: not run — the decision was FAIL at test_limits[n]; "
                               "the gate stops at its first scenario that does not pass "
@@ -191,7 +197,7 @@ def test_a_run_that_ended_early_fails_even_when_what_ran_passed() -> None:
     """Nothing failed, so no stop explains the scenarios left: a pass on part of the
     catalogue is no pass."""
     ran = [outcome("test_kill[n]")]
-    left = not_run(["test_kill[n]", "test_oom[n]"], ran, 2, stop_at_first=True)
+    left = not_run(["test_kill[n]", "test_oom[n]"], ran, 2, stopped_at=None)
     assert left[0].why == "the scenario run ended before it (pytest exit 2)"
     decision = decide(ran, 0, "cand", left)
     assert decision.decision == "fail" and "1 did not run" in decision.why
@@ -207,7 +213,8 @@ async def test_gate_json_and_gate_md_carry_the_order_and_what_did_not_run(
     seen: dict[str, Any] = {}
 
     async def run_scenarios(argv: list[str], out: Path, _progress: object = None, *,
-                            only: object = None, first: tuple[str, ...] = ()) -> int:
+                            only: object = None, first: tuple[str, ...] = (),
+                            stop_file: object = None) -> int:
         seen["first"], seen["argv"] = first, argv
         GateDir(out).feed_jsonl.write_text(json.dumps(
             {"event": "collected", "names": ["test_oom[n]", "test_kill[n]", "test_soak[n]"]})
@@ -248,7 +255,8 @@ async def test_the_limits_probe_gets_the_current_configs_context_limit(
     argvs: list[list[str]] = []
 
     async def run_scenarios(argv: list[str], out: Path, _progress: object = None, *,
-                            only: object = None, first: tuple[str, ...] = ()) -> int:
+                            only: object = None, first: tuple[str, ...] = (),
+                            stop_file: object = None) -> int:
         argvs.append(argv)
         GateDir(out).junit_xml.write_text('<testsuite><testcase name="test_limits[n]"/>'
                                           "</testsuite>")
@@ -265,3 +273,54 @@ async def test_the_limits_probe_gets_the_current_configs_context_limit(
     (argv,) = argvs
     at = argv.index("--current-context-limit")
     assert argv[at + 1] == "4096" and argv.index("-k") > at, argv
+
+
+# --------------------------------------------------------------------------- real runs
+
+_LANE_A = "def test_a_fails():\n    assert False\n"
+_LANE_B = ("def test_b1():\n    pass\n\ndef test_b2():\n    pass\n\n"
+           "def test_b3():\n    pass\n")
+
+
+def _lane(tmp_path: Path, name: str, tests: str) -> tuple[list[str], Path]:
+    """A pytest run of ``tests`` with the feed plugin, its output directory."""
+    lane = tmp_path / name
+    lane.mkdir()
+    (lane / f"test_{name}.py").write_text(tests)
+    argv = [sys.executable, "-m", "pytest", str(lane / f"test_{name}.py"), "-q",
+            "-p", "no:cacheprovider", "-p", "faultkit.gate.feed", "-x",
+            f"--junitxml={GateDir(lane).junit_xml}"]
+    return argv, lane
+
+
+def _quiet() -> Progress:
+    return Progress(live=False, stream=io.StringIO(), tick_s=None)
+
+
+def test_a_real_run_takes_the_order_it_is_given(tmp_path: Path) -> None:
+    argv, lane = _lane(tmp_path, "b", _LANE_B)
+    code = asyncio.run(run_scenarios(argv, lane, _quiet(), first=("test_b3", "test_b2")))
+    assert code == 0
+    assert feed.collected_names(GateDir(lane).feed_jsonl) == ["test_b3", "test_b2", "test_b1"]
+    cases = [c.get("name") for c in ET.parse(GateDir(lane).junit_xml).getroot().iter("testcase")]
+    assert cases == ["test_b3", "test_b2", "test_b1"]
+
+
+def test_a_pool_node_stops_after_its_scenario_in_hand_once_another_failed(
+    tmp_path: Path
+) -> None:
+    """Node A's first scenario fails and writes the shared file; node B, run after it,
+    ends after its own first scenario (exit 1, as -x would), not cut short and not
+    counted as failed; the scenarios it left are listed as not run because of A's FAIL."""
+    stop = tmp_path / "pool-stop"
+    argv_a, lane_a = _lane(tmp_path, "a", _LANE_A)
+    argv_b, lane_b = _lane(tmp_path, "b", _LANE_B)
+    assert asyncio.run(run_scenarios(argv_a, lane_a, _quiet(), stop_file=stop)) == 1
+    assert stop.read_text() == "test_a_fails"
+    assert asyncio.run(run_scenarios(argv_b, lane_b, _quiet(), stop_file=stop)) == 1
+    ran = read_junit(GateDir(lane_b).junit_xml)
+    assert [(o.name, o.outcome) for o in ran] == [("test_b1", "PASS")]
+    left = not_run(feed.collected_names(GateDir(lane_b).feed_jsonl) or [], ran, 1,
+                   stopped_at="test_a_fails")
+    assert [n.name for n in left] == ["test_b2", "test_b3"]
+    assert left[0].why.startswith("the decision was FAIL at test_a_fails")

@@ -281,7 +281,8 @@ class _PoolWorld:
         return self.collected[argv[argv.index("--node") + 1]]
 
     async def run_scenarios(self, argv: list[str], out: Path, _progress: object = None, *,
-                            only: list[str] | None = None, first: object = ()) -> int:
+                            only: list[str] | None = None, first: object = (),
+                            stop_file: object = None) -> int:
         node = argv[argv.index("--node") + 1]
         self.shares[node] = list(only or [])
         cases = "".join(f'<testcase name="{name}"/>' for name in only or [])
