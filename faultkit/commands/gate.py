@@ -1,19 +1,23 @@
 """``faultkit gate``: the pre-promotion gate for a candidate serving config.
 
 Measures the current config's steady state, rolls the candidate onto the node, judges the
-candidate's steady state on the node's SLOs before any fault (:mod:`.gate_steady`), runs
-the scenarios marked ``gate`` against it (a ``pytest`` subprocess: the same scenarios users
-run), compares the two steady states, writes JUnit XML, ``gate.json`` and ``gate.md``, and
-exits 0 on pass, 1 on fail. The gate stops at the first phase that fails. Only PASS and
-ACCEPTED (a FAIL made only of the node's accepted findings) pass: a steady state that
-breaches an SLO or cannot be judged, a scenario that failed, was INCONCLUSIVE (evidence
-missing) or was skipped, and a regression beyond the tolerance each fail the gate, with
-their reasons; ACCEPTED scenarios are listed as accepted (:func:`decide`). The previous
-config is restored unless the gate passed *and* ``--promote`` was given; an interrupted
-gate (Ctrl-C, SIGTERM, SIGHUP: :mod:`faultkit.commands.interrupt`) first interrupts the
-scenario run as Ctrl-C would and waits for it (``SCENARIO_GRACE_S``, then kills it), sweeps
-what it left applied, restores the previous config and exits 128 + the signal's number.
-What a killed gate left behind is reverted by ``faultkit sweep``.
+candidate's steady state and capabilities before any fault (:mod:`faultkit.gate.steady`),
+runs the scenarios marked ``gate`` against it (a ``pytest`` subprocess: the same scenarios
+users run) — those the config diff touches first, until the first that does not pass
+unless ``--full`` —, compares the two steady states, writes JUnit XML, ``gate.json`` and
+``gate.md``, and exits 0 on pass, 1 on fail. This module checks the inputs and reports;
+the run itself is :func:`faultkit.gate.run.run_gate`.
+
+The gate stops at the first phase that fails. Only PASS and ACCEPTED (a FAIL made only of
+the node's accepted findings) pass: a steady state that breaches an SLO or cannot be
+judged, a scenario that failed, was INCONCLUSIVE (evidence missing), was skipped or did not
+run, and a regression beyond the tolerance each fail the gate, with their reasons
+(:func:`faultkit.gate.decision.decide`). The previous config is restored unless the gate
+passed *and* ``--promote`` was given; an interrupted gate (Ctrl-C, SIGTERM, SIGHUP:
+:mod:`faultkit.commands.interrupt`) first interrupts the scenario run as Ctrl-C would and
+waits for it (``SCENARIO_GRACE_S``, then kills it), sweeps what it left applied, restores
+the previous config and exits 128 + the signal's number. What a killed gate left behind is
+reverted by ``faultkit sweep``.
 """
 
 from __future__ import annotations
@@ -22,10 +26,9 @@ import asyncio
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
 
 import click
 
@@ -33,241 +36,18 @@ from faultkit.commands.input import BadInput, FiniteFloat, inventory_option
 from faultkit.commands.interrupt import until_interrupted
 from faultkit.errors import FaultkitError, FaultRefused
 from faultkit.experiment.speculation import speculation_check
-from faultkit.faults import make_fault
-from faultkit.faults.rollout import Rollout
-from faultkit.gate.baseline import judge_against_baseline
-from faultkit.gate.decision import (
-    NotRun,
-    config_diff,
-    decide,
-    merge_junit,
-    not_run,
-    read_junit,
-)
-from faultkit.gate.feed import collected_names
 from faultkit.gate.load import gate_load_profile
-from faultkit.gate.order import ScenarioOrder, gate_order
+from faultkit.gate.order import gate_order
 from faultkit.gate.plan import dry_run as plan_dry_run
 from faultkit.gate.plan import print_split
-from faultkit.gate.pool import (
-    PoolNode,
-    collect_gate_scenarios,
-    combined_exit,
-    expected_share_s,
-    gathered,
-    measured_seconds,
-    pool_problems,
-    soak_seconds,
-    split_scenarios,
-)
-from faultkit.gate.scenarios import (
-    gate_progress,
-    run_scenarios,
-    scenario_argv,
-)
+from faultkit.gate.pool import pool_problems, soak_seconds
+from faultkit.gate.run import DEFAULT_SOAK_S, run_gate
 from faultkit.gate.scenarios import say as _say
+from faultkit.gate.scenarios import scenario_args
 from faultkit.gate.steady import DEFAULT_STEADY_S, SteadyPhase
-from faultkit.inventory import Inventory, Node, load_inventory
-from faultkit.model.records import Event, JsonlWriter
-from faultkit.rundir import GateDir, GateResult
+from faultkit.inventory import load_inventory
+from faultkit.rundir import GateDir
 from faultkit.sweep import sweep
-
-
-async def _run_gate(
-    inventory: Inventory,
-    nodes: Sequence[tuple[Node, SteadyPhase]],
-    config: str,
-    out: Path,
-    promote: bool,
-    pytest_args: tuple[str, ...],
-    baseline_dir: Path,
-    order: ScenarioOrder,
-    stop_at_first: bool,
-) -> GateResult:
-    """The gate on ``nodes`` (the gate's node first, then its ``--pool``), each with its
-    steady-state phase; its scenarios in ``order``, stopping at the first that does not
-    pass when ``stop_at_first`` (each pool node at its own)."""
-    timeline = JsonlWriter(GateDir(out).timeline_jsonl)
-    pooled = len(nodes) > 1
-    pool = [
-        PoolNode(n, phase, cast(Rollout, make_fault(
-            "rollout", n, inventory=inventory, config=config,
-            timeline=_emitter(timeline, n if pooled else None))))
-        for n, phase in nodes
-    ]
-    first = pool[0]
-    node, steady, rollout = first.node, first.steady, first.rollout
-    result = GateResult(
-        node=node.name,
-        candidate=config,
-        current=node.serving_config,
-        config_diff=config_diff(inventory, node.serving_config, config),
-        junit_xml=str(GateDir(out).junit_xml),
-        started_at=time.time(),
-        order={**order.to_json(), "stop_at_first": stop_at_first},
-    )
-    if not steady.checked:
-        _say("steady state not checked (--steady-s 0)")
-    collecting = (asyncio.ensure_future(gathered(*(
-        collect_gate_scenarios(scenario_argv(inventory, m.node, config, out, None, pytest_args))
-        for m in pool))) if pooled else None)  # side by side with the steady state
-    try:
-        # before the rollout's try: nothing to roll back yet
-        await gathered(*(m.steady.measure_current(m.node.serving_config) for m in pool))
-        current_limits = await gathered(*(m.steady.current_context_limit() for m in pool))
-    except BaseException:
-        if collecting is not None:
-            collecting.cancel()
-        raise
-    lane_args = {m.node.name: _with_current_limit(pytest_args, limit)
-                 for m, limit in zip(pool, current_limits, strict=True)}
-    for member in pool:
-        _say(f"rolling {config!r} onto {member.node.name} ({member.rollout.describe()})")
-    try:
-        await gathered(*(m.rollout.inject() for m in pool))
-        result.rollout = dict(rollout.result)
-        for member in pool:
-            if member.rollout.result.get("rolled_back"):
-                _failed_start(result, inventory, member, config, out, pooled)
-                return result
-        whys = await gathered(*(m.steady.check_candidate(config) for m in pool))
-        for member, why in zip(pool, whys, strict=True):
-            if why := why or member.steady.regression_why():
-                result.fail(_on(member, why, pooled))
-                return result  # the gate stops at its first failing phase: no scenario runs
-        if collecting is None:
-            first.scenarios = []
-            lanes = [(first, GateDir(out).junit_xml, out)]
-            _say(f"{config} is serving; running the gate scenarios, {order.why()}"
-                 + ("; stopping at the first that does not pass (--full: all)"
-                    if stop_at_first else ""))
-        else:
-            collected = await collecting
-            soak_s = soak_seconds(pytest_args, DEFAULT_SOAK_S)
-            measured = measured_seconds(out.parent, [m.node.name for m in pool])
-            split = split_scenarios({m.node.name: ids for m, ids in zip(pool, collected,
-                                                                       strict=True)},
-                                    soak_s=soak_s, measured=measured)
-            lanes = []
-            for member in pool:
-                member.scenarios = split[member.node.name]
-                member.expected_s = round(expected_share_s(
-                    member.scenarios, member.node.name, soak_s, measured), 1)
-                if not member.scenarios:  # more nodes than scenarios: nothing to run there
-                    continue
-                lane_out = out / "pool" / member.node.name
-                lane_out.mkdir(parents=True, exist_ok=True)
-                lanes.append((member, GateDir(lane_out).junit_xml, lane_out))
-            _say(f"{config} is serving on {len(pool)} nodes; running the gate scenarios, "
-                 "split: " + "; ".join(f"{m.node.name} {len(m.scenarios)} (~{m.expected_s:.0f} s)"
-                                      for m in pool))
-        codes = await asyncio.gather(*(
-            run_scenarios(
-                scenario_argv(inventory, m.node, config, out, junit, lane_args[m.node.name]),
-                lane_out,
-                gate_progress(m.node.name) if pooled else None,
-                only=[t.rsplit("::", 1)[-1] for t in m.scenarios] if pooled else None,
-                first=order.first,
-                stop_file=out / POOL_STOP_FILE if pooled and stop_at_first else None)
-            for m, junit, lane_out in lanes))
-        if collecting is not None:
-            merge_junit([junit for _m, junit, _o in lanes], GateDir(out).junit_xml)
-        outcomes = read_junit(GateDir(out).junit_xml)
-        result.scenarios = [o.to_json() for o in outcomes]
-        stopped_at = (next((o.name for o in outcomes if not o.passed), None)
-                      if stop_at_first else None)
-        left = [n for (_m, junit, lane_out), code in zip(lanes, codes, strict=True)
-                for n in _left_in_lane(lane_out, junit, code, stopped_at)]
-        result.not_run = [n.to_json() for n in left]
-        decision = decide(outcomes, combined_exit(codes), config, left)
-        result.decision, result.why = decision.decision, decision.why
-        result.not_passed, result.accepted = list(decision.not_passed), list(decision.accepted)
-        judge_against_baseline(result, baseline_dir, say=_say,
-                               nodes=[m.node.name for m in pool])
-        if result.passed and promote:
-            for member in pool:
-                member.rollout.promote()
-            result.promoted = True
-        return result
-    finally:
-        if collecting is not None:
-            _drop(collecting)
-        if not result.promoted:
-            # an interrupted scenario run may have left its fault applied: revert that first
-            for line in await asyncio.to_thread(sweep, inventory=inventory):
-                _say(f"sweep after the scenario run: {line}")
-            for member in pool:
-                _say(f"restoring {member.node.serving_config or 'the previous config'} on "
-                     f"{member.node.name}")
-            await gathered(*(m.rollout.revert() for m in pool))
-            result.rolled_back = True
-        result.steady_state = steady.to_json()
-        if pooled:
-            result.pool = [m.to_json(GateDir(out / "pool" / m.node.name).junit_xml)
-                           for m in pool]
-        timeline.close()
-
-
-def _emitter(timeline: JsonlWriter, node: Node | None) -> Callable[[Event], None]:
-    """The rollout's timeline callback: into timeline.jsonl and a progress line (in a
-    pool, the line names the node)."""
-    def emit(event: Event) -> None:
-        timeline.write(event)
-        where = f"{node.name}: " if node is not None else ""
-        _say(f"{where}{event.kind} {event.data.get('reason', '')}".rstrip())
-    return emit
-
-
-def _drop(task: asyncio.Future[Any]) -> None:
-    """Cancel ``task`` if it still runs; if it ended with an error nobody awaited (the gate
-    stopped at an earlier phase), retrieve it so asyncio does not log it at exit."""
-    if not task.done():
-        task.cancel()
-    elif not task.cancelled():
-        task.exception()
-
-
-#: the file a pool's scenario runs share to stop together at the first that does not pass
-POOL_STOP_FILE = "pool-stop"
-
-
-def _with_current_limit(pytest_args: tuple[str, ...], limit: int | None) -> tuple[str, ...]:
-    """The scenario run's arguments with the current config's context limit for the limits
-    probe (first: a user's own ``--current-context-limit`` after ``--`` wins)."""
-    return pytest_args if limit is None else ("--current-context-limit", str(limit),
-                                              *pytest_args)
-
-
-def _left_in_lane(lane_out: Path, junit: Path, code: int, stopped_at: str | None
-                  ) -> list[NotRun]:
-    """The scenarios one scenario run collected and never ran (its feed's list against its
-    own JUnit file)."""
-    collected = collected_names(GateDir(lane_out).feed_jsonl) or []
-    return not_run(collected, read_junit(junit), code, stopped_at=stopped_at)
-
-
-def _on(member: PoolNode, why: str, pooled: bool) -> str:
-    return f"{member.node.name}: {why}" if pooled else why
-
-
-def _failed_start(result: GateResult, inventory: Inventory, member: PoolNode, config: str,
-                  out: Path, pooled: bool) -> None:
-    """The candidate never became ready on ``member``: fail with the engine's own reason
-    and keep the end of its log (secrets redacted) as candidate.log."""
-    from reports.text import failed_start
-
-    result.rolled_back = True
-    rollout = member.rollout
-    reason, log = failed_start(str(rollout.result.get("failed_reason", "unknown")),
-                               rollout.candidate_log, inventory)
-    if log:
-        GateDir(out).candidate_log.write_text(log)
-    result.fail(_on(member, f"{config} did not become ready ({reason}); "
-                            "it was rolled back automatically", pooled))
-
-
-#: test_soak's length in a gate, seconds
-DEFAULT_SOAK_S = 60.0
 
 
 @click.command()
@@ -396,7 +176,7 @@ def gate(
     out.mkdir(parents=True)
     try:
         result, signum = asyncio.run(until_interrupted(
-            _run_gate(inventory, list(zip(members, phases, strict=True)), config, out,
+            run_gate(inventory, list(zip(members, phases, strict=True)), config, out,
                       promote, pytest_args, baseline_dir or out_dir, order, stop_at_first)))
     except FaultRefused:
         raise  # bad input, nothing was done: exit 2 (faultkit.cli), not a failed gate
@@ -415,16 +195,6 @@ def gate(
     where = ", ".join(m.name for m in members)
     click.echo(f"gate {verdict} — {config} on {where}; report: {md}")
     sys.exit(0 if result.passed else 1)
-
-
-def scenario_args(pytest_args: Sequence[str], *, soak_s: float, full: bool
-                  ) -> tuple[tuple[str, ...], bool]:
-    """The scenario run's pytest arguments — ``-x`` unless ``full`` (first, so a user's
-    ``--maxfail`` after ``--`` wins), the soak's length (a later ``--soak-s`` overrides),
-    then the user's — and whether the run stops at its first scenario that does not pass
-    (also when the user's own arguments say so)."""
-    stops = not full or any(a in ("-x", "--exitfirst", "--maxfail=1") for a in pytest_args)
-    return (*(() if full else ("-x",)), "--soak-s", f"{soak_s:g}", *pytest_args), stops
 
 
 def _on_node(name: str) -> Callable[[str], None]:

@@ -13,8 +13,8 @@ of one scenario rather than after the whole catalogue (docs/gate.md, "Scenario o
 
 A change no area claims (an engine flag not in :data:`RISK_AREAS`, an environment
 variable) moves nothing: the scenarios it might touch keep the catalogue's order. Pure
-functions over two serving configs; :mod:`faultkit.commands.gate` passes the order to the
-scenario run (:mod:`.feed`).
+functions over two serving configs; :func:`.run.run_gate` passes the order to the scenario
+run (:mod:`.feed`).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from faultkit.rundir import GateDir
 from faultkit.runtime.progress import Progress
 
 __all__ = ["ASYNC_INI", "SCENARIO_GRACE_S", "end_scenarios", "gate_progress", "run_scenarios",
-           "say", "scenario_argv", "scenarios_dir"]
+           "say", "scenario_args", "scenario_argv", "scenarios_dir"]
 
 #: the scenarios are async: these hold also where no ini file says so (an installed wheel)
 ASYNC_INI = ("-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function")
@@ -56,6 +56,16 @@ def scenario_argv(inventory: Inventory, node: Node, config: str, out: Path,
             "-p", "no:cacheprovider", *ASYNC_INI, "--node", node.name,
             "--inventory", str(inventory.source), "--runs-dir", str(out / "runs"),
             "--serving-config", config, *report, *pytest_args]
+
+
+def scenario_args(pytest_args: Sequence[str], *, soak_s: float, full: bool
+                  ) -> tuple[tuple[str, ...], bool]:
+    """The scenario run's pytest arguments — ``-x`` unless ``full`` (first, so a user's
+    ``--maxfail`` after ``--`` wins), the soak's length (a later ``--soak-s`` overrides),
+    then the user's — and whether the run stops at its first scenario that does not pass
+    (also when the user's own arguments say so)."""
+    stops = not full or any(a in ("-x", "--exitfirst", "--maxfail=1") for a in pytest_args)
+    return (*(() if full else ("-x",)), "--soak-s", f"{soak_s:g}", *pytest_args), stops
 
 
 #: how long an interrupted gate waits for its scenario run to revert and exit (seconds)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from faultkit.commands import gate
+from faultkit.gate import run as gate
 from faultkit.gate import steady as gate_steady
 from faultkit.gate.order import ScenarioOrder
 from faultkit.gate.steady import SteadyPhase, SteadyState
@@ -112,7 +112,7 @@ async def _gate(world: World) -> dict[str, Any]:
     node = world.inventory.node("n")
     steady = SteadyPhase(node, world.inventory, 30.0, BACKGROUND_PROFILE,
                          say=lambda _line: None, runs_dir=world.out / "steady")
-    result = await gate._run_gate(world.inventory, [(node, steady)], "cand", world.out, False,
+    result = await gate.run_gate(world.inventory, [(node, steady)], "cand", world.out, False,
                                   (), world.out / "none", ScenarioOrder(), True)
     return result.to_json()
 

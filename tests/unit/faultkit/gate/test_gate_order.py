@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from faultkit.commands import gate
 from faultkit.gate import feed
+from faultkit.gate import run as gate
 from faultkit.gate.decision import ScenarioOutcome, decide, not_run, read_junit
 from faultkit.gate.order import (
     ScenarioOrder,
@@ -26,7 +26,7 @@ from faultkit.gate.order import (
     ordered,
     scenario_order,
 )
-from faultkit.gate.scenarios import run_scenarios
+from faultkit.gate.scenarios import run_scenarios, scenario_args
 from faultkit.gate.steady import SteadyPhase
 from faultkit.inventory import load_inventory
 from faultkit.inventory.settings import ServingConfig
@@ -165,11 +165,11 @@ def test_the_feed_file_gives_the_collected_list(tmp_path: Path) -> None:
 
 
 def test_the_scenario_run_stops_at_its_first_failure_unless_full() -> None:
-    args, stops = gate.scenario_args(("-k", "kill"), soak_s=30.0, full=False)
+    args, stops = scenario_args(("-k", "kill"), soak_s=30.0, full=False)
     assert args == ("-x", "--soak-s", "30", "-k", "kill") and stops
-    args, stops = gate.scenario_args((), soak_s=60.0, full=True)
+    args, stops = scenario_args((), soak_s=60.0, full=True)
     assert args == ("--soak-s", "60") and not stops
-    assert gate.scenario_args(("-x",), soak_s=60.0, full=True)[1], "the user's own -x stops it"
+    assert scenario_args(("-x",), soak_s=60.0, full=True)[1], "the user's own -x stops it"
 
 
 # --------------------------------------------------------------------------- what was not run
@@ -229,7 +229,7 @@ async def test_gate_json_and_gate_md_carry_the_order_and_what_did_not_run(
     node = world.inventory.node("n")
     steady = SteadyPhase(node, world.inventory, 0.0, BACKGROUND_PROFILE,
                          say=lambda _line: None, runs_dir=world.out / "steady")
-    result = await gate._run_gate(world.inventory, [(node, steady)], "cand", world.out,
+    result = await gate.run_gate(world.inventory, [(node, steady)], "cand", world.out,
                                   False, (), world.out / "none", order, True)
     assert seen["first"] == ("test_limits", "test_oom", "test_soak")
     assert "--current-context-limit" not in seen["argv"], "the engine did not say"
@@ -266,7 +266,7 @@ async def test_the_limits_probe_gets_the_current_configs_context_limit(
     node = world.inventory.node("n")
     steady = SteadyPhase(node, world.inventory, 0.0, BACKGROUND_PROFILE,
                          say=lambda _line: None, runs_dir=world.out / "steady")
-    result = await gate._run_gate(world.inventory, [(node, steady)], "cand", world.out,
+    result = await gate.run_gate(world.inventory, [(node, steady)], "cand", world.out,
                                   False, ("-k", "limits"), world.out / "none", ScenarioOrder(),
                                   True)
     assert result.decision == "pass", result.why

@@ -249,7 +249,7 @@ class _PoolWorld:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, collected: dict[str, list[str]]
                  ) -> None:
-        from faultkit.commands import gate
+        from faultkit.gate import run as gate
         from faultkit.gate import steady as gate_steady
         from faultkit.gate.steady import SteadyState
         from faultkit.probes.health import ProbeResult
@@ -296,7 +296,7 @@ async def test_a_pool_node_with_no_share_runs_nothing_and_the_gate_still_passes(
     """More nodes than scenarios: the node left without a share starts no scenario run
     (pytest would exit 5, "no tests collected", and fail the gate); both nodes are still
     rolled out, judged and restored."""
-    from faultkit.commands import gate
+    from faultkit.gate import run as gate
     from faultkit.gate.steady import SteadyPhase
     from faultkit.load.profile import BACKGROUND_PROFILE
 
@@ -309,7 +309,7 @@ async def test_a_pool_node_with_no_share_runs_nothing_and_the_gate_still_passes(
     phases = [(n, SteadyPhase(n, inventory, 1.0, BACKGROUND_PROFILE, say=lambda _line: None,
                               runs_dir=out / "steady")) for n in nodes]
     out.mkdir()
-    result = await gate._run_gate(inventory, phases, "sim-vllm-good", out, False, (),
+    result = await gate.run_gate(inventory, phases, "sim-vllm-good", out, False, (),
                                   tmp_path / "no-earlier-runs", ScenarioOrder(), True)
     assert world.shares == {"sim-vllm": ["test_kill[sim-vllm]"]}
     assert result.decision == "pass", result.why
@@ -357,7 +357,7 @@ def test_a_collection_that_failed_after_the_gate_stopped_is_not_logged_at_exit()
     retrieved' log — without ``_drop`` it does (the control)."""
     import gc
 
-    from faultkit.commands import gate
+    from faultkit.gate import run as gate
 
     async def collect() -> None:
         raise RuntimeError("collection failed")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from faultkit.commands import gate
+from faultkit.gate import run as gate
 from faultkit.gate import steady as gate_steady
 from faultkit.gate.order import ScenarioOrder
 from faultkit.gate.steady import SteadyPhase, SteadyState
@@ -98,7 +98,7 @@ class World:
         node = self.inventory.node("n")
         steady = SteadyPhase(node, self.inventory, seconds, BACKGROUND_PROFILE,
                              say=lambda _line: None, runs_dir=self.out / "steady")
-        result = await gate._run_gate(self.inventory, [(node, steady)], "cand", self.out, False,
+        result = await gate.run_gate(self.inventory, [(node, steady)], "cand", self.out, False,
                                       (), self.out / "no-earlier-runs", ScenarioOrder(), True)
         return result.to_json()  # what gate.json holds
 
