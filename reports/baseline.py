@@ -55,5 +55,7 @@ def baseline_view(
     tolerances: dict[str, Any] = (baseline["tolerances"]
                                   if isinstance(baseline.get("tolerances"), dict) else {})
     rule = "; ".join(f"{name.removesuffix('_s')} {text}" for name, text in tolerances.items())
+    resolution = baseline.get("detection_resolution_s")
     return {"dir": str(baseline.get("dir")), "compared": bool(runs), "rows": rows,
-            "peaks": peaks, "rule": f"({rule})" if rule else ""}
+            "peaks": peaks, "rule": f"({rule})" if rule else "",
+            "detection_resolution": f"{resolution:g} s" if is_number(resolution) else None}

@@ -254,13 +254,15 @@ def _count(value: Any) -> int | None:
 
 def judge_against_baseline(
     result: GateResult, baseline_dir: Path, *, say: Callable[[str], None],
-    nodes: Collection[str] = (),
+    nodes: Collection[str] = (), detection_resolution_s: float | None = None,
 ) -> None:
     """Compare the candidate's scenario figures with the current config's earlier runs of
     the same scenarios (the module docstring); a regression beyond the tolerance fails a
     gate that had passed, and is listed either way. ``say`` gets one progress line.
     ``nodes``: a pool's nodes (default: the gate's node) — a scenario's test name names
-    its node, so each is compared with its own node's earlier run."""
+    its node, so each is compared with its own node's earlier run.
+    ``detection_resolution_s``: how finely a detection time is known (Prometheus' scrape
+    and evaluation interval), kept beside the figures for gate.md to state."""
     assert result.node is not None and result.started_at is not None
     baselines = find_baselines(
         baseline_dir, node=nodes or result.node, config=result.current,
@@ -271,6 +273,7 @@ def judge_against_baseline(
         "runs": {test: b.to_json() for test, b in baselines.items()},
         "regressions": [r.to_json() for r in regressions],
         "tolerances": {figure: t.describe() for figure, t in TOLERANCES.items()},
+        "detection_resolution_s": detection_resolution_s,
     }
     lines = [r.line() for r in regressions]
     if baselines:

@@ -163,7 +163,8 @@ async def run_gate(
         result.decision, result.why = decision.decision, decision.why
         result.not_passed, result.accepted = list(decision.not_passed), list(decision.accepted)
         judge_against_baseline(result, baseline_dir, say=_say,
-                               nodes=[m.node.name for m in pool])
+                               nodes=[m.node.name for m in pool],
+                               detection_resolution_s=inventory.prometheus.scrape_interval_s)
         if result.passed and promote:
             for member in pool:
                 member.rollout.promote()

@@ -169,7 +169,7 @@ def test_a_regression_fails_a_gate_that_passed_and_is_shown_in_gate_md(tmp_path:
     result = gate_result([row("test_kill[llama]", recovery_s=40.2),
                           row("test_limits[llama]", detection_s=None, recovery_s=None, lost=0),
                           row("test_partition[llama-refuse]", lost=72)])
-    judge_against_baseline(result, runs, say=print)
+    judge_against_baseline(result, runs, say=print, detection_resolution_s=1.0)
     assert result.decision == "fail"
     assert result.why is not None and result.why.startswith(
         "1 figure regression(s) against llama-good: test_kill[llama]: recovery 0.5 s")
@@ -190,6 +190,7 @@ def test_a_regression_fails_a_gate_that_passed_and_is_shown_in_gate_md(tmp_path:
         in md
     assert "| test\\_partition\\[llama-refuse\\] | — | — | — | none: not compared |" in md
     assert not table_problems(md)
+    assert "scraped and evaluated every 1 s: it is known to within 1 s" in md
 
 
 def test_no_baseline_compares_nothing_and_keeps_the_decision(tmp_path: Path) -> None:
