@@ -64,7 +64,8 @@ def dry_run(inventory: Inventory, node: Node, config: str, pytest_args: tuple[st
     if steady_s:
         click.echo("capabilities compared beside each steady state: context limit per request "
                    f"(any drop fails), KV cache (below ×{KV_RATIO_MIN:g} of the current's "
-                   "fails)")
+                   "fails), sequences at once where the engine serves a fixed number (any "
+                   "drop fails)")
     check = speculation_check(inventory, node, config, steady_s, click.echo)
     if check is not None:
         click.echo(f"speculative decoding changes ({check.current_spec or 'off'} → "

@@ -49,13 +49,15 @@ def scenarios_dir() -> Path:
 
 def scenario_argv(inventory: Inventory, node: Node, config: str, out: Path,
                    junit: Path | None, pytest_args: Sequence[str]) -> list[str]:
-    """The pytest command of the gate scenarios on ``node`` (``junit`` None: collect only)."""
-    report = [f"--junitxml={junit}", "-o", "junit_family=xunit2",
-              "-p", "faultkit.gate.feed"] if junit is not None else []
+    """The pytest command of the gate scenarios on ``node`` (``junit`` None: no report, as
+    for a collection or a dry run). The feed plugin is always loaded: it orders and
+    narrows the run from its environment (:mod:`.feed`)."""
+    report = ([f"--junitxml={junit}", "-o", "junit_family=xunit2"] if junit is not None
+              else [])
     return [sys.executable, "-m", "pytest", str(scenarios_dir()), "-m", "gate",
             "-p", "no:cacheprovider", *ASYNC_INI, "--node", node.name,
             "--inventory", str(inventory.source), "--runs-dir", str(out / "runs"),
-            "--serving-config", config, *report, *pytest_args]
+            "--serving-config", config, "-p", "faultkit.gate.feed", *report, *pytest_args]
 
 
 def scenario_args(pytest_args: Sequence[str], *, soak_s: float, full: bool
