@@ -10,15 +10,16 @@ INCONCLUSIVE measurement (docs/definitions.md, "Missing evidence").
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from faultkit.model.events import EventKind
 from faultkit.model.records import CLIENT_SIDE, LATE_CLIENT_S, Event, RequestRecord
 from faultkit.model.timestamps import utc_clock
 from slo.effect import Effect
 
-__all__ = ["CLIENT_STALL", "client_gaps", "evidence_gaps", "is_client_stall", "late_gap",
-           "sent_late"]
+__all__ = ["CLIENT_STALL", "client_gaps", "evidence_gaps", "harness_stalled", "is_client_stall",
+           "late_gap", "sent_late"]
 
 #: how every gap of a stalled load client begins: the client could not vouch for what it
 #: saw, for the node or against it (a run INCONCLUSIVE for this says nothing of the node)
@@ -78,6 +79,22 @@ def is_client_stall(reason: str) -> bool:
     """Whether an evidence gap is the load client's stall (:func:`client_gaps`,
     :func:`late_gap`), not missing evidence of the node."""
     return reason.startswith(CLIENT_STALL)
+
+
+def harness_stalled(measurement: Mapping[str, Any]) -> bool:
+    """Whether an INCONCLUSIVE run's missing evidence is the load client's own stall, read
+    from its measurement.json: requests lost to it (``lost_by_class`` ``client_stalled``),
+    requests it sent late across an outage edge (``sent_late``), or a missing-evidence
+    reason that is its stall (:func:`is_client_stall`). Such a run says nothing of the
+    node, for or against, and may be run again (docs/definitions.md)."""
+    lost = measurement.get("lost_by_class")
+    reasons = measurement.get("inconclusive")
+    late = measurement.get("sent_late")
+    return ((isinstance(lost, Mapping) and (lost.get("client_stalled") or 0) > 0)
+            or (isinstance(late, int | float) and late > 0)
+            # a run the node served through counts no loss: its stall is only named
+            or (isinstance(reasons, list)
+                and any(isinstance(r, str) and is_client_stall(r) for r in reasons)))
 
 
 def sent_late(

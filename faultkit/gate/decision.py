@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -21,11 +21,12 @@ import yaml
 from faultkit.gate.baseline import run_figures
 from faultkit.inventory import Inventory
 from faultkit.rundir import RunDir, UnreadableRunFile
+from slo.gaps import harness_stalled
 from slo.types import read_verdict
 from slo.verdict import Verdict
 
-__all__ = ["GateDecision", "NotRun", "ScenarioOutcome", "ScenarioResult", "config_diff",
-           "decide", "merge_junit", "not_run", "read_junit"]
+__all__ = ["GateDecision", "NotRun", "ScenarioOutcome", "ScenarioResult", "client_stalled",
+           "config_diff", "decide", "merge_junit", "not_run", "read_junit", "replace_cases"]
 
 
 #: a gate scenario's result: its verdict, or SKIPPED (did not run: no evidence at all)
@@ -52,6 +53,9 @@ class ScenarioOutcome:
     lost: int | None = None
     #: the overload scenario's served rate under its flood (its saturation point)
     peak_rps: float | None = None
+    #: INCONCLUSIVE because the load client stalled (:func:`slo.gaps.harness_stalled`): it
+    #: says nothing of the node, and the gate runs it again once
+    harness_stalled: bool = False
 
     @property
     def passed(self) -> bool:
@@ -197,12 +201,33 @@ def read_junit(path: Path) -> list[ScenarioOutcome]:
             why = _reasons(verdict, outcome) or why
         figures = (run_figures(RunDir(Path(run_dir))) if run_dir and outcome != "SKIPPED"
                    else {})
+        stalled = (outcome == "INCONCLUSIVE" and run_dir is not None
+                   and client_stalled(Path(run_dir)))
         outcomes.append(
             ScenarioOutcome(
-                name=case.get("name", "?"), outcome=outcome, why=why, run_dir=run_dir, **figures
+                name=case.get("name", "?"), outcome=outcome, why=why, run_dir=run_dir,
+                harness_stalled=stalled, **figures
             )
         )
     return outcomes
+
+
+def replace_cases(junit: Path, again: Path, names: Collection[str]) -> None:
+    """Rewrite ``junit`` with its test cases named in ``names`` taken out and the test
+    suites of ``again`` (a second run of them, and of what the first left) added: the
+    later attempt's outcome stands, once."""
+    root = ET.parse(junit).getroot() if junit.exists() else ET.Element("testsuites")
+    for suite in root.iter("testsuite"):
+        for case in [c for c in suite.findall("testcase") if c.get("name") in names]:
+            suite.remove(case)
+    if root.tag == "testsuite":
+        wrapper = ET.Element("testsuites")
+        wrapper.append(root)
+        root = wrapper
+    if again.exists():
+        second = ET.parse(again).getroot()
+        root.extend([second] if second.tag == "testsuite" else list(second.iter("testsuite")))
+    ET.ElementTree(root).write(junit, encoding="utf-8", xml_declaration=True)
 
 
 def merge_junit(parts: Sequence[Path], out: Path) -> None:
@@ -233,6 +258,16 @@ def _case_result(case: ET.Element, verdict: str | None) -> tuple[ScenarioResult,
             ).strip()
         return "FAIL", message
     return "PASS", "all checks passed"
+
+
+def client_stalled(run_dir: Path) -> bool:
+    """Whether the run's measurement.json says its load client stalled
+    (:func:`slo.gaps.harness_stalled`; unreadable or absent: no)."""
+    run = RunDir(run_dir)
+    try:
+        return harness_stalled(run.read_object(run.measurement_json))
+    except UnreadableRunFile:
+        return False
 
 
 def _verdict(run_dir: Path) -> Verdict | None:

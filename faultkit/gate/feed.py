@@ -41,6 +41,7 @@ from typing import IO, Any
 
 import pytest
 
+from faultkit.gate.decision import client_stalled
 from faultkit.gate.order import first_rank
 from faultkit.runtime.progress import Progress
 
@@ -95,15 +96,18 @@ class _Feed:
                 "duration_s": round(sum(r.duration for r in reports), 3),
             }
         )
-        self._stop_with_the_pool(name, category == "passed")
+        self._stop_with_the_pool(name, category == "passed", reports)
 
-    def _stop_with_the_pool(self, name: str, passed: bool) -> None:
+    def _stop_with_the_pool(self, name: str, passed: bool,
+                            reports: list[pytest.TestReport]) -> None:
         """A pool node's run (``$FAULTKIT_GATE_STOP_FILE``, shared by the pool's runs):
         a scenario that did not pass writes the file; once it exists, every run ends after
-        its scenario in hand — as ``-x`` ends its own (exit 1), none cut short."""
+        its scenario in hand — as ``-x`` ends its own (exit 1), none cut short. A scenario
+        INCONCLUSIVE because the load client stalled does not write it: the gate runs it
+        again (:func:`faultkit.gate.run.run_gate`), and it decides nothing yet."""
         if self.stop_file is None:
             return
-        if not passed and not self.stop_file.exists():
+        if not passed and not self.stop_file.exists() and not _client_stalled(reports):
             self.stop_file.write_text(name, encoding="utf-8")
         if self.stop_file.exists() and self.session is not None and passed:
             failed = self.stop_file.read_text(encoding="utf-8", errors="replace").strip()
@@ -112,6 +116,14 @@ class _Feed:
 
     def close(self) -> None:
         self.fh.close()
+
+
+def _client_stalled(reports: list[pytest.TestReport]) -> bool:
+    """Whether the scenario's run directory (its ``faultkit_run_dir`` property) says it was
+    INCONCLUSIVE because the load client stalled (:func:`.decision.client_stalled`)."""
+    run_dir = next((str(v) for r in reports for k, v in r.user_properties
+                    if k == "faultkit_run_dir"), None)
+    return run_dir is not None and client_stalled(Path(run_dir))
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -11,6 +11,7 @@ promote — also when it is cancelled (a signal) or fails. The decision's rules 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,6 +27,7 @@ from faultkit.gate.decision import (
     merge_junit,
     not_run,
     read_junit,
+    replace_cases,
 )
 from faultkit.gate.feed import collected_names
 from faultkit.gate.order import ScenarioOrder
@@ -45,12 +47,15 @@ from faultkit.gate.steady import SteadyPhase
 from faultkit.inventory import Inventory, Node
 from faultkit.model.records import Event, JsonlWriter
 from faultkit.rundir import GateDir, GateResult
+from faultkit.runtime.progress import Progress
 from faultkit.sweep import sweep
 
 __all__ = ["DEFAULT_SOAK_S", "POOL_STOP_FILE", "run_gate"]
 
 #: test_soak's length in a gate, seconds
 DEFAULT_SOAK_S = 60.0
+#: where a scenario run's second attempt writes (a stalled client's scenarios, run again)
+RESUME_DIR = "run-again"
 
 
 async def run_gate(
@@ -141,15 +146,18 @@ async def run_gate(
             _say(f"{config} is serving on {len(pool)} nodes; running the gate scenarios, "
                  "split: " + "; ".join(f"{m.node.name} {len(m.scenarios)} (~{m.expected_s:.0f} s)"
                                       for m in pool))
-        codes = await asyncio.gather(*(
-            run_scenarios(
-                scenario_argv(inventory, m.node, config, out, junit, lane_args[m.node.name]),
-                lane_out,
+        runs = await asyncio.gather(*(
+            _run_lane(
+                functools.partial(_lane_argv, inventory, m.node, config, out,
+                                  lane_args[m.node.name]),
+                junit, lane_out,
                 gate_progress(m.node.name) if pooled else None,
                 only=[t.rsplit("::", 1)[-1] for t in m.scenarios] if pooled else None,
                 first=order.first,
                 stop_file=out / POOL_STOP_FILE if pooled and stop_at_first else None)
             for m, junit, lane_out in lanes))
+        codes = [code for code, _ in runs]
+        result.reruns = [r for _, reruns in runs for r in reruns]
         if collecting is not None:
             merge_junit([junit for _m, junit, _o in lanes], GateDir(out).junit_xml)
         outcomes = read_junit(GateDir(out).junit_xml)
@@ -187,6 +195,44 @@ async def run_gate(
             result.pool = [m.to_json(GateDir(out / "pool" / m.node.name).junit_xml)
                            for m in pool]
         timeline.close()
+
+
+def _lane_argv(inventory: Inventory, node: Node, config: str, out: Path,
+               args: Sequence[str], junit: Path) -> list[str]:
+    """A node's scenario pytest command, writing its JUnit XML to ``junit``."""
+    return scenario_argv(inventory, node, config, out, junit, args)
+
+
+async def _run_lane(
+    argv: Callable[[Path], list[str]], junit: Path, lane_out: Path, progress: Progress | None,
+    *, only: Sequence[str] | None, first: Sequence[str], stop_file: Path | None,
+) -> tuple[int, list[dict[str, Any]]]:
+    """One scenario run (``argv(junit)``), then — when scenarios were INCONCLUSIVE because
+    the load client stalled, which says nothing of the node — one more run, alone, of
+    those and of what the first run left, in order; their later outcomes stand in
+    ``junit`` (:func:`.decision.replace_cases`). Returns the exit code that stands and one
+    record per scenario run again (its first outcome)."""
+    code = await run_scenarios(argv(junit), lane_out, progress, only=only, first=first,
+                               stop_file=stop_file)
+    outcomes = read_junit(junit)
+    stalled = [o for o in outcomes if o.harness_stalled]
+    if not stalled:
+        return code, []
+    collected = collected_names(GateDir(lane_out).feed_jsonl) or []
+    left = [n.name for n in not_run(collected, outcomes, code, stopped_at=None)]
+    again = [o.name for o in stalled] + left
+    _say(f"run again, once: {', '.join(o.name for o in stalled)} (INCONCLUSIVE because the "
+         "load client stalled: it says nothing of the node)"
+         + (f", then the {len(left)} scenario(s) not run yet" if left else ""))
+    resume_out = lane_out / RESUME_DIR
+    resume_out.mkdir(exist_ok=True)
+    resumed = await run_scenarios(argv(GateDir(resume_out).junit_xml), resume_out, progress,
+                                  only=again, first=first, stop_file=stop_file)
+    replace_cases(junit, GateDir(resume_out).junit_xml, {o.name for o in stalled})
+    others_failed = any(not o.passed and not o.harness_stalled for o in outcomes)
+    reruns = [{"name": o.name, "why": "INCONCLUSIVE because the load client stalled",
+               "first": o.to_json()} for o in stalled]
+    return (max(code, resumed) if others_failed else resumed), reruns
 
 
 def _emitter(timeline: JsonlWriter, node: Node | None) -> Callable[[Event], None]:

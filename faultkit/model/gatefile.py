@@ -39,6 +39,9 @@ class GateResult:
     order: dict[str, Any] | None = None
     #: the scenarios collected and never run, and why (``NotRun.to_json()``: name, why, line)
     not_run: list[dict[str, Any]] = field(default_factory=list)
+    #: scenarios run a second time, once, because their first run was INCONCLUSIVE for the
+    #: load client's stall: ``{"name", "why", "first"}`` (``first``: that outcome's row)
+    reruns: list[dict[str, Any]] = field(default_factory=list)
     rollout: dict[str, Any] = field(default_factory=dict)
     steady_state: dict[str, Any] | None = None
     #: the current config's earlier runs of the gate scenarios and the candidate's figure
@@ -89,6 +92,7 @@ class GateResult:
             scenarios=objects_of(data.get("scenarios")),
             order=object_of(data.get("order")) or None,
             not_run=objects_of(data.get("not_run")),
+            reruns=objects_of(data.get("reruns")),
             rollout=object_of(data.get("rollout")),
             steady_state=steady if isinstance(steady, dict) else None,
             baseline=object_of(data.get("baseline")) or None,

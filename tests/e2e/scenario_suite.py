@@ -17,7 +17,7 @@ from typing import Any
 from faultkit.commands.lanes_run import NOT_APPLICABLE
 from faultkit.inventory import Inventory
 from faultkit.lanes import plan_passes, run_side_by_side
-from slo.gaps import is_client_stall
+from slo.gaps import harness_stalled
 from tests.e2e.conftest import REPO
 
 #: the catalogue runs in this many lanes side by side (faultkit.lanes.plan_passes), with
@@ -55,18 +55,9 @@ class Outcome:
         return f"{self.classname.replace('.', '/')}.py::{self.test_id}"
 
     def harness_stalled(self) -> bool:
-        """INCONCLUSIVE because the load client itself stalled: a request it could not
-        vouch for (``client_stalled`` in the measurement, requests it sent late,
-        ``sent_late``, or a missing-evidence reason that is the client's stall,
-        :func:`slo.gaps.is_client_stall`; docs/definitions.md). Such a run
-        says nothing of the node, for or against."""
-        measurement = self.measurement() or {}
-        lost = measurement.get("lost_by_class") or {}
-        reasons = measurement.get("inconclusive") or []
-        return self.verdict == "INCONCLUSIVE" and (
-            lost.get("client_stalled", 0) > 0 or (measurement.get("sent_late") or 0) > 0
-            # a run the node served through counts no loss: its stall is only named
-            or any(isinstance(r, str) and is_client_stall(r) for r in reasons))
+        """INCONCLUSIVE because the load client itself stalled (:func:`slo.gaps.harness_stalled`,
+        the gate's rule too). Such a run says nothing of the node, for or against."""
+        return self.verdict == "INCONCLUSIVE" and harness_stalled(self.measurement() or {})
 
 
 def run_scenarios(

@@ -324,3 +324,82 @@ def test_a_pool_node_stops_after_its_scenario_in_hand_once_another_failed(
                    stopped_at="test_a_fails")
     assert [n.name for n in left] == ["test_b2", "test_b3"]
     assert left[0].why.startswith("the decision was FAIL at test_a_fails")
+
+
+_STALLS_ONCE = '''
+import json
+import os
+import pathlib
+
+
+def test_stalls(record_property):
+    marker = pathlib.Path(os.environ["FIRST_DONE"])
+    first = not marker.exists()
+    marker.touch()
+    run_dir = pathlib.Path(os.environ["RUNS"]) / ("first" if first else "second")
+    run_dir.mkdir(parents=True)
+    (run_dir / "measurement.json").write_text(json.dumps({"sent_late": 2 if first else 0}))
+    record_property("faultkit_run_dir", str(run_dir))
+    if first:
+        record_property("faultkit_verdict", "INCONCLUSIVE")
+        raise AssertionError("INCONCLUSIVE: the load client's event loop stalled")
+
+
+def test_after():
+    pass
+'''
+
+
+async def test_a_scenario_the_load_client_stalled_runs_again_with_what_it_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real pytest run stopped (-x) at a scenario INCONCLUSIVE for the client's stall
+    (its measurement.json: requests sent late): the lane runs it again, once, with the
+    scenario it left; the second outcomes stand in its JUnit file and the first is kept."""
+    lane = tmp_path / "lane"
+    lane.mkdir()
+    (lane / "test_lane.py").write_text(_STALLS_ONCE)
+    monkeypatch.setenv("FIRST_DONE", str(tmp_path / "first-done"))
+    monkeypatch.setenv("RUNS", str(tmp_path / "runs"))
+
+    def argv(junit: Path) -> list[str]:
+        return [sys.executable, "-m", "pytest", str(lane / "test_lane.py"), "-q",
+                "-p", "no:cacheprovider", "-p", "faultkit.gate.feed", "-x",
+                f"--junitxml={junit}"]
+
+    code, reruns = await gate._run_lane(argv, GateDir(lane).junit_xml, lane, _quiet(),
+                                        only=None, first=(), stop_file=None)
+    assert code == 0
+    merged = read_junit(GateDir(lane).junit_xml)
+    assert sorted((o.name, o.outcome) for o in merged) == [("test_after", "PASS"),
+                                                           ("test_stalls", "PASS")]
+    (rerun,) = reruns
+    assert rerun["name"] == "test_stalls" and rerun["first"]["outcome"] == "INCONCLUSIVE"
+    assert rerun["first"]["run_dir"].endswith("first")
+
+
+def test_a_stalled_scenario_does_not_stop_the_pool(tmp_path: Path) -> None:
+    """Its verdict is not in yet (it runs again): the pool's stop file stays unwritten."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "measurement.json").write_text(json.dumps(
+        {"lost_by_class": {"client_stalled": 1}}))
+    stop = tmp_path / "pool-stop"
+    plugin = SimpleNamespace(stop_file=stop, session=None)
+    report = SimpleNamespace(user_properties=[("faultkit_run_dir", str(run_dir))])
+    feed._Feed._stop_with_the_pool(plugin, "test_x[n]", False, [report])  # type: ignore[arg-type]
+    assert not stop.exists()
+    (run_dir / "measurement.json").write_text(json.dumps({"lost_by_class": {}}))
+    feed._Feed._stop_with_the_pool(plugin, "test_x[n]", False, [report])  # type: ignore[arg-type]
+    assert stop.read_text() == "test_x[n]"
+
+
+def test_gate_md_lists_the_scenarios_run_again(tmp_path: Path) -> None:
+    first = outcome("test_kill[n]", "INCONCLUSIVE").to_json()
+    data = {"node": "n", "candidate": "cand", "decision": "pass", "why": "all passed",
+            "scenarios": [outcome("test_kill[n]").to_json()],
+            "reruns": [{"name": "test_kill[n]", "why": "stalled", "first": first}]}
+    md = render_gate(GateResult.from_json(data), tmp_path / "gate.md").read_text()
+    md = md.replace("\\", "")
+    assert "Run again, once (1): INCONCLUSIVE because the load client stalled" in md
+    assert "- test_kill[n]: first run test_kill[n]: INCONCLUSIVE — missing evidence: why" in md
