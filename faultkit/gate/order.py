@@ -116,7 +116,8 @@ def config_changes(current: ServingConfig | None, candidate: ServingConfig) -> l
     """What differs between the two configs, as names: an engine flag as it is spelled
     (``--max-model-len``, ``-c``) when it is added, removed or given another value,
     ``entrypoint`` for the executable, ``env FOO`` for an environment variable, the field's
-    name for any other serving field. Everything, when the current config is unknown."""
+    name for any other serving field. With the current config unknown, the candidate's
+    entrypoint and every flag count as changed."""
     if current is None:
         return ["entrypoint", *_flags(candidate.command)[1]]
     changes = []
