@@ -5,6 +5,9 @@ bound — so the latency objective is *reported* (the saturation point: offered 
 rate and the TTFT the flood saw), not gated. The verdict is what must hold anyway: the
 node does not crash, loses no more than 5 % of the users' requests while flooded, and is
 back in steady state within the recovery objective once the flood stops.
+
+It is a gate scenario: the rate it served under the flood is the config's peak throughput,
+which ``faultkit gate`` holds against the current config's (docs/gate.md, "Capabilities").
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ def saturation(records: list[RequestRecord], offered_rps: float) -> dict[str, An
     }
 
 
+@pytest.mark.gate
 @pytest.mark.fault("flood")
 async def test_overload(experiment: Experiment) -> None:
     # One flood at a time on this machine (faultkit.runtime.machinelock): beside the other lane's

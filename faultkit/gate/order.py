@@ -6,7 +6,8 @@ that exercise what the diff touches go first, and a broken candidate is judged i
 of one scenario rather than after the whole catalogue (docs/gate.md, "Scenario order"):
 
 - context, KV cache, batching or memory (``--max-model-len``, ``--gpu-memory-utilization``,
-  ``-c``, ``--cache-ram``, the container's memory limit, …) → limits, oom, soak;
+  ``-c``, ``--cache-ram``, the container's memory limit, …) → limits, oom, soak, overload
+  (the peak throughput);
 - what starts and how it restarts (the image, the executable, the model, the restart
   policy) → kill, engine death;
 - where it listens (``--port``, ``--host``) → partition.
@@ -45,7 +46,7 @@ class RiskArea:
 RISK_AREAS: tuple[RiskArea, ...] = (
     RiskArea(
         "context, KV cache, batching or memory",
-        ("test_limits", "test_oom", "test_soak"),
+        ("test_limits", "test_oom", "test_soak", "test_overload"),
         flags=frozenset({
             # vLLM
             "max-model-len", "gpu-memory-utilization", "enable-chunked-prefill",

@@ -57,10 +57,12 @@ __all__ = [
 #: ``bench/gate_pool.py``: bad_input 12.8, limits 13.8, oom 14.0, kill 16.0, engine_death
 #: 17.0; a partition 21-31 — its 8 s cut, recovery, the hold, and draining the requests the
 #: cut left hanging; an engine stall about 60: its hold past the 30 s detection objective,
-#: the backlog it released and the recovery hold). The split only needs their relative lengths.
+#: the backlog it released and the recovery hold; the overload's flood 25-27, the catalogue's
+#: runs of it). The split only needs their relative lengths.
 SCENARIO_S: Mapping[str, float] = {
     "test_bad_input": 13.0, "test_limits": 14.0, "test_oom": 14.0, "test_kill": 16.0,
     "test_engine_death": 17.0, "test_partition": 25.0, "test_engine_stall": 60.0,
+    "test_overload": 27.0,
 }
 #: a gate scenario not in :data:`SCENARIO_S`
 FAULT_SCENARIO_S = 16.0

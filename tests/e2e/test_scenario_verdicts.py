@@ -468,7 +468,7 @@ def test_gate_fails_the_oom_prone_config_and_rolls_back(lab: Lab, tmp_path: Path
     left = {n["name"]: n["why"] for n in data["not_run"]}
     assert {name.split("[")[0] for name in left} == {
         "test_bad_input", "test_engine_death", "test_engine_stall", "test_kill", "test_oom",
-        "test_partition", "test_soak"}, left
+        "test_overload", "test_partition", "test_soak"}, left
     assert all(w.startswith("the decision was FAIL at test_limits[sim-vllm]")
                for w in left.values()), left
     assert "Not run (" in md
@@ -665,7 +665,7 @@ def test_gate_passes_the_known_good_config(lab: Lab, planted_gate: PlantedGate) 
     assert (data["current"], data["candidate"]) == (RUNNING_BEFORE, CONFIG), data
     ran = {s["name"].split("[")[0] for s in data["scenarios"]}
     assert {"test_bad_input", "test_engine_death", "test_engine_stall", "test_kill",
-            "test_limits", "test_oom", "test_partition", "test_soak"} <= ran, ran
+            "test_limits", "test_oom", "test_overload", "test_partition", "test_soak"} <= ran, ran
     assert all(s["outcome"] in ("PASS", "ACCEPTED") for s in data["scenarios"]), data["scenarios"]
     assert "PASS" in md
     steady = data["steady_state"]
@@ -765,7 +765,8 @@ GATE_KEYS = {"test_bad_input[{node}]", "test_engine_death[{node}]",
              "test_engine_stall[{node}]", "test_kill[{node}]",
              "test_limits[{node}]", "test_oom[{node}-long-prefill]",
              "test_oom[{node}-over-context]", "test_partition[{node}-refuse]",
-             "test_partition[{node}-blackhole]", "test_soak[{node}]"}
+             "test_partition[{node}-blackhole]", "test_soak[{node}]",
+             "test_overload[{node}]"}
 #: the gate scenarios that stop the engine (Docker reports a ``die`` of its container); an
 #: oom scenario passes on the known-good config only if the engine does *not* die
 STOPS_ENGINE = ("test_kill[", "test_engine_death[")

@@ -56,12 +56,12 @@ def test_context_and_memory_flags_put_limits_oom_and_soak_first() -> None:
     and chunked prefill (the inventory's own YAML): limits, oom and soak run first."""
     inventory = load_inventory(LAB)
     order = gate_order(inventory, inventory.node("sim-vllm"), "sim-vllm-bad-oom")
-    assert order.first == ("test_limits", "test_oom", "test_soak")
+    assert order.first == ("test_limits", "test_oom", "test_soak", "test_overload")
     assert set(order.touched["context, KV cache, batching or memory"]) == {
         "--gpu-memory-utilization", "--enable-chunked-prefill", "--no-enable-chunked-prefill"}
     assert not order.unknown
     assert "--gpu-memory-utilization" in order.why() and order.why().startswith(
-        "test_limits, test_oom, test_soak first")
+        "test_limits, test_oom, test_soak, test_overload first")
 
 
 def test_a_model_change_puts_the_kill_and_the_engine_death_after_the_memory_scenarios() -> None:
@@ -69,8 +69,8 @@ def test_a_model_change_puts_the_kill_and_the_engine_death_after_the_memory_scen
     table's order; single-dash flags keep their spelling."""
     inventory = load_inventory(LAB)
     order = gate_order(inventory, inventory.node("llama"), "llama-bad-model")
-    assert order.first == ("test_limits", "test_oom", "test_soak", "test_kill",
-                           "test_engine_death")
+    assert order.first == ("test_limits", "test_oom", "test_soak", "test_overload",
+                           "test_kill", "test_engine_death")
     assert order.touched["what starts and how it restarts"] == ("-m",)
 
 
@@ -111,8 +111,8 @@ def test_container_fields_fall_in_their_areas() -> None:
     order = scenario_order(config_changes(before, after))
     assert order.touched == {"context, KV cache, batching or memory": ("memory",),
                              "what starts and how it restarts": ("image", "restart")}
-    assert order.first == ("test_limits", "test_oom", "test_soak", "test_kill",
-                           "test_engine_death")
+    assert order.first == ("test_limits", "test_oom", "test_soak", "test_overload",
+                           "test_kill", "test_engine_death")
 
 
 def test_an_unknown_current_config_counts_every_flag_as_changed() -> None:
@@ -231,14 +231,14 @@ async def test_gate_json_and_gate_md_carry_the_order_and_what_did_not_run(
                          say=lambda _line: None, runs_dir=world.out / "steady")
     result = await gate.run_gate(world.inventory, [(node, steady)], "cand", world.out,
                                   False, (), world.out / "none", order, True)
-    assert seen["first"] == ("test_limits", "test_oom", "test_soak")
+    assert seen["first"] == ("test_limits", "test_oom", "test_soak", "test_overload")
     assert "--current-context-limit" not in seen["argv"], "the engine did not say"
     assert [n["name"] for n in result.not_run] == ["test_kill[n]", "test_soak[n]"]
     assert result.decision == "fail" and "2 not run" in str(result.why)
     assert result.order is not None and result.order["stop_at_first"] is True
     md = render_gate(GateResult.from_json(result.to_json()), world.out / "gate.md").read_text()
     md = md.replace("\\", "")  # the Markdown escapes of _ [ ] ( )
-    assert "Order: test_limits, test_oom, test_soak first: the diff touches" in md
+    assert "Order: test_limits, test_oom, test_soak, test_overload first: the diff touches" in md
     assert "Not run (2):" in md and "test_soak[n]: not run — the decision was FAIL" in md
 
 

@@ -341,14 +341,14 @@ def test_dry_run_prints_the_split_with_earlier_gates_durations(
     assert lines[0].startswith("the split across the pool (4 durations from earlier gates")
     shares = {line.split()[0]: line for line in lines[1:]}
     assert set(shares) == {"sim-vllm", "sim-vllm-h2"}
-    # sim-vllm: bad_input 13, engine_stall 60, kill 16, an oom 14, a partition 21 = 124 s;
-    # sim-vllm-h2: the soak 30 + 11, engine_death 17, limits 14, an oom 14, a partition 31
-    # = 117 s
-    assert shares["sim-vllm"].count("test_partition[") == 1 and "(~124 s)" in shares["sim-vllm"]
+    # sim-vllm: engine_death 17, engine_stall 60, kill 16, an oom 14, a partition 21 = 128 s;
+    # sim-vllm-h2: bad_input 13, limits 14, an oom 14, the overload 27, a partition 31, the
+    # soak 30 + 11 = 140 s
+    assert shares["sim-vllm"].count("test_partition[") == 1 and "(~128 s)" in shares["sim-vllm"]
     h2 = shares["sim-vllm-h2"]
-    assert h2.count("test_partition[") == 1 and "(~117 s)" in h2, h2
+    assert h2.count("test_partition[") == 1 and "(~140 s)" in h2, h2
     tests = [t for line in shares.values() for t in line.split(": ", 1)[1].split(", ")]
-    assert len(tests) == 10  # the gate's ten scenarios, each once
+    assert len(tests) == 11  # the gate's eleven scenarios, each once
 
 
 def test_a_collection_that_failed_after_the_gate_stopped_is_not_logged_at_exit() -> None:
