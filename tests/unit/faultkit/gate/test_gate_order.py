@@ -387,10 +387,10 @@ def test_a_stalled_scenario_does_not_stop_the_pool(tmp_path: Path) -> None:
     stop = tmp_path / "pool-stop"
     plugin = SimpleNamespace(stop_file=stop, session=None)
     report = SimpleNamespace(user_properties=[("faultkit_run_dir", str(run_dir))])
-    feed._Feed._stop_with_the_pool(plugin, "test_x[n]", False, [report])  # type: ignore[arg-type]
+    feed._Feed._stop_with_the_pool(plugin, "test_x[n]", False, [report])  # type: ignore[arg-type, list-item]
     assert not stop.exists()
     (run_dir / "measurement.json").write_text(json.dumps({"lost_by_class": {}}))
-    feed._Feed._stop_with_the_pool(plugin, "test_x[n]", False, [report])  # type: ignore[arg-type]
+    feed._Feed._stop_with_the_pool(plugin, "test_x[n]", False, [report])  # type: ignore[arg-type, list-item]
     assert stop.read_text() == "test_x[n]"
 
 
