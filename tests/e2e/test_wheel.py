@@ -98,12 +98,13 @@ def test_gate_dry_run_outside_a_checkout_touches_nothing(installed: Path, tmp_pa
     # each gate scenario printed its fault plan and acted on nothing
     assert "dry run: kill on sim-vllm" in out, out
     assert "dry run: partition on sim-vllm" in out, out
-    # the diff touches memory utilization and chunked prefill: limits, oom, soak first, and
-    # pytest's own progress lines list the scenario files in that order
-    assert "order: test_limits, test_oom, test_soak first" in out, out
+    # the diff touches memory utilization and chunked prefill: limits, oom, soak and overload
+    # first, and pytest's own progress lines list the scenario files in that order
+    assert "order: test_limits, test_oom, test_soak, test_overload first" in out, out
     files = [line.split("::")[0].rsplit("/", 1)[-1].split()[0] for line in out.splitlines()
              if "scenarios/test_" in line and (" s" in line or "PASSED" in line)]
-    assert files[:3] == ["test_limits.py", "test_oom.py", "test_soak.py"], files
+    assert files[:4] == ["test_limits.py", "test_oom.py", "test_soak.py", "test_overload.py"], \
+        files
     assert "rolling" not in out  # the rollout never started
     assert list(work.iterdir()) == []  # no runs/, no gate directory
     assert _container_state("faultkit-sim-vllm") == before  # Docker's own record: untouched
