@@ -14,6 +14,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -22,6 +23,7 @@ from faultkit.faults.rollout import Rollout
 from faultkit.gate.baseline import judge_against_baseline
 from faultkit.gate.decision import (
     NotRun,
+    ScenarioOutcome,
     config_diff,
     decide,
     merge_junit,
@@ -156,16 +158,16 @@ async def run_gate(
                 first=order.first,
                 stop_file=out / POOL_STOP_FILE if pooled and stop_at_first else None)
             for m, junit, lane_out in lanes))
-        codes = [code for code, _ in runs]
-        result.reruns = [r for _, reruns in runs for r in reruns]
+        codes = [run.code for run in runs]
+        result.reruns = [r for run in runs for r in run.reruns]
         if collecting is not None:
             merge_junit([junit for _m, junit, _o in lanes], GateDir(out).junit_xml)
-        outcomes = read_junit(GateDir(out).junit_xml)
+        outcomes = [o for run in runs for o in run.outcomes]  # each lane's JUnit, read once
         result.scenarios = [o.to_json() for o in outcomes]
         stopped_at = (next((o.name for o in outcomes if not o.passed), None)
                       if stop_at_first else None)
-        left = [n for (_m, junit, lane_out), code in zip(lanes, codes, strict=True)
-                for n in _left_in_lane(lane_out, junit, code, stopped_at)]
+        left = [n for (_m, _junit, lane_out), run in zip(lanes, runs, strict=True)
+                for n in _left_in_lane(lane_out, run, stopped_at)]
         result.not_run = [n.to_json() for n in left]
         decision = decide(outcomes, combined_exit(codes), config, left)
         result.decision, result.why = decision.decision, decision.why
@@ -203,21 +205,31 @@ def _lane_argv(inventory: Inventory, node: Node, config: str, out: Path,
     return scenario_argv(inventory, node, config, out, junit, args)
 
 
+@dataclass(frozen=True)
+class LaneRun:
+    """What one scenario run (a node's lane) left: pytest's exit code that stands, the
+    outcomes of its JUnit file, and the scenarios it ran again."""
+
+    code: int
+    outcomes: list[ScenarioOutcome]
+    reruns: list[dict[str, Any]] = field(default_factory=list)
+
+
 async def _run_lane(
     argv: Callable[[Path], list[str]], junit: Path, lane_out: Path, progress: Progress | None,
     *, only: Sequence[str] | None, first: Sequence[str], stop_file: Path | None,
-) -> tuple[int, list[dict[str, Any]]]:
+) -> LaneRun:
     """One scenario run (``argv(junit)``), then — when scenarios were INCONCLUSIVE because
     the load client stalled, which says nothing of the node — one more run, alone, of
     those and of what the first run left, in order; their later outcomes stand in
-    ``junit`` (:func:`.decision.replace_cases`). Returns the exit code that stands and one
-    record per scenario run again (its first outcome)."""
+    ``junit`` (:func:`.decision.replace_cases`). Returns the outcomes and exit code that
+    stand and one record per scenario run again (its first outcome)."""
     code = await run_scenarios(argv(junit), lane_out, progress, only=only, first=first,
                                stop_file=stop_file)
     outcomes = read_junit(junit)
     stalled = [o for o in outcomes if o.harness_stalled]
     if not stalled:
-        return code, []
+        return LaneRun(code, outcomes)
     collected = collected_names(GateDir(lane_out).feed_jsonl) or []
     left = [n.name for n in not_run(collected, outcomes, code, stopped_at=None)]
     again = [o.name for o in stalled] + left
@@ -232,7 +244,8 @@ async def _run_lane(
     others_failed = any(not o.passed and not o.harness_stalled for o in outcomes)
     reruns = [{"name": o.name, "why": "INCONCLUSIVE because the load client stalled",
                "first": o.to_json()} for o in stalled]
-    return (max(code, resumed) if others_failed else resumed), reruns
+    return LaneRun(max(code, resumed) if others_failed else resumed, read_junit(junit),
+                   reruns)
 
 
 def _emitter(timeline: JsonlWriter, node: Node | None) -> Callable[[Event], None]:
@@ -265,12 +278,11 @@ def _with_current_limit(pytest_args: tuple[str, ...], limit: int | None) -> tupl
                                               *pytest_args)
 
 
-def _left_in_lane(lane_out: Path, junit: Path, code: int, stopped_at: str | None
-                  ) -> list[NotRun]:
+def _left_in_lane(lane_out: Path, run: LaneRun, stopped_at: str | None) -> list[NotRun]:
     """The scenarios one scenario run collected and never ran (its feed's list against its
-    own JUnit file)."""
+    outcomes)."""
     collected = collected_names(GateDir(lane_out).feed_jsonl) or []
-    return not_run(collected, read_junit(junit), code, stopped_at=stopped_at)
+    return not_run(collected, run.outcomes, run.code, stopped_at=stopped_at)
 
 
 def _on(member: PoolNode, why: str, pooled: bool) -> str:

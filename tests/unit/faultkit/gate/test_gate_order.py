@@ -367,12 +367,15 @@ async def test_a_scenario_the_load_client_stalled_runs_again_with_what_it_left(
                 "-p", "no:cacheprovider", "-p", "faultkit.gate.feed", "-x",
                 f"--junitxml={junit}"]
 
-    code, reruns = await gate._run_lane(argv, GateDir(lane).junit_xml, lane, _quiet(),
-                                        only=None, first=(), stop_file=None)
+    run = await gate._run_lane(argv, GateDir(lane).junit_xml, lane, _quiet(),
+                               only=None, first=(), stop_file=None)
+    code, reruns = run.code, run.reruns
     assert code == 0
     merged = read_junit(GateDir(lane).junit_xml)
     assert sorted((o.name, o.outcome) for o in merged) == [("test_after", "PASS"),
                                                            ("test_stalls", "PASS")]
+    assert sorted((o.name, o.outcome) for o in run.outcomes) == sorted(
+        (o.name, o.outcome) for o in merged), "the lane's outcomes are its JUnit file's"
     (rerun,) = reruns
     assert rerun["name"] == "test_stalls" and rerun["first"]["outcome"] == "INCONCLUSIVE"
     assert rerun["first"]["run_dir"].endswith("first")
