@@ -24,7 +24,8 @@ from faultkit.lanes import HOST_WIDE_MARK, plan_passes
                    "in one process (repeatable; e.g. --alone llamacpp --alone litellm)")
 @click.option("--run", "run", is_flag=True,
               help="run the plan instead of printing it: a line per pass as it starts and "
-                   "ends, each pass's output in a log file; exits like pytest (1: a "
+                   "ends, each pass's output in a log file, a scenario the load client "
+                   "stalled in run once more alone at the end; exits like pytest (1: a "
                    "scenario failed)")
 @click.option("--logs", "logs", type=click.Path(file_okay=False, path_type=Path),
               help="with --run: where each pass's log and JUnit file go "
@@ -57,6 +58,7 @@ def lanes(inventory_path: Path, count: int, alone: tuple[str, ...], run: bool,
             exit_status,
             merged_outcomes,
             outcome_lines,
+            rerun_lines,
             run_plan,
         )
 
@@ -68,7 +70,7 @@ def lanes(inventory_path: Path, count: int, alone: tuple[str, ...], run: bool,
         click.echo(f"[lanes] {len(results)} passes in {time.monotonic() - started:.0f} s: "
                    + ("every scenario passed" if code == 0 else f"exit {code}")
                    + f"; every result in {merged}", err=True)
-        for line in outcome_lines(outcomes):
+        for line in outcome_lines(outcomes) + rerun_lines(results):
             click.echo(f"[lanes] {line}", err=True)
         raise SystemExit(code)
     where = shlex.quote(str(inventory_path))

@@ -9,19 +9,29 @@ still running, so a long run shows its progress without interleaving five proces
 output. The run directories go where the scenarios
 put them (``runs/`` unless the inventory's settings say otherwise).
 
+A scenario that was INCONCLUSIVE because the load client stalled
+(:func:`slo.gaps.harness_stalled`: the machine froze the harness, which says nothing of the
+node) is run once more, alone, after every other pass — the ``again`` pass, the gate's rule
+too (docs/gate.md) — and its later outcome stands; nothing else is ever run again.
+
 The exit status is the worst of the passes' (pytest's: 1 means a scenario failed); a pass
-that collected nothing (5: e.g. no exclusive scenario applies) counts as 0. At the end the
+that collected nothing (5: e.g. no exclusive scenario applies) counts as 0, and so does a
+pass whose only scenarios not passed were run again (:func:`exit_status`). At the end the
 passes' JUnit files are merged into ``LOGS/junit.xml`` (:func:`merged_outcomes`), and
 :func:`outcome_lines` names every scenario that did not pass, with why and its run
-directory, so nobody has to search five logs for a failure.
+directory, so nobody has to search five logs for a failure; :func:`rerun_lines` names each
+scenario run again, with both outcomes.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import threading
 import time
+import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,15 +42,22 @@ from faultkit.gate.decision import (
     ScenarioResult,
     merge_junit,
     read_junit,
+    replace_cases,
 )
+from faultkit.gate.feed import ONLY_ENV
 from faultkit.gate.scenarios import ASYNC_INI, scenarios_dir
 from faultkit.lanes import LANE_STAGGER_S, LanePlan, run_side_by_side
 from faultkit.runtime.progress import format_elapsed
 
-__all__ = ["PassResult", "exit_status", "merged_outcomes", "outcome_lines", "run_plan"]
+__all__ = ["AGAIN", "PassResult", "exit_status", "merged_outcomes", "outcome_lines",
+           "rerun_lines", "run_plan"]
 
 #: pytest's exit status when a selection collects no test
 NOTHING_COLLECTED = 5
+
+#: the label of the pass that runs, alone after every other, the scenarios that were
+#: INCONCLUSIVE because the load client stalled
+AGAIN = "again"
 
 
 @dataclass(frozen=True)
@@ -53,21 +70,77 @@ class PassResult:
     seconds: float
     summary: str  # pytest's last line ("17 passed, 5 skipped in 296.55s"), or ""
     log: Path
+    #: its JUnit file's scenarios (none when it wrote no file)
+    outcomes: tuple[ScenarioOutcome, ...] = ()
+
+    @property
+    def junit(self) -> Path:
+        return self.log.with_suffix(".xml")
+
+    def stalled(self) -> list[str]:
+        """Its scenarios INCONCLUSIVE because the load client stalled."""
+        return [o.name for o in self.outcomes if o.harness_stalled]
+
+
+def _again(results: Sequence[PassResult]) -> PassResult | None:
+    return next((r for r in results if r.label == AGAIN), None)
+
+
+def _ran_again(results: Sequence[PassResult]) -> set[str]:
+    """The scenarios whose later outcome, from the ``again`` pass, stands."""
+    again = _again(results)
+    return {o.name for o in again.outcomes} if again is not None else set()
 
 
 def exit_status(results: Sequence[PassResult]) -> int:
-    """The worst pass's pytest status; "nothing collected" counts as success."""
-    return max((0 if r.exit_code == NOTHING_COLLECTED else r.exit_code for r in results),
-               default=0)
+    """The worst pass's pytest status; "nothing collected" counts as success, and so does
+    a pass's 1 when each of its scenarios that did not pass was run again (the ``again``
+    pass's status then stands for them)."""
+    ran_again = _ran_again(results)
+
+    def status(result: PassResult) -> int:
+        if result.exit_code == NOTHING_COLLECTED:
+            return 0
+        answered = result.exit_code == 1 and result.label != AGAIN and bool(result.outcomes) \
+            and all(o.passed or o.outcome == "SKIPPED" or o.name in ran_again
+                    for o in result.outcomes)
+        return 0 if answered else result.exit_code
+
+    return max((status(r) for r in results), default=0)
 
 
 def merged_outcomes(results: Sequence[PassResult], logs: Path) -> tuple[Path,
                                                                       list[ScenarioOutcome]]:
-    """Every pass's JUnit file merged into ``logs/junit.xml``, and the scenarios' outcomes
-    read from it (a pass that wrote none adds nothing)."""
+    """Every pass's JUnit file merged into ``logs/junit.xml`` (a pass that wrote none adds
+    nothing), a scenario run again there once, with its later outcome; and the outcomes
+    that stand."""
     merged = logs / "junit.xml"
-    merge_junit([r.log.with_suffix(".xml") for r in results], merged)
-    return merged, read_junit(merged)
+    again = _again(results)
+    merge_junit([r.junit for r in results if r is not again], merged)
+    ran_again = _ran_again(results)
+    if again is not None:
+        replace_cases(merged, again.junit, ran_again)
+    firsts = [o for r in results if r is not again for o in r.outcomes
+              if o.name not in ran_again]
+    return merged, firsts + list(again.outcomes if again is not None else ())
+
+
+def rerun_lines(results: Sequence[PassResult]) -> list[str]:
+    """One line per scenario run again: its first outcome (why, run directory), then the
+    one that stands."""
+    again = _again(results)
+    if again is None:
+        return []
+    later = {o.name: o for o in again.outcomes}
+    lines = []
+    for first in (o for r in results if r is not again for o in r.outcomes
+                  if o.harness_stalled):
+        now = later.get(first.name)
+        stands = (f"now {now.outcome}" + (f" ({now.run_dir})" if now.run_dir else "")
+                  if now is not None else f"not run again ({again.log}): the first stands")
+        lines.append(f"  ran again, alone: {first.name} — first INCONCLUSIVE because the "
+                     f"load client stalled ({first.run_dir}); {stands}")
+    return lines
 
 
 #: pytest's own skip of a scenario whose parameter set is empty in one process: the
@@ -90,6 +163,15 @@ def outcome_lines(outcomes: Sequence[ScenarioOutcome]) -> list[str]:
             where = f" ({outcome.run_dir})" if outcome.run_dir else ""
             lines.append(f"  {outcome.outcome} {outcome.name} — {outcome.why}{where}")
     return lines
+
+
+def _outcomes(junit: Path) -> tuple[ScenarioOutcome, ...]:
+    """The scenarios of a pass's JUnit file; none when it wrote none or a torn one (a
+    pass killed while writing it: its exit status says so)."""
+    try:
+        return tuple(read_junit(junit))
+    except ET.ParseError:
+        return ()
 
 
 def _summary(log: Path) -> str:
@@ -126,7 +208,8 @@ def run_plan(plan: LanePlan, inventory: Path, logs: Path, echo: Callable[[str], 
             if still:
                 say("running: " + ", ".join(still))
 
-    def run(label: str, nodes: str, selection: Sequence[str]) -> PassResult:
+    def run(label: str, nodes: str, selection: Sequence[str],
+            env: dict[str, str] | None = None) -> PassResult:
         where = f" ({nodes})" if nodes else ""
         argv = [sys.executable, "-m", "pytest", str(scenarios_dir()), "-p", "no:cacheprovider",
                 *ASYNC_INI, "--inventory", str(inventory), *selection,
@@ -139,12 +222,13 @@ def run_plan(plan: LanePlan, inventory: Path, logs: Path, echo: Callable[[str], 
             running[f"{label}{where}"] = started
         try:
             with log.open("w") as out:
-                code = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT,
-                                      check=False).returncode
+                code = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, check=False,
+                                      env={**os.environ, **env} if env else None).returncode
         finally:
             with lock:
                 running.pop(f"{label}{where}", None)
-        result = PassResult(label, nodes, code, time.monotonic() - started, _summary(log), log)
+        result = PassResult(label, nodes, code, time.monotonic() - started, _summary(log), log,
+                            _outcomes(logs / f"{label}.xml"))
         status = "ok" if code in (0, NOTHING_COLLECTED) else f"exit {code}"
         say(f"{label}{where}: {status} after {format_elapsed(result.seconds)}"
             + (f" — {result.summary}" if result.summary else ""))
@@ -159,6 +243,12 @@ def run_plan(plan: LanePlan, inventory: Path, logs: Path, echo: Callable[[str], 
         results = [r for _, r in side_by_side]
         results += [run(label, nodes, selection)
                     for label, nodes, selection in plan.passes_after_lanes()]
+        stalled = [name for r in results for name in r.stalled()]
+        if stalled:
+            say(f"run again, once, alone: {', '.join(stalled)} (INCONCLUSIVE because the load "
+                "client stalled: it says nothing of the node)")
+            results.append(run(AGAIN, "", ("-p", "faultkit.gate.feed"),
+                               {ONLY_ENV: json.dumps(stalled)}))
     finally:
         ended.set()
         beat.join()

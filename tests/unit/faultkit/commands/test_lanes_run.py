@@ -3,21 +3,26 @@ with which selection, and how their statuses combine."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from faultkit.commands.lanes_run import (
+    AGAIN,
     PassResult,
     exit_status,
     merged_outcomes,
     outcome_lines,
+    rerun_lines,
     run_plan,
 )
+from faultkit.gate.feed import ONLY_ENV
 from faultkit.lanes import FollowPass, Lane, LanePlan
 
 
@@ -168,3 +173,105 @@ def test_the_passes_junit_files_merge_and_the_scenarios_that_did_not_pass_are_na
         "  SKIPPED test_oom[a] — no oom fault allowed",
     ], lines
     assert outcome_lines([]) == ["no scenario ran"]
+
+
+def _stalled_case(name: str, run_dir: Path, *, stalled: bool) -> str:
+    """A JUnit case as the plugin writes it, its run directory's measurement.json saying
+    whether the load client stalled (requests sent late across an outage edge)."""
+    run_dir.mkdir(parents=True)
+    (run_dir / "measurement.json").write_text(json.dumps({"sent_late": 2 if stalled else 0}))
+    props = (f'<properties><property name="faultkit_run_dir" value="{run_dir}"/><property '
+             f'name="faultkit_verdict" value="{"INCONCLUSIVE" if stalled else "PASS"}"/>'
+             "</properties>")
+    failure = ('<failure message="INCONCLUSIVE: missing evidence: the load client\'s event '
+               'loop stalled"/>' if stalled else "")
+    return f'<testcase name="{name}">{props}{failure}</testcase>'
+
+
+class StallsOnce:
+    """Each lane's pytest: lane "a" has ``test_pause[a]`` stall its load client, and, when
+    ``fails`` names it, ``test_kill[a]`` FAIL; the ``again`` pass (the scenarios in
+    ``$FAULTKIT_GATE_ONLY``) passes them unless ``stalls_again``."""
+
+    def __init__(self, runs: Path, *, fails: bool = False, stalls_again: bool = False) -> None:
+        self.runs, self.fails, self.stalls_again = runs, fails, stalls_again
+        self.again: list[tuple[list[str], dict[str, str]]] = []
+
+    def __call__(self, argv: list[str], stdout: Any, env: dict[str, str] | None = None,
+                 **_: Any) -> subprocess.CompletedProcess[str]:
+        junit = Path(next(a.split("=", 1)[1] for a in argv if a.startswith("--junitxml=")))
+        nodes = _option(argv, "--node")
+        if env is not None and ONLY_ENV in env:
+            self.again.append((argv, env))
+            cases = "".join(_stalled_case(name, self.runs / f"again-{name}",
+                                          stalled=self.stalls_again)
+                            for name in json.loads(env[ONLY_ENV]))
+            junit.write_text(_junit(cases))
+            return subprocess.CompletedProcess(argv, 1 if self.stalls_again else 0)
+        if nodes == "a":
+            kill = ('<testcase name="test_kill[a]"><failure message="FAIL: lost_requests"/>'
+                    "</testcase>" if self.fails else '<testcase name="test_kill[a]"/>')
+            junit.write_text(_junit(
+                _stalled_case("test_pause[a]", self.runs / "pause-a", stalled=True) + kill))
+            return subprocess.CompletedProcess(argv, 1)
+        junit.write_text(_junit(f'<testcase name="test_kill[{nodes}]"/>'))
+        return subprocess.CompletedProcess(argv, 0)
+
+
+def test_a_scenario_the_load_client_stalled_in_runs_once_more_alone_and_its_pass_stands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The machine froze the harness (not the node): that scenario runs again once, alone
+    after every other pass, selected by name; its later PASS stands in junit.xml and in the
+    exit status, and the first outcome is still named."""
+    fake = StallsOnce(tmp_path / "runs")
+    monkeypatch.setattr(subprocess, "run", fake)
+    lines: list[str] = []
+    logs = tmp_path / "logs"
+    results = run_plan(_plan(), Path("inv.yaml"), logs, lines.append, stagger_s=0)
+    assert [r.label for r in results][-1] == AGAIN
+    [(argv, env)] = fake.again
+    assert json.loads(env[ONLY_ENV]) == ["test_pause[a]"]
+    assert "faultkit.gate.feed" in argv and _option(argv, "--node") is None
+    assert any("run again, once, alone: test_pause[a]" in line for line in lines)
+    assert exit_status(results) == 0
+    merged, outcomes = merged_outcomes(results, logs)
+    cases = [c.get("name", "") for c in ET.parse(merged).getroot().iter("testcase")]
+    assert sorted(cases) == sorted(["test_pause[a]", "test_kill[a]", "test_kill[h2]",
+                                    "test_kill[gw]", "test_kill[big]", "test_kill[None]"])
+    pause = [o for o in outcomes if o.name == "test_pause[a]"]
+    assert [(o.outcome, o.run_dir) for o in pause] == [
+        ("PASS", str(tmp_path / "runs" / "again-test_pause[a]"))]
+    assert outcome_lines(outcomes)[0].endswith(": 6 pass")
+    assert rerun_lines(results) == [
+        "  ran again, alone: test_pause[a] — first INCONCLUSIVE because the load client "
+        f"stalled ({tmp_path / 'runs' / 'pause-a'}); now PASS "
+        f"({tmp_path / 'runs' / 'again-test_pause[a]'})"]
+
+
+@pytest.mark.parametrize(("fails", "stalls_again"), [(True, False), (False, True)])
+def test_a_rerun_answers_only_for_its_stall_never_for_another_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: bool, stalls_again: bool
+) -> None:
+    """A FAIL beside the stall in the same pass, or a second stall, still ends the run 1:
+    a FAIL is never run again, and a stalled rerun is INCONCLUSIVE as it stands."""
+    fake = StallsOnce(tmp_path / "runs", fails=fails, stalls_again=stalls_again)
+    monkeypatch.setattr(subprocess, "run", fake)
+    results = run_plan(_plan(), Path("inv.yaml"), tmp_path / "logs", list[str]().append,
+                       stagger_s=0)
+    assert len(fake.again) == 1  # once, whatever it finds
+    assert exit_status(results) == 1
+    _, outcomes = merged_outcomes(results, tmp_path / "logs")
+    not_passed = sorted((o.name, o.outcome) for o in outcomes if not o.passed)
+    assert not_passed == ([("test_kill[a]", "FAIL")] if fails
+                          else [("test_pause[a]", "INCONCLUSIVE")])
+
+
+def test_nothing_runs_again_when_no_load_client_stalled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakePytest({"a": 1})
+    monkeypatch.setattr(subprocess, "run", fake)
+    results = run_plan(_plan(), Path("inv.yaml"), tmp_path, list[str]().append, stagger_s=0)
+    assert AGAIN not in [r.label for r in results] and len(fake.started) == 5
+    assert exit_status(results) == 1 and rerun_lines(results) == []
