@@ -18,7 +18,9 @@ def baseline_view(
     baseline: dict[str, Any] | None, scenarios: list[dict[str, Any]]
 ) -> dict[str, Any] | None:
     """The "against the current config" table: per scenario, each figure as ``current →
-    candidate`` (a regression in bold), and the current's run directory."""
+    candidate`` (a regression in bold), and the current's run directory; which of the
+    current's runs the gate made itself (its peak throughput) and why one it tried to
+    make gave nothing."""
     if not baseline:
         return None
     runs: dict[str, Any] = baseline["runs"] if isinstance(baseline.get("runs"), dict) else {}
@@ -56,6 +58,13 @@ def baseline_view(
                                   if isinstance(baseline.get("tolerances"), dict) else {})
     rule = "; ".join(f"{name.removesuffix('_s')} {text}" for name, text in tolerances.items())
     resolution = baseline.get("detection_resolution_s")
+    measured_now = [str(t) for t in baseline.get("measured_now") or ()]
+    not_measured = baseline.get("not_measured")
     return {"dir": str(baseline.get("dir")), "compared": bool(runs), "rows": rows,
+            "measured_now": [{"test": t, "run": (runs.get(t) or {}).get("run_dir")}
+                             for t in measured_now],
+            "not_measured": ([{"test": str(t), "why": str(why)}
+                              for t, why in not_measured.items()]
+                             if isinstance(not_measured, dict) else []),
             "peaks": peaks, "rule": f"({rule})" if rule else "",
             "detection_resolution": f"{resolution:g} s" if is_number(resolution) else None}

@@ -255,6 +255,8 @@ def _count(value: Any) -> int | None:
 def judge_against_baseline(
     result: GateResult, baseline_dir: Path, *, say: Callable[[str], None],
     nodes: Collection[str] = (), detection_resolution_s: float | None = None,
+    measured_now: Mapping[str, Baseline] | None = None,
+    not_measured: Mapping[str, str] | None = None,
 ) -> None:
     """Compare the candidate's scenario figures with the current config's earlier runs of
     the same scenarios (the module docstring); a regression beyond the tolerance fails a
@@ -262,11 +264,15 @@ def judge_against_baseline(
     ``nodes``: a pool's nodes (default: the gate's node) — a scenario's test name names
     its node, so each is compared with its own node's earlier run.
     ``detection_resolution_s``: how finely a detection time is known (Prometheus' scrape
-    and evaluation interval), kept beside the figures for gate.md to state."""
+    and evaluation interval), kept beside the figures for gate.md to state.
+    ``measured_now``: the current config's runs this gate made itself (its peak throughput,
+    :mod:`.current_peak`), held against as found ones are; ``not_measured``: why a run the
+    gate tried to make gave nothing to hold against."""
     assert result.node is not None and result.started_at is not None
-    baselines = find_baselines(
+    baselines = {**find_baselines(
         baseline_dir, node=nodes or result.node, config=result.current,
-        tests=[str(s.get("name")) for s in result.scenarios], before=result.started_at)
+        tests=[str(s.get("name")) for s in result.scenarios], before=result.started_at),
+        **(measured_now or {})}
     regressions = compare_figures(result.scenarios, baselines)
     result.baseline = {
         "dir": str(baseline_dir),
@@ -274,6 +280,8 @@ def judge_against_baseline(
         "regressions": [r.to_json() for r in regressions],
         "tolerances": {figure: t.describe() for figure, t in TOLERANCES.items()},
         "detection_resolution_s": detection_resolution_s,
+        "measured_now": sorted(measured_now or ()),
+        "not_measured": dict(not_measured or {}),
     }
     lines = [r.line() for r in regressions]
     if baselines:

@@ -20,7 +20,12 @@ from typing import Any, cast
 
 from faultkit.faults import make_fault
 from faultkit.faults.rollout import Rollout
-from faultkit.gate.baseline import judge_against_baseline
+from faultkit.gate.baseline import Baseline, judge_against_baseline
+from faultkit.gate.current_peak import (
+    candidate_peaks,
+    measure_current_peaks,
+    peaks_due,
+)
 from faultkit.gate.decision import (
     NotRun,
     ScenarioOutcome,
@@ -84,13 +89,14 @@ async def run_gate(
     ]
     first = pool[0]
     node, steady, rollout = first.node, first.steady, first.rollout
+    started_at = time.time()
     result = GateResult(
         node=node.name,
         candidate=config,
         current=node.serving_config,
         config_diff=config_diff(inventory, node.serving_config, config),
         junit_xml=str(GateDir(out).junit_xml),
-        started_at=time.time(),
+        started_at=started_at,
         order={**order.to_json(), "stop_at_first": stop_at_first},
     )
     if not steady.checked:
@@ -108,6 +114,30 @@ async def run_gate(
         raise
     lane_args = {m.node.name: _with_current_limit(pytest_args, limit)
                  for m, limit in zip(pool, current_limits, strict=True)}
+    names = [m.node.name for m in pool]
+
+    def current_argv(n: Node, where: Path, junit: Path) -> list[str]:
+        """``n``'s scenario command on the config it serves now (the current one)."""
+        return scenario_argv(inventory, n, n.serving_config or "", where, junit,
+                             lane_args[n.name])
+
+    current_peaks: tuple[dict[str, Baseline], dict[str, str]] = ({}, {})
+    if promote:  # the candidate stays: the current config's peak is measured while it serves
+        try:
+            selected = await (collecting if collecting is not None else gathered(
+                collect_gate_scenarios(scenario_argv(inventory, node, config, out, None,
+                                                     pytest_args))))
+            due = peaks_due([i.rsplit("::", 1)[-1] for ids in selected for i in ids],
+                            baseline_dir, nodes=names, current=result.current,
+                            before=started_at)
+            if due:
+                current_peaks = await measure_current_peaks(due, (m.node for m in pool),
+                                                            current_argv, out)
+        except BaseException:
+            if collecting is not None:
+                collecting.cancel()
+            raise
+    restored = False  # the current config put back before the end (to measure it)
     for member in pool:
         _say(f"rolling {config!r} onto {member.node.name} ({member.rollout.describe()})")
     try:
@@ -172,9 +202,17 @@ async def run_gate(
         decision = decide(outcomes, combined_exit(codes), config, left)
         result.decision, result.why = decision.decision, decision.why
         result.not_passed, result.accepted = list(decision.not_passed), list(decision.accepted)
-        judge_against_baseline(result, baseline_dir, say=_say,
-                               nodes=[m.node.name for m in pool],
-                               detection_resolution_s=inventory.prometheus.scrape_interval_s)
+        due = [] if promote or not result.passed else peaks_due(
+            candidate_peaks(outcomes), baseline_dir, nodes=names, current=result.current,
+            before=started_at)
+        if due:  # measured on the current config once it is back (docs/gate.md)
+            await _restore(inventory, pool, result)
+            restored = True
+            current_peaks = await measure_current_peaks(due, (m.node for m in pool),
+                                                        current_argv, out)
+        judge_against_baseline(result, baseline_dir, say=_say, nodes=names,
+                               detection_resolution_s=inventory.prometheus.scrape_interval_s,
+                               measured_now=current_peaks[0], not_measured=current_peaks[1])
         if result.passed and promote:
             for member in pool:
                 member.rollout.promote()
@@ -183,20 +221,25 @@ async def run_gate(
     finally:
         if collecting is not None:
             _drop(collecting)
-        if not result.promoted:
-            # an interrupted scenario run may have left its fault applied: revert that first
-            for line in await asyncio.to_thread(sweep, inventory=inventory):
-                _say(f"sweep after the scenario run: {line}")
-            for member in pool:
-                _say(f"restoring {member.node.serving_config or 'the previous config'} on "
-                     f"{member.node.name}")
-            await gathered(*(m.rollout.revert() for m in pool))
-            result.rolled_back = True
+        if not result.promoted and not restored:
+            await _restore(inventory, pool, result)
         result.steady_state = steady.to_json()
         if pooled:
             result.pool = [m.to_json(GateDir(out / "pool" / m.node.name).junit_xml)
                            for m in pool]
         timeline.close()
+
+
+async def _restore(inventory: Inventory, pool: Sequence[PoolNode], result: GateResult) -> None:
+    """Put every node's previous config back: first revert any fault an interrupted
+    scenario run left applied (the sweep), then each rollout."""
+    for line in await asyncio.to_thread(sweep, inventory=inventory):
+        _say(f"sweep after the scenario run: {line}")
+    for member in pool:
+        _say(f"restoring {member.node.serving_config or 'the previous config'} on "
+             f"{member.node.name}")
+    await gathered(*(m.rollout.revert() for m in pool))
+    result.rolled_back = True
 
 
 def _lane_argv(inventory: Inventory, node: Node, config: str, out: Path,
