@@ -26,7 +26,7 @@ import yaml
 from faultkit.constants import LABEL_OWNER, LABEL_SERVING_CONFIG, LOCAL_DOCKER
 from faultkit.docker.containers import LAST_WORDS_MAX
 from faultkit.docker.host import DockerHost
-from faultkit.inventory import Inventory
+from faultkit.inventory import Inventory, Node
 from testbed.lab import Lab
 from tests.e2e.conftest import REPO, SuiteRun, run_cli
 from tests.e2e.expected_verdicts import (
@@ -524,6 +524,51 @@ def test_gate_fails_a_shorter_context_than_the_current_configs_at_the_limits_pro
     sizes = [max((int(n) for n in re.findall(r"\d+", str(e.get("reason")))), default=0)
              for e in rejected]
     assert any(size > 3000 for size in sizes), rejected
+    assert serving_config_label(lab.inventory, "sim-vllm") == "sim-vllm-good"
+
+
+def _flood_served_rps(node: Node, run_dir: Path) -> float:
+    """Requests the simulator itself says it finished per second between the flood's
+    inject and revert in ``run_dir`` (its truth file: evidence the gate did not compute)."""
+    from testbed.truth_sources import truth_events
+
+    lines = [json.loads(line) for line in (run_dir / "timeline.jsonl").read_text().splitlines()]
+    start = next(e["t"] for e in lines if e["kind"] == "inject_end")
+    end = next(e["t"] for e in lines if e["kind"] == "revert_start")
+    finished = [e for e in truth_events(node, start)
+                if e["event"] == "request_finished" and e["t"] <= end]
+    return len(finished) / float(end - start)
+
+
+def test_gate_measures_the_current_peak_itself_and_fails_a_candidate_that_carries_less(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """A node's first gate (nothing earlier under --out) of a candidate that batches 8
+    sequences where the current config batches 64: its flood passes, so the gate runs the
+    same flood on the restored current config, into current/, and FAILs the candidate's
+    peak throughput against it. The simulator's own truth file must show the candidate
+    finishing under two thirds of the current's requests per second in those two floods."""
+    node = lab.inventory.node("sim-vllm")
+    result = run_cli("gate", "--node", "sim-vllm", "--config", "sim-vllm-low-peak",
+                     "--out", str(tmp_path), "--steady-s", "0", "--", "-k", "overload",
+                     timeout=900)
+    gates = sorted(tmp_path.glob("gate-*-sim-vllm-sim-vllm-low-peak"))
+    assert gates and result.returncode == 1, result.stdout + result.stderr[-3000:]
+    data = json.loads((gates[-1] / "gate.json").read_text())
+    test = "test_overload[sim-vllm]"
+    assert data["baseline"]["measured_now"] == [test], data["baseline"]
+    current_run = Path(data["baseline"]["runs"][test]["run_dir"])
+    assert current_run.is_relative_to(gates[-1] / "current" / "sim-vllm"), current_run
+    assert json.loads((current_run / "run.json").read_text())["serving_config"] == "sim-vllm-good"
+    [regression] = data["baseline"]["regressions"]
+    assert (regression["test"], regression["figure"]) == (test, "peak_rps"), regression
+    assert f"{test}: peak throughput" in str(data["why"]), data["why"]
+    candidate_run = Path(next(s["run_dir"] for s in data["scenarios"] if s["name"] == test))
+    truth_current = _flood_served_rps(node, current_run)
+    truth_candidate = _flood_served_rps(node, candidate_run)
+    assert truth_candidate < truth_current / 1.5, (truth_candidate, truth_current)
+    md = (gates[-1] / "gate.md").read_text()
+    assert "made by this gate, on the current config itself (once it was restored)" in md
     assert serving_config_label(lab.inventory, "sim-vllm") == "sim-vllm-good"
 
 

@@ -293,7 +293,8 @@ def _max_step_tokens(cfg: SimConfig, prompt: int) -> int:
 def test_testbed_serving_configs_behave_as_named() -> None:
     cfgs = _sim_configs()
     assert {"sim-vllm-good", "sim-vllm-good-util85", "sim-vllm-bad-oom",
-            "sim-vllm-bad-maxlen", "sim-vllm-small-ctx", "sim-sglang-good"} <= set(cfgs)
+            "sim-vllm-bad-maxlen", "sim-vllm-small-ctx", "sim-vllm-low-peak",
+            "sim-sglang-good"} <= set(cfgs)
     for name, cfg in cfgs.items():
         assert cfg.load_seconds <= 3, name
         budget = MemoryBudget.from_config(cfg)
@@ -319,6 +320,10 @@ def test_testbed_serving_configs_behave_as_named() -> None:
             validate_kv_cache(cfg, budget)
             assert cfg.effective_max_model_len == 2048
             assert cfgs["sim-vllm-good"].effective_max_model_len == 4096
+        elif name == "sim-vllm-low-peak":  # starts and serves, an eighth of the batch
+            validate(cfg)
+            validate_kv_cache(cfg, budget)
+            assert cfg.max_num_seqs * 8 == cfgs["sim-vllm-good"].max_num_seqs
 
 
 # ---------------------------------------------------------------- text
