@@ -16,8 +16,10 @@ def _block_in_a_syscall(seconds: float) -> None:
 
 
 def _spin(seconds: float) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
+    """Compute for ``seconds`` of this thread's own CPU time (on a busy machine that takes
+    longer on the clock, and the CPU the stall shows is still there)."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
         pass
 
 
