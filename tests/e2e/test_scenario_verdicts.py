@@ -560,8 +560,8 @@ def test_gate_measures_the_current_peak_itself_and_fails_a_candidate_that_carrie
     current_run = Path(data["baseline"]["runs"][test]["run_dir"])
     assert current_run.is_relative_to(gates[-1] / "current" / "sim-vllm"), current_run
     assert json.loads((current_run / "run.json").read_text())["serving_config"] == "sim-vllm-good"
-    [regression] = data["baseline"]["regressions"]
-    assert (regression["test"], regression["figure"]) == (test, "peak_rps"), regression
+    regressions = {(r["test"], r["figure"]) for r in data["baseline"]["regressions"]}
+    assert (test, "peak_rps") in regressions, data["baseline"]["regressions"]
     assert f"{test}: peak throughput" in str(data["why"]), data["why"]
     candidate_run = Path(next(s["run_dir"] for s in data["scenarios"] if s["name"] == test))
     truth_current = _flood_served_rps(node, current_run)
