@@ -34,7 +34,7 @@ __all__ = [
 MIN_STEADY_REQUESTS = 20
 # The regression tolerance. Two windows of the same seeded open-loop arrivals on a shared
 # machine differ by noise, so that noise must not fail a gate and a change users would feel
-# must. Held against 20 repeated gates of known-good configs (docs/gate.md, "Figures on the
+# must. Held against 30 repeated gates of known-good configs (docs/gate.md, "Figures on the
 # testbed"): the ratio alone was exceeded by noise (×1.75 on a 10 ms p95), the absolute
 # floor never (at most 0.55 of it) — both halves are needed.
 #: Latency (TTFT p95, E2E p95) regressed when the candidate's is above BOTH the current's ×
