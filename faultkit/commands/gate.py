@@ -164,7 +164,8 @@ def gate(
                                   compare_capabilities=True))
     if dry_run:
         codes = [plan_dry_run(inventory, member, config, pytest_args, steady_s, phase.profile,
-                              pool=members, order=order, stop_at_first=stop_at_first)
+                              pool=members, order=order, stop_at_first=stop_at_first,
+                              baseline_dir=baseline_dir or out_dir, promote=promote)
                  for member, phase in zip(members, phases, strict=True)]
         if pool_names:
             codes.append(print_split(inventory, members, config, pytest_args,

@@ -33,7 +33,7 @@ from faultkit.rundir import GateDir, RunDir, UnreadableRunFile
 ScenarioArgv = Callable[[Node, Path, Path], list[str]]
 
 __all__ = ["CURRENT_DIR", "OVERLOAD", "ScenarioArgv", "candidate_peaks", "measure_current_peaks",
-           "overload_test", "peaks_due"]
+           "overload_test", "peaks_due", "plan_line"]
 
 #: the scenario whose flood measures the saturation point
 OVERLOAD = "test_overload"
@@ -59,6 +59,25 @@ def peaks_due(
     found = find_baselines(baseline_dir, node=nodes, config=current, tests=wanted,
                            before=before)
     return [t for t in wanted if t not in found]
+
+
+def plan_line(node: Node, baseline_dir: Path, *, promote: bool, now: float) -> str:
+    """What a gate of ``node`` starting ``now`` would hold the candidate's peak throughput
+    against, in one line for the dry run."""
+    test = overload_test(node.name)
+    current = node.serving_config
+    if current is None:
+        return (f"peak throughput: {node.name} names no serving config, so the candidate's "
+                "flood is not compared")
+    found = find_baselines(baseline_dir, node=node.name, config=current, tests=[test],
+                           before=now)
+    if test in found:
+        return (f"peak throughput: the candidate's {test} is held against {current}'s run "
+                f"{found[test].run_dir}")
+    when = ("before the rollout" if promote else
+            "after the scenarios, once it is restored, if the candidate's flood passes")
+    return (f"peak throughput: no passing {test} of {current} under {baseline_dir}: the gate "
+            f"floods {current} too, {when} (into current/{node.name}/)")
 
 
 def candidate_peaks(outcomes: Sequence[ScenarioOutcome]) -> list[str]:

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from faultkit.experiment.speculation import speculation_check
 from faultkit.faults import make_fault
 from faultkit.faults.admission import existing_journal
 from faultkit.gate.capability import KV_RATIO_MIN
+from faultkit.gate.current_peak import plan_line
 from faultkit.gate.decision import config_diff
 from faultkit.gate.feed import ORDER_ENV
 from faultkit.gate.load import describe_profile
@@ -44,7 +46,8 @@ __all__ = ["dry_run", "print_split"]
 
 def dry_run(inventory: Inventory, node: Node, config: str, pytest_args: tuple[str, ...],
             steady_s: float, profile: LoadProfile, *, order: ScenarioOrder,
-            stop_at_first: bool, pool: Sequence[Node] = ()) -> int:
+            stop_at_first: bool, baseline_dir: Path, promote: bool = False,
+            pool: Sequence[Node] = ()) -> int:
     """Print what the gate would do on ``node``; the scenarios run under the plugin's
     ``--dry-run``, which prints each fault plan, in the gate's ``order``, and acts on
     nothing. Returns pytest's exit code. A node BLOCKED by a fault left applied refuses the
@@ -72,6 +75,7 @@ def dry_run(inventory: Inventory, node: Node, config: str, pytest_args: tuple[st
                    f"{check.candidate_spec or 'off'}): each workload class "
                    f"({', '.join(WORKLOADS)}) for {check.seconds:g} s on each config; the "
                    f"gate fails if {node.name}'s {node.workload} workload is served slower")
+    click.echo(plan_line(node, baseline_dir, promote=promote, now=time.time()))
     click.echo(f"scenarios: {scenarios_dir()}")
     click.echo(f"order: {order.why()}" + ("; the gate stops at the first scenario that does "
                                           "not pass (--full: all)" if stop_at_first else ""))

@@ -164,3 +164,22 @@ async def test_under_promote_the_current_peak_is_measured_before_the_rollout(
                          "scenarios cand", "rollback"]
     assert data["decision"] == "fail" and not data["promoted"]
     assert data["baseline"]["measured_now"] == [OVERLOAD]
+
+
+def test_the_dry_run_says_what_the_candidates_peak_will_be_held_against(
+    world: World, tmp_path: Path
+) -> None:
+    node = world.inventory.node("n")
+    now = time.time()
+    line = current_peak.plan_line(node, tmp_path / "gates", promote=False, now=now)
+    assert "no passing test_overload[n] of good under" in line
+    assert "after the scenarios, once it is restored" in line
+    assert "before the rollout" in current_peak.plan_line(node, tmp_path / "gates",
+                                                          promote=True, now=now)
+    run = RunDir.create(tmp_path / "gates" / "earlier", "overload", "n")
+    run.write_info(RunInfo().updated(scenario="overload", case="n", node="n",
+                                     serving_config="good", t_start=now - 60))
+    run.write_json(run.verdict_json, {"outcome": "PASS", "passed": True})
+    line = current_peak.plan_line(node, tmp_path / "gates", promote=False, now=now)
+    assert line == (f"peak throughput: the candidate's test_overload[n] is held against "
+                    f"good's run {run.path}")
