@@ -11,7 +11,19 @@ from typing import Any
 
 from reports.numbers import is_number
 
-__all__ = ["baseline_view"]
+__all__ = ["baseline_view", "figure_text"]
+
+
+def figure_text(figure: str, value: Any) -> str:
+    """One scenario figure of the gate's baseline comparison as gate.md and the decision's
+    lines show it: seconds to a tenth, lost requests whole, the peak in req/s; a figure
+    that has no value was "not reached" (a time) or "not captured" (a count, a rate)."""
+    if figure == "lost":
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) \
+            else "not captured"
+    if figure == "peak_rps":
+        return f"{value:g} req/s" if is_number(value) else "not captured"
+    return f"{value:.1f} s" if is_number(value) else "not reached"
 
 
 def baseline_view(
@@ -28,14 +40,7 @@ def baseline_view(
                  if isinstance(r, dict)}
 
     def cell(test: str, figure: str, current: Any, candidate: Any) -> str:
-        def one(x: Any) -> str:
-            if figure == "lost":
-                return str(x) if isinstance(x, int) else "not captured"
-            if figure == "peak_rps":
-                return f"{x:g} req/s" if is_number(x) else "not captured"
-            return f"{x:.1f} s" if is_number(x) else "not reached"
-
-        text = f"{one(current)} → {one(candidate)}"
+        text = f"{figure_text(figure, current)} → {figure_text(figure, candidate)}"
         return f"**{text} — regression**" if (test, figure) in regressed else text
 
     rows = []

@@ -32,6 +32,7 @@ from faultkit.model.gatefile import GateResult
 from faultkit.model.records import iter_jsonl
 from faultkit.model.runfiles import RunInfo
 from faultkit.rundir import RunDir
+from reports.baseline import figure_text
 
 __all__ = [
     "TOLERANCES",
@@ -137,11 +138,9 @@ class FigureRegression:
 
 
 def _show(figure: Figure, value: float | None) -> str:
-    if value is None:
-        return "never reached" if figure not in ("lost", "peak_rps") else "not captured"
-    if figure == "peak_rps":
-        return f"{value:g} req/s"
-    return f"{value:g}" if figure == "lost" else f"{value:.1f} s"
+    """A figure as gate.md's table shows it (a count stored as a float reads whole)."""
+    return figure_text(figure, int(value) if figure == "lost" and value is not None
+                       else value)
 
 
 def run_figures(run: RunDir) -> dict[str, Any]:
