@@ -216,14 +216,24 @@ def _restart_host2() -> None:
     while restart.poll() is None:
         assert time.monotonic() < deadline, "the second host did not restart within 60 s"
         if _gone(init):
-            for state in cgroup.rglob("freezer.state"):
-                with contextlib.suppress(OSError):  # removed meanwhile
-                    if state.read_text().strip() != "THAWED":
-                        state.write_text("THAWED")
+            _thaw_all(cgroup)
         time.sleep(0.05)
     assert restart.returncode == 0, restart.stderr.read() if restart.stderr else ""
     assert outer.state(host2.CONTAINER).started_at != before.started_at  # it did restart
     host2.wait_engine(timeout_s=60)
+
+
+def _thaw_all(cgroup: Path) -> None:
+    """Thaw every frozen freezer cgroup under ``cgroup``. The tree is being torn down as
+    this walks it: a directory removed meanwhile is skipped (``os.walk`` ignores the error
+    where ``Path.rglob`` raised it), as is a state file removed before it is written."""
+    for where, _dirs, files in os.walk(cgroup):
+        if "freezer.state" not in files:
+            continue
+        state = Path(where) / "freezer.state"
+        with contextlib.suppress(OSError):
+            if state.read_text().strip() != "THAWED":
+                state.write_text("THAWED")
 
 
 #: how the harness comes back: ``faultkit sweep`` by hand, or the next session's start
