@@ -18,7 +18,7 @@ the next gate there finds it as its baseline and measures nothing.
 
 from __future__ import annotations
 
-import time
+import math
 from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 
@@ -27,7 +27,7 @@ from faultkit.gate.decision import ScenarioOutcome, read_junit
 from faultkit.gate.scenarios import run_scenarios
 from faultkit.gate.scenarios import say as _say
 from faultkit.inventory import Node
-from faultkit.rundir import GateDir, RunDir, UnreadableRunFile
+from faultkit.rundir import GateDir
 
 #: a node's scenario pytest command running into a directory, with its JUnit file there
 ScenarioArgv = Callable[[Node, Path, Path], list[str]]
@@ -103,28 +103,21 @@ async def measure_current_peaks(
              "earlier passing run of it to hold the candidate's against)")
         junit = GateDir(where).junit_xml
         await run_scenarios(argv(node, where, junit), where, only=[test])
-        outcome = next((o for o in read_junit(junit) if o.name == test), None)
-        baseline = _as_baseline(outcome)
-        if isinstance(baseline, Baseline):
-            measured[test] = baseline
+        # the run just made, read as any earlier run is (passing verdict, its figures)
+        found = find_baselines(where, node=node.name, config=node.serving_config,
+                               tests=[test], before=math.inf).get(test)
+        if found is not None and found.peak_rps is not None:
+            measured[test] = found
         else:
-            missing[test] = baseline
+            missing[test] = _why_no_peak(read_junit(junit), test)
     return measured, missing
 
 
-def _as_baseline(outcome: ScenarioOutcome | None) -> Baseline | str:
-    """A passing run with a peak as the current config's baseline; else why not."""
+def _why_no_peak(outcomes: Sequence[ScenarioOutcome], test: str) -> str:
+    """Why the current config's run of ``test`` gave no peak to hold against."""
+    outcome = next((o for o in outcomes if o.name == test), None)
     if outcome is None:
         return "the scenario did not run"
-    if not outcome.passed or outcome.run_dir is None:
+    if not outcome.passed:
         return f"{outcome.outcome}: {outcome.why}"
-    if outcome.peak_rps is None:
-        return "the run recorded no saturation point"
-    try:
-        t_start = RunDir(Path(outcome.run_dir)).info().t_start
-    except UnreadableRunFile:
-        t_start = None
-    return Baseline(test=outcome.name, run_dir=outcome.run_dir,
-                    t_start=t_start if t_start is not None else time.time(),
-                    detection_s=outcome.detection_s, recovery_s=outcome.recovery_s,
-                    lost=outcome.lost, peak_rps=outcome.peak_rps)
+    return "the run recorded no saturation point"
